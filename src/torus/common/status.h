@@ -1,0 +1,25 @@
+// Status helpers shared by every torus library.
+//
+// Debian's Abseil has no RETURN_IF_ERROR / ASSIGN_OR_RETURN; these two macros are the project's own.
+#pragma once
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#define TORUS_CONCAT_INNER_(a, b) a##b
+#define TORUS_CONCAT_(a, b) TORUS_CONCAT_INNER_(a, b)
+
+// Returns the status from the enclosing function when `expr` is not OK.
+#define TORUS_RETURN_IF_ERROR(expr)              \
+  do {                                           \
+    ::absl::Status torus_status_ = (expr);       \
+    if (!torus_status_.ok()) return torus_status_; \
+  } while (0)
+
+// `lhs = value of expr` when expr (a StatusOr) is OK, else returns its status.
+#define TORUS_ASSIGN_OR_RETURN(lhs, expr)                                   \
+  TORUS_ASSIGN_OR_RETURN_IMPL_(TORUS_CONCAT_(torus_statusor_, __LINE__), lhs, expr)
+#define TORUS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                 \
+  if (!tmp.ok()) return tmp.status();                \
+  lhs = std::move(tmp).value()
