@@ -26,17 +26,22 @@ absl::Status ValidateLabelValue(std::string_view key, std::string_view value);
 absl::StatusOr<std::string> CanonicalLabelKey(std::string_view key);
 
 // Checks labels a user supplies: keys canonicalised and validated, values validated, and the only `torus.io/`
-// keys allowed are market-type, node-group, availability-zone, availability-region.
+// keys allowed are market-type, node-group, availability-zone, availability-region. Both `ray.io/x` and
+// `torus.io/x` given is an error.
 // Error: `label key "torus.io/tpu-worker-id" is reserved; users may set only torus.io/market-type, ...`.
 absl::StatusOr<Labels> CanonicalUserLabels(const Labels& labels);
 
-// Parses "k=v,k2=v2" (spaces around items trimmed; empty text = no labels; a value may be empty: "k=").
-// Errors: an item without '=', an empty key, a duplicate key, and everything CanonicalUserLabels rejects.
+// Parses "k=v,k2=v2" (spaces around items and around '=' trimmed, as Ray does; empty text = no labels; a value may
+// be empty: "k="). Errors name the item: `invalid --labels item "foo": expected key=value`; an empty item
+// ("a=b,"), an empty key, a duplicate key (also `ray.io/x` with `torus.io/x`), and everything CanonicalUserLabels
+// rejects.
 absl::StatusOr<Labels> ParseLabelsFlag(std::string_view text);
 
 // Parses the contents of a labels file: a YAML or JSON map of string keys to scalar values (numbers and booleans
-// are taken as their text). Errors: not a map, a nested value, a parse error with its line, and everything
-// CanonicalUserLabels rejects.
+// are taken as written: `v: 1.10` is "1.10"). An empty file sets no labels. Errors, prefixed `--labels-file: ` and
+// with the line where known: not a map, a nested value, a null value (write "" for an empty one), a duplicate
+// key, more than one YAML document, a parse error with its line and column (text starting with '{' that fails is
+// reported as JSON), and everything CanonicalUserLabels rejects.
 absl::StatusOr<Labels> ParseLabelsFile(std::string_view contents);
 
 // "k=v,k2=v2" in key order.

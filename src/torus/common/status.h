@@ -17,6 +17,7 @@
   } while (0)
 
 // `lhs = value of expr` when expr (a StatusOr) is OK, else returns its status.
+// Expands to several statements: use it inside braces, never as the body of an unbraced `if`.
 #define TORUS_ASSIGN_OR_RETURN(lhs, expr)                                   \
   TORUS_ASSIGN_OR_RETURN_IMPL_(TORUS_CONCAT_(torus_statusor_, __LINE__), lhs, expr)
 #define TORUS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \

@@ -12,6 +12,7 @@
 // Thread-safety: all functions are pure and thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,7 +34,7 @@ struct TpuGenerationInfo {
   int devices_per_chip;               // libtpu devices per chip: 2 on TPU7x, else 1
   int topology_dims;                  // 2 (v5e, v6e) or 3
   int64_t hbm_bytes_per_chip;
-  std::string_view pci_device_id;     // "0x006f"
+  std::string_view pci_device_id;  // "0x006f"
 };
 
 const TpuGenerationInfo& GetGenerationInfo(TpuGeneration gen);
@@ -55,21 +56,33 @@ struct Topology {
   bool operator==(const Topology&) const = default;
 };
 
-// Parses and validates a topology for a generation (tpu.md §1 valid lists; lower/upper case x).
-// Error: `topology "3x3" is not valid for TPU-V6E; valid: 1x1, 2x2, 2x4, 2x8, 4x4, 4x8, 8x8, 8x16, 16x16`.
+// Parses and validates a topology for a generation (tpu.md §1 valid lists; lower/upper case x, surrounding
+// whitespace ignored). The error quotes the text as given and names every accepted form:
+//   topology "3x3" is not valid for TPU-V6E; valid: 1x1, 2x2, 2x4, 2x8, 4x4, 4x8, 8x8, 8x16, 16x16
+//   topology "4x4x6" is not valid for TPU-V4; valid: 2x2x1, 2x2x2, 2x2x4, 2x4x4, or AxBxC with every dim a
+//   multiple of 4, A<=12, B<=12, C<=16
 absl::StatusOr<Topology> ParseTopology(TpuGeneration gen, std::string_view text);
+
+// Whether `dims` is one of the generation's valid topologies (the rule behind ParseTopology).
+bool IsValidTopology(TpuGeneration gen, const std::vector<int>& dims);
+
+// The accepted topologies of a generation as error messages name them (the text after "valid: " above).
+std::string ValidTopologiesText(TpuGeneration gen);
 
 // A normalised pod type: "v6e-16", "v5litepod-8", "v4-16", "tpu7x-8".
 struct PodType {
   TpuGeneration generation;
-  int suffix;  // cores (v4, v5p, TPU7x) or chips (v5e, v6e)
-  std::string ToString() const;       // "v6e-16", "tpu7x-8"
-  std::string LabelString() const;    // as torus.io/tpu-pod-type: "v6e-16", "v7x-8"
-  int Chips() const;                  // suffix / cores_per_chip
+  int suffix;                       // cores (v4, v5p, TPU7x) or chips (v5e, v6e)
+  std::string ToString() const;     // "v6e-16", "tpu7x-8"
+  std::string LabelString() const;  // as torus.io/tpu-pod-type: "v6e-16", "v7x-8"
+  int Chips() const;                // suffix / cores_per_chip
+  bool operator==(const PodType&) const = default;
 };
 
 // Parses TPU_ACCELERATOR_TYPE / metadata `accelerator-type` forms: trims, lower-cases, maps a leading
 // "tpu-v"/"tpu-"/"tpu" to "v"; "v5e-8" is read as v5litepod-8, "v7x-8"/"tpu7x-8" as TPU7x.
+// Errors: an unknown or unsupported (v2, v3) prefix; a suffix that is not a positive whole number; an odd
+// suffix where it counts cores (v4-15); a chip count no valid topology of the generation has (v6e-3).
 absl::StatusOr<PodType> ParsePodType(std::string_view text);
 
 // The pod type of a topology: prefix-(chips x cores_per_chip).
@@ -78,6 +91,9 @@ PodType PodTypeFor(TpuGeneration gen, const Topology& topology);
 // Default chips per host for a topology when no host or setting says otherwise (tpu.md §2 rule 3).
 int DefaultChipsPerHost(TpuGeneration gen, const Topology& topology);
 
+// The chips a host of the generation can have (tpu.md §1): v5e, v6e 1, 4, 8; TPU7x 1, 4; v4, v5p 4.
+std::vector<int> ValidChipsPerHost(TpuGeneration gen);
+
 // Everything about a slice of one shape.
 struct SliceShape {
   TpuGeneration generation;
@@ -85,13 +101,14 @@ struct SliceShape {
   int chips_per_host;
   int chips;
   int hosts;
-  std::vector<int> host_bounds;       // 3 values
-  std::vector<bool> wrap;             // 3 values
+  std::vector<int> host_bounds;  // 3 values
+  std::vector<bool> wrap;        // 3 values
   PodType pod_type;
 };
 
-// Builds a shape; chips_per_host defaults to DefaultChipsPerHost. Errors when chips_per_host is not one of
-// 1, 4, 8 (TPU7x: 1, 4) or does not divide the topology (hosts = chips / cph exact; multi-host needs 4).
+// Builds a shape; chips_per_host defaults to DefaultChipsPerHost. Errors when the topology is not valid for the
+// generation, when chips_per_host is not in ValidChipsPerHost, or when it does not divide the topology
+// (hosts = chips / cph exact; a multi-host slice needs 4).
 absl::StatusOr<SliceShape> MakeSliceShape(TpuGeneration gen, const Topology& topology,
                                           std::optional<int> chips_per_host = std::nullopt);
 

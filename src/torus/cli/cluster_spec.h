@@ -1,0 +1,89 @@
+// The local simulated cluster spec read by `torus up SPEC.yaml`, and its expansion into simulated hosts.
+//
+// Example (examples/clusters/local.yaml):
+//   head: {num_cpus: 2}
+//   node_groups:
+//     - name: v6e
+//       tpu: {pod_type: v6e-16, topology: 4x4}    # or accelerator_type: TPU-V6E
+//       slices: 2
+//     - name: cpu
+//       count: 2
+//       num_cpus: 4
+//     - name: gpu
+//       gpu: {count: 2, model: NVIDIA L4}
+//
+// Each TPU host becomes an agent started with the environment GKE injects (TPU_ACCELERATOR_TYPE, TPU_TOPOLOGY,
+// TPU_NAME, TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, TPU_SKIP_MDS_QUERY) and a private device root; the agent detects
+// it with the same code as a real TPU VM.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "torus/common/labels.h"
+#include "torus/common/tpu_shape.h"
+
+namespace torus::cli {
+
+struct TpuGroupSpec {
+  SliceShape shape;
+  int slices = 1;
+};
+
+struct GpuGroupSpec {
+  int count = 1;  // GPUs per host
+  std::string model = "NVIDIA L4";
+};
+
+struct NodeGroupSpec {
+  std::string name;              // [a-z0-9-], 1-40 characters, unique
+  int count = 1;                 // hosts (CPU and GPU groups)
+  std::optional<double> num_cpus;
+  std::optional<int64_t> memory_bytes;
+  Labels labels;                 // user labels, canonical
+  std::string market_type;       // sets TORUS_NODE_MARKET_TYPE
+  std::optional<TpuGroupSpec> tpu;
+  std::optional<GpuGroupSpec> gpu;
+};
+
+struct ClusterSpec {
+  std::optional<double> head_num_cpus;
+  std::optional<int64_t> head_memory_bytes;
+  Labels head_labels;
+  std::vector<NodeGroupSpec> groups;
+};
+
+// Parses YAML. Errors name the field path and the accepted forms, e.g.
+// `node_groups[1].tpu.topology: topology "3x3" is not valid for TPU-V6E; valid: ...`, and unknown keys
+// (`node_groups[0]: unknown key "slice"; accepted: name, count, ...`).
+absl::StatusOr<ClusterSpec> ParseClusterSpec(const std::string& yaml_text);
+
+// Parses "16Gi", "512Mi", "8G", "1000000" into bytes.
+absl::StatusOr<int64_t> ParseByteSize(const std::string& text);
+
+// One simulated host of a spec.
+struct SimulatedHost {
+  std::string name;              // "head", "cpu-0", "v6e-1-w2"
+  std::string group;             // "" for the head
+  std::string node_ip;           // a distinct loopback address 127.0.1.N (the head host is 127.0.0.1)
+  std::optional<double> num_cpus;
+  std::optional<int64_t> memory_bytes;
+  Labels labels;
+  std::map<std::string, std::string> env;  // what GKE (or the operator) would inject
+  std::optional<TpuGeneration> tpu_generation;
+  int tpu_chips = 0;
+  int gpu_count = 0;
+  std::string gpu_model;
+};
+
+// Expands the spec into hosts: the head host first, then each group in order; TPU slices are named
+// `<group>-<i>` and their hosts `<group>-<i>-w<worker>`.
+std::vector<SimulatedHost> ExpandClusterSpec(const ClusterSpec& spec);
+
+}  // namespace torus::cli

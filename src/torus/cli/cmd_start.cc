@@ -1,0 +1,183 @@
+// torus start | stop
+#include <sys/stat.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "torus/cli/cluster_spec.h"
+#include "torus/cli/commands.h"
+#include "torus/cli/daemons.h"
+#include "torus/cli/launcher.h"
+#include "torus/cli/session_dir.h"
+#include "torus/client/session.h"
+#include "torus/common/labels.h"
+#include "torus/common/resources.h"
+#include "torus/rpc/auth.h"
+
+namespace torus::cli {
+
+namespace {
+
+int UsageError(std::string_view message) {
+  std::cerr << "torus start: " << message << "\n";
+  return 2;
+}
+
+// Checks the agent flags here, so that bad input fails before anything starts (exit 2).
+absl::Status ValidateAgentFlags(const AgentFlags& flags) {
+  auto labels = ParseLabelsFlag(flags.labels);
+  if (!labels.ok()) return absl::InvalidArgumentError(absl::StrCat("--labels: ", labels.status().message()));
+  if (!flags.labels_file.empty()) {
+    std::ifstream in(flags.labels_file);
+    if (!in) return absl::InvalidArgumentError(absl::StrCat("--labels-file: cannot read ", flags.labels_file));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto parsed = ParseLabelsFile(text);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--labels-file ", flags.labels_file, ": ", parsed.status().message()));
+    }
+  }
+  if (!flags.resources.empty()) {
+    auto resources = ParseCustomResourcesJson(flags.resources);
+    if (!resources.ok()) return resources.status();
+  }
+  if (flags.memory) {
+    auto bytes = ParseByteSize(*flags.memory);
+    if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat("--memory: ", bytes.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> AgentArgs(const AgentFlags& flags, const std::string& address,
+                                   const std::string& token_file, const std::string& node_id) {
+  std::vector<std::string> args = {"--address", address, "--token-file", token_file, "--node-id", node_id,
+                                   "--node-ip", flags.node_ip};
+  auto add = [&](const char* name, const std::string& value) {
+    if (!value.empty()) {
+      args.push_back(name);
+      args.push_back(value);
+    }
+  };
+  add("--labels", flags.labels);
+  add("--labels-file", flags.labels_file);
+  add("--resources", flags.resources);
+  add("--dev-root", flags.dev_root);
+  add("--sys-root", flags.sys_root);
+  add("--metadata-url", flags.metadata_url);
+  if (flags.num_cpus) add("--num-cpus", FormatFixed(static_cast<int64_t>(*flags.num_cpus * kResourceScale)));
+  if (flags.memory) add("--memory", absl::StrCat(*ParseByteSize(*flags.memory)));
+  if (flags.chips_per_host) add("--chips-per-host", absl::StrCat(*flags.chips_per_host));
+  if (flags.slice_name) add("--slice-name", *flags.slice_name);
+  return args;
+}
+
+std::string NewNodeId() {
+  auto token = rpc::GenerateToken();
+  return token.ok() ? token->substr(0, 16) : absl::StrCat("node-", getpid());
+}
+
+}  // namespace
+
+int CmdStart(const StartFlags& flags) {
+  if (flags.head == !flags.address.empty()) {
+    return UsageError("give either --head (start a cluster) or --address HOST:PORT (join one)");
+  }
+  if (absl::Status s = ValidateAgentFlags(flags.agent); !s.ok()) return UsageError(std::string(s.message()));
+
+  auto session = CreateSession(client::TempRoot());
+  if (!session.ok()) {
+    std::cerr << "torus start: " << session.status().message() << "\n";
+    return 1;
+  }
+  std::string address = flags.address;
+  std::string token_file;
+  if (flags.head) {
+    auto head_address = LaunchHead({.session = *session,
+                                    .host = flags.host,
+                                    .port = flags.port,
+                                    .heartbeat_period_ms = flags.heartbeat_period_ms,
+                                    .node_timeout_ms = flags.node_timeout_ms});
+    if (!head_address.ok()) {
+      std::cerr << "torus start: " << head_address.status().message() << "\n";
+      return 1;
+    }
+    address = *head_address;
+    token_file = *session + "/token";
+  } else {
+    token_file = flags.token_file;
+    if (!flags.token.empty()) {
+      // Keep the token out of the agent's argv (visible in ps): store it in the session.
+      token_file = *session + "/token";
+      std::ofstream out(token_file);
+      out << flags.token << "\n";
+      out.close();
+      chmod(token_file.c_str(), 0600);
+    }
+    if (token_file.empty()) {
+      const char* env = getenv("TORUS_TOKEN");
+      if (env == nullptr) return UsageError("joining needs the cluster token: --token, --token-file or TORUS_TOKEN");
+      token_file = *session + "/token";
+      std::ofstream out(token_file);
+      out << env << "\n";
+      out.close();
+      chmod(token_file.c_str(), 0600);
+    }
+    std::ofstream(*session + "/head_address") << address << "\n";
+  }
+
+  auto token = rpc::ReadTokenFile(token_file);
+  if (!token.ok()) {
+    std::cerr << "torus start: " << token.status().message() << "\n";
+    return 2;
+  }
+  if (!(flags.head && flags.no_local_node)) {
+    std::string node_id = flags.agent.node_id.empty() ? NewNodeId() : flags.agent.node_id;
+    auto env = CurrentEnvironment();
+    env.erase("TORUS_TOKEN");
+    auto pid = LaunchAgent({.session = *session,
+                            .name = "local",
+                            .args = AgentArgs(flags.agent, address, token_file, node_id),
+                            .env = env});
+    if (!pid.ok()) {
+      std::cerr << "torus start: " << pid.status().message() << "\n";
+      return 1;
+    }
+    absl::Status up = WaitForNodes(address, *token, {node_id}, {{"local", *pid}}, *session, std::chrono::seconds(15));
+    if (!up.ok()) {
+      std::cerr << "torus start: " << up.message() << "\n";
+      return 1;
+    }
+    std::cout << "node " << node_id << " joined the cluster at " << address << "\n";
+  }
+  if (flags.head) {
+    std::cout << "torus head started at " << address << "\n"
+              << "  session:  " << *session << "\n"
+              << "  token:    " << token_file << " (mode 0600)\n"
+              << "  join:     torus start --address " << address << " --token-file " << token_file << "\n"
+              << "  status:   torus status\n"
+              << "  stop:     torus stop\n";
+  }
+  return 0;
+}
+
+int CmdStop() {
+  int stopped = 0;
+  for (const std::string& session : AllSessions(client::TempRoot())) {
+    std::vector<pid_t> pids;
+    // Agents first, so that they unregister while the head still listens.
+    for (const auto& r : ReadProcesses(session)) {
+      if (r.role != "head") pids.push_back(r.pid);
+    }
+    stopped += StopProcesses(pids, std::chrono::seconds(5));
+    pids.clear();
+    for (const auto& r : ReadProcesses(session)) {
+      if (r.role == "head") pids.push_back(r.pid);
+    }
+    stopped += StopProcesses(pids, std::chrono::seconds(5));
+  }
+  std::cout << "stopped " << stopped << " torus process" << (stopped == 1 ? "" : "es") << "\n";
+  return 0;
+}
+
+}  // namespace torus::cli

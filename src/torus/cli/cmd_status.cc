@@ -1,0 +1,61 @@
+// torus status | nodes | node mark-dead
+#include <iostream>
+
+#include "torus/cli/commands.h"
+#include "torus/cli/format.h"
+#include "torus/client/client.h"
+
+namespace torus::cli {
+namespace {
+
+absl::StatusOr<std::unique_ptr<client::Client>> ConnectFromFlags(const HeadFlags& head) {
+  auto endpoint = client::ResolveHead(head.address, head.token, client::TempRoot());
+  if (!endpoint.ok()) return endpoint.status();
+  return client::Client::Connect(*endpoint);
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << "torus: " << status.message() << "\n";
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+}  // namespace
+
+int CmdStatus(const HeadFlags& head, bool json) {
+  auto client = ConnectFromFlags(head);
+  if (!client.ok()) return Fail(client.status());
+  auto status = (*client)->GetClusterStatus(/*include_dead=*/true);
+  if (!status.ok()) return Fail(status.status());
+  if (json) {
+    std::cout << StatusToJson(*status).dump(2) << "\n";
+  } else {
+    std::cout << FormatStatus(*status, (*client)->address());
+  }
+  return 0;
+}
+
+int CmdNodes(const HeadFlags& head, bool json, bool alive_only) {
+  auto client = ConnectFromFlags(head);
+  if (!client.ok()) return Fail(client.status());
+  auto status = (*client)->GetClusterStatus(/*include_dead=*/!alive_only);
+  if (!status.ok()) return Fail(status.status());
+  if (json) {
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& n : status->nodes()) nodes.push_back(NodeToJson(n));
+    std::cout << nodes.dump(2) << "\n";
+  } else {
+    std::cout << FormatNodes(*status);
+  }
+  return 0;
+}
+
+int CmdNodeMarkDead(const HeadFlags& head, const std::string& node_id, const std::string& reason) {
+  auto client = ConnectFromFlags(head);
+  if (!client.ok()) return Fail(client.status());
+  auto was_alive = (*client)->MarkNodeDead(node_id, reason);
+  if (!was_alive.ok()) return Fail(was_alive.status());
+  std::cout << "node " << node_id << (*was_alive ? " marked DEAD" : " was already DEAD") << "\n";
+  return 0;
+}
+
+}  // namespace torus::cli

@@ -1,0 +1,180 @@
+// torus up | down | node restart: a local simulated cluster.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "torus/accel/fake_host.h"
+#include "torus/cli/cluster_spec.h"
+#include "torus/cli/commands.h"
+#include "torus/cli/daemons.h"
+#include "torus/cli/format.h"
+#include "torus/cli/launcher.h"
+#include "torus/cli/session_dir.h"
+#include "torus/client/client.h"
+#include "torus/common/resources.h"
+#include "torus/rpc/auth.h"
+
+namespace torus::cli {
+namespace {
+
+// The latest session's live processes, if any.
+std::vector<ProcessRecord> LiveProcesses(const std::string& session) {
+  std::vector<ProcessRecord> live;
+  for (const auto& r : ReadProcesses(session)) {
+    if (IsTorusProcess(r.pid)) live.push_back(r);
+  }
+  return live;
+}
+
+// Lays out a simulated host's device root: TPU chips or GPUs as the kernel and driver would show them.
+absl::Status PrepareHostRoot(const SimulatedHost& host, const std::string& root) {
+  std::error_code ec;
+  std::filesystem::create_directories(root + "/dev", ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", root, ": ", ec.message()));
+  if (host.tpu_generation) {
+    absl::Status s = WriteFakeTpuDevices(root, *host.tpu_generation, host.tpu_chips);
+    if (!s.ok()) return s;
+  }
+  if (host.gpu_count > 0) return WriteFakeGpuDevices(root, host.gpu_count, host.gpu_model);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> SimulatedAgentArgs(const SimulatedHost& host, const std::string& address,
+                                            const std::string& session, const std::string& root) {
+  std::vector<std::string> args = {"--address",   address, "--token-file", session + "/token", "--node-id",
+                                   host.name,     "--node-ip", host.node_ip, "--dev-root", root,
+                                   "--metadata-url", "off", "--no-nvml"};
+  if (host.num_cpus) {
+    args.push_back("--num-cpus");
+    args.push_back(FormatFixed(static_cast<int64_t>(*host.num_cpus * kResourceScale)));
+  }
+  if (host.memory_bytes) {
+    args.push_back("--memory");
+    args.push_back(absl::StrCat(*host.memory_bytes));
+  }
+  if (!host.labels.empty()) {
+    args.push_back("--labels");
+    args.push_back(FormatLabels(host.labels));
+  }
+  return args;
+}
+
+}  // namespace
+
+int CmdUp(const UpFlags& flags) {
+  std::ifstream in(flags.spec_path);
+  if (!in) {
+    std::cerr << "torus up: cannot read " << flags.spec_path << "\n";
+    return 2;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto spec = ParseClusterSpec(text.str());
+  if (!spec.ok()) {
+    std::cerr << "torus up: " << flags.spec_path << ": " << spec.status().message() << "\n";
+    return 2;
+  }
+  const std::string root = client::TempRoot();
+  if (auto latest = client::LatestSessionDir(root); latest.ok() && !LiveProcesses(*latest).empty()) {
+    std::cerr << "torus up: a cluster is already running in " << *latest << "; run `torus down` first\n";
+    return 1;
+  }
+  auto session = CreateSession(root);
+  if (!session.ok()) {
+    std::cerr << "torus up: " << session.status().message() << "\n";
+    return 1;
+  }
+  auto address = LaunchHead({.session = *session,
+                             .port = flags.port,
+                             .heartbeat_period_ms = flags.heartbeat_period_ms,
+                             .node_timeout_ms = flags.node_timeout_ms});
+  if (!address.ok()) {
+    std::cerr << "torus up: " << address.status().message() << "\n";
+    return 1;
+  }
+  auto token = rpc::ReadTokenFile(*session + "/token");
+  if (!token.ok()) {
+    std::cerr << "torus up: " << token.status().message() << "\n";
+    return 1;
+  }
+
+  std::set<std::string> node_ids;
+  std::map<std::string, pid_t> agents;
+  const auto base_env = CleanAgentEnvironment();
+  for (const SimulatedHost& host : ExpandClusterSpec(*spec)) {
+    std::string host_root = absl::StrCat(*session, "/hosts/", host.name);
+    if (absl::Status s = PrepareHostRoot(host, host_root); !s.ok()) {
+      std::cerr << "torus up: " << s.message() << "\n";
+      return 1;
+    }
+    auto env = base_env;
+    for (const auto& [k, v] : host.env) env[k] = v;
+    auto pid = LaunchAgent({.session = *session,
+                            .name = host.name,
+                            .args = SimulatedAgentArgs(host, *address, *session, host_root),
+                            .env = env});
+    if (!pid.ok()) {
+      std::cerr << "torus up: " << pid.status().message() << "\n";
+      return 1;
+    }
+    node_ids.insert(host.name);
+    agents[host.name] = *pid;
+  }
+  absl::Status ready = WaitForNodes(*address, *token, node_ids, agents, *session, std::chrono::seconds(flags.wait_s));
+  if (!ready.ok()) {
+    std::cerr << "torus up: " << ready.message() << "\n(the cluster is left running for inspection; "
+              << "`torus down` stops it)\n";
+    return 1;
+  }
+  auto client = client::Client::Connect({*address, *token});
+  auto status = (*client)->GetClusterStatus(true);
+  if (status.ok()) std::cout << FormatStatus(*status, *address);
+  std::cout << "\nsession " << *session << " (logs in " << *session << "/logs)\n"
+            << "stop with: torus down\n";
+  return 0;
+}
+
+int CmdDown() {
+  auto latest = client::LatestSessionDir(client::TempRoot());
+  if (!latest.ok()) {
+    std::cout << "no torus session to stop\n";
+    return 0;
+  }
+  std::vector<pid_t> agents, heads;
+  for (const auto& r : ReadProcesses(*latest)) (r.role == "head" ? heads : agents).push_back(r.pid);
+  int stopped = StopProcesses(agents, std::chrono::seconds(5));
+  stopped += StopProcesses(heads, std::chrono::seconds(5));
+  std::cout << "stopped " << stopped << " torus process" << (stopped == 1 ? "" : "es") << " of " << *latest
+            << "\n";
+  return 0;
+}
+
+int CmdNodeRestart(const std::string& name) {
+  auto latest = client::LatestSessionDir(client::TempRoot());
+  if (!latest.ok()) {
+    std::cerr << "torus node restart: " << latest.status().message() << "\n";
+    return 1;
+  }
+  for (const auto& r : LiveProcesses(*latest)) {
+    if (r.role == "node" && r.name == name) {
+      std::cerr << "torus node restart: agent " << name << " is running (pid " << r.pid << ")\n";
+      return 1;
+    }
+  }
+  auto launch = LoadAgentLaunch(*latest, name);
+  if (!launch.ok()) {
+    std::cerr << "torus node restart: " << launch.status().message() << "\n";
+    return 2;
+  }
+  auto pid = LaunchAgent(*launch);
+  if (!pid.ok()) {
+    std::cerr << "torus node restart: " << pid.status().message() << "\n";
+    return 1;
+  }
+  std::cout << "agent " << name << " started (pid " << *pid << ")\n";
+  return 0;
+}
+
+}  // namespace torus::cli

@@ -1,0 +1,48 @@
+// Starting and stopping torus daemons from the CLI: spawn detached (own session, output to a log file),
+// record pids, and stop them by pid (SIGTERM, then SIGKILL after a grace period).
+//
+// Thread-safety: functions over process state; not meant for concurrent use on the same pids.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace torus::cli {
+
+struct SpawnSpec {
+  std::vector<std::string> argv;          // argv[0] is the executable path
+  std::map<std::string, std::string> env; // the whole environment of the child
+  std::string log_path;                   // stdout and stderr are appended here
+};
+
+// posix_spawn in a new session with stdin from /dev/null. Errors name the executable.
+absl::StatusOr<pid_t> SpawnDaemon(const SpawnSpec& spec);
+
+// The path of a torus binary installed beside the running `torus` (e.g. "torus-head").
+std::string SiblingBinary(const std::string& name);
+
+// This process's environment as a map.
+std::map<std::string, std::string> CurrentEnvironment();
+
+// True when `pid` runs and is not a zombie.
+bool ProcessAlive(pid_t pid);
+// True when `pid` is alive and its executable name starts with "torus" (guards against reused pids).
+bool IsTorusProcess(pid_t pid);
+
+// Sends SIGTERM to each live torus pid, waits up to `grace` for them to exit, then SIGKILLs the rest.
+// Returns how many were running.
+int StopProcesses(const std::vector<pid_t>& pids, std::chrono::milliseconds grace);
+
+// Waits up to `timeout` for `pid` to exit; returns true if it exited.
+bool WaitForExit(pid_t pid, std::chrono::milliseconds timeout);
+
+// The last `max_lines` lines of a log file, for error messages.
+std::string TailOfFile(const std::string& path, int max_lines);
+
+}  // namespace torus::cli

@@ -1,0 +1,25 @@
+// Rendering the cluster view for people (tables) and programs (JSON).
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "torus/head.pb.h"
+
+namespace torus::cli {
+
+// `torus status`: summary line, resources used/total, slices, and dead nodes with reasons.
+std::string FormatStatus(const rpc::ClusterStatus& status, const std::string& address);
+// `torus nodes`: one row per node.
+std::string FormatNodes(const rpc::ClusterStatus& status);
+
+// JSON with resource amounts as numbers of units (not fixed point) and states as names.
+nlohmann::json NodeToJson(const rpc::NodeView& node);
+nlohmann::json SliceToJson(const rpc::SliceView& slice);
+nlohmann::json StatusToJson(const rpc::ClusterStatus& status);
+
+// "1.5", "4", and memory as "16 GiB".
+std::string FormatAmount(const std::string& resource, int64_t fixed);
+
+}  // namespace torus::cli

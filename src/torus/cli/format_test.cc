@@ -1,0 +1,72 @@
+#include "torus/cli/format.h"
+
+#include <gtest/gtest.h>
+
+namespace torus::cli {
+namespace {
+
+rpc::ClusterStatus Sample() {
+  rpc::ClusterStatus s;
+  s.set_cluster_id("abc123");
+  auto* n = s.add_nodes();
+  n->mutable_info()->set_node_id("v6e-0-w0");
+  n->mutable_info()->set_address("127.0.1.1");
+  (*n->mutable_info()->mutable_resources_total())["CPU"] = 80000;
+  (*n->mutable_info()->mutable_resources_total())["TPU"] = 40000;
+  (*n->mutable_info()->mutable_labels())["torus.io/accelerator-type"] = "TPU-V6E";
+  (*n->mutable_resources_available())["CPU"] = 60000;
+  (*n->mutable_resources_available())["TPU"] = 40000;
+  n->set_state(rpc::ALIVE);
+  auto* d = s.add_nodes();
+  d->mutable_info()->set_node_id("cpu-0");
+  d->mutable_info()->set_address("127.0.1.9");
+  d->set_state(rpc::DEAD);
+  d->set_death_reason("no heartbeat for 3100 ms");
+  (*s.mutable_resources_total())["CPU"] = 80000;
+  (*s.mutable_resources_total())["memory"] = int64_t{16} * (1 << 30) * 10000;
+  (*s.mutable_resources_available())["CPU"] = 60000;
+  (*s.mutable_resources_available())["memory"] = int64_t{16} * (1 << 30) * 10000;
+  auto* slice = s.add_slices();
+  slice->set_name("v6e-0");
+  slice->set_accelerator_type("TPU-V6E");
+  slice->set_topology("4x4");
+  slice->set_pod_type("v6e-16");
+  slice->set_expected_hosts(4);
+  slice->set_hosts_alive(3);
+  slice->set_state(rpc::DEGRADED);
+  slice->set_reason("worker 3 dead (node v6e-0-w3)");
+  return s;
+}
+
+TEST(FormatTest, StatusTable) {
+  std::string out = FormatStatus(Sample(), "127.0.0.1:6380");
+  EXPECT_NE(out.find("Cluster abc123 at 127.0.0.1:6380"), std::string::npos) << out;
+  EXPECT_NE(out.find("Nodes: 1 alive, 1 dead"), std::string::npos) << out;
+  EXPECT_NE(out.find("  CPU       2     8"), std::string::npos) << out;
+  EXPECT_NE(out.find("  memory    0 B   16.0 GiB"), std::string::npos) << out;
+  EXPECT_NE(out.find("v6e-0  TPU-V6E  4x4       v6e-16    3/4    DEGRADED  worker 3 dead (node v6e-0-w3)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("cpu-0  127.0.1.9  no heartbeat for 3100 ms"), std::string::npos) << out;
+}
+
+TEST(FormatTest, JsonUsesUnitsAndNames) {
+  auto j = StatusToJson(Sample());
+  EXPECT_EQ(j["nodes_alive"], 1);
+  EXPECT_EQ(j["nodes_dead"], 1);
+  EXPECT_EQ(j["resources_total"]["CPU"], 8);
+  EXPECT_EQ(j["nodes"][0]["resources_available"]["CPU"], 6);
+  EXPECT_EQ(j["nodes"][1]["state"], "DEAD");
+  EXPECT_EQ(j["slices"][0]["state"], "DEGRADED");
+  EXPECT_EQ(j["slices"][0]["expected_hosts"], 4);
+}
+
+TEST(FormatTest, Amounts) {
+  EXPECT_EQ(FormatAmount("CPU", 15000), "1.5");
+  EXPECT_EQ(FormatAmount("TPU", 40000), "4");
+  EXPECT_EQ(FormatAmount("memory", int64_t{1536} * 1024 * 1024 * 10000), "1.5 GiB");
+  EXPECT_EQ(FormatAmount("memory", 5000 * 10000), "4.9 KiB");
+}
+
+}  // namespace
+}  // namespace torus::cli

@@ -1,0 +1,116 @@
+#include "torus/cli/launcher.h"
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "torus/cli/session_dir.h"
+#include "torus/client/client.h"
+
+namespace torus::cli {
+
+absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
+  std::string log = launch.session + "/logs/head.log";
+  SpawnSpec spec{.argv = {SiblingBinary("torus-head"), "--session-dir", launch.session, "--host", launch.host,
+                          "--port", absl::StrCat(launch.port), "--heartbeat-period-ms",
+                          absl::StrCat(launch.heartbeat_period_ms), "--node-timeout-ms",
+                          absl::StrCat(launch.node_timeout_ms)},
+                 .env = CurrentEnvironment(),
+                 .log_path = log};
+  auto pid = SpawnDaemon(spec);
+  if (!pid.ok()) return pid.status();
+  auto recorded = RecordProcess(launch.session, {"head", "head", *pid});
+  if (!recorded.ok()) return recorded;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto address = client::ReadTrimmed(launch.session + "/head_address");
+    if (address.ok() && !address->empty()) return *address;
+    if (!ProcessAlive(*pid)) {
+      return absl::InternalError(absl::StrCat("torus-head exited during start; end of ", log, ":\n",
+                                              TailOfFile(log, 10)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  StopProcesses({*pid}, std::chrono::seconds(2));
+  return absl::DeadlineExceededError(absl::StrCat("torus-head did not start within 15 s; see ", log));
+}
+
+absl::StatusOr<pid_t> LaunchAgent(const AgentLaunch& launch) {
+  std::error_code ec;
+  std::filesystem::create_directories(launch.session + "/agents", ec);
+  nlohmann::json saved = {{"name", launch.name}, {"args", launch.args}, {"env", launch.env}};
+  {
+    std::ofstream out(absl::StrCat(launch.session, "/agents/", launch.name, ".json"));
+    out << saved.dump(2) << "\n";
+  }
+  SpawnSpec spec{.argv = {SiblingBinary("torus-node")},
+                 .env = launch.env,
+                 .log_path = absl::StrCat(launch.session, "/logs/node-", launch.name, ".log")};
+  spec.argv.insert(spec.argv.end(), launch.args.begin(), launch.args.end());
+  auto pid = SpawnDaemon(spec);
+  if (!pid.ok()) return pid.status();
+  auto recorded = RecordProcess(launch.session, {"node", launch.name, *pid});
+  if (!recorded.ok()) return recorded;
+  return *pid;
+}
+
+absl::StatusOr<AgentLaunch> LoadAgentLaunch(const std::string& session, const std::string& name) {
+  std::string path = absl::StrCat(session, "/agents/", name, ".json");
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("no agent named \"", name, "\" in session ", session));
+  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.contains("args") || !j.contains("env")) {
+    return absl::DataLossError(absl::StrCat(path, " is not a saved agent launch"));
+  }
+  AgentLaunch launch;
+  launch.session = session;
+  launch.name = name;
+  launch.args = j["args"].get<std::vector<std::string>>();
+  launch.env = j["env"].get<std::map<std::string, std::string>>();
+  return launch;
+}
+
+absl::Status WaitForNodes(const std::string& address, const std::string& token, const std::set<std::string>& node_ids,
+                          const std::map<std::string, pid_t>& agents, const std::string& session,
+                          std::chrono::milliseconds timeout) {
+  auto client = client::Client::Connect({address, token});
+  if (!client.ok()) return client.status();
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  size_t alive = 0;
+  while (true) {
+    auto status = (*client)->GetClusterStatus(/*include_dead=*/false);
+    if (status.ok()) {
+      alive = 0;
+      for (const auto& n : status->nodes()) alive += node_ids.contains(n.info().node_id());
+      if (alive == node_ids.size()) return absl::OkStatus();
+    }
+    for (const auto& [name, pid] : agents) {
+      if (!ProcessAlive(pid)) {
+        std::string log = absl::StrCat(session, "/logs/node-", name, ".log");
+        return absl::InternalError(absl::StrCat("agent ", name, " exited; end of ", log, ":\n", TailOfFile(log, 10)));
+      }
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(alive, " of ", node_ids.size(), " nodes registered within ",
+                                                      timeout.count() / 1000, " s; see ", session, "/logs"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+std::map<std::string, std::string> CleanAgentEnvironment() {
+  std::map<std::string, std::string> env = CurrentEnvironment();
+  for (auto it = env.begin(); it != env.end();) {
+    const std::string& k = it->first;
+    bool drop = absl::StartsWith(k, "TPU_") || absl::StartsWith(k, "MEGASCALE_") ||
+                absl::StartsWith(k, "TORUS_NODE_") || k == "TORUS_TOKEN" || k == "TORUS_ADDRESS" ||
+                k == "CUDA_VISIBLE_DEVICES";
+    it = drop ? env.erase(it) : std::next(it);
+  }
+  return env;
+}
+
+}  // namespace torus::cli

@@ -1,0 +1,55 @@
+// Launching a head and agents into a session, and waiting until they are serving.
+// Each launched daemon is recorded in the session's `processes` file; each agent's full launch (argv and
+// environment) is saved as `<session>/agents/<name>.json` so that `torus node restart NAME` can repeat it.
+//
+// Thread-safety: used from the CLI's main thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "torus/cli/daemons.h"
+
+namespace torus::cli {
+
+struct HeadLaunch {
+  std::string session;
+  std::string host = "127.0.0.1";
+  int port = 6380;
+  int64_t heartbeat_period_ms = 500;
+  int64_t node_timeout_ms = 3000;
+};
+
+// Starts torus-head and waits (up to 15 s) until it has written its address; returns "host:port".
+// On failure the error includes the end of the head's log.
+absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch);
+
+struct AgentLaunch {
+  std::string session;
+  std::string name;                        // host name within the session; also the log file name
+  std::vector<std::string> args;           // torus-node flags
+  std::map<std::string, std::string> env;  // the agent's whole environment
+};
+
+// Starts one torus-node, records it, and saves its launch for restarts.
+absl::StatusOr<pid_t> LaunchAgent(const AgentLaunch& launch);
+// Reads a saved launch.
+absl::StatusOr<AgentLaunch> LoadAgentLaunch(const std::string& session, const std::string& name);
+
+// Polls the head until every id in `node_ids` is ALIVE, or `timeout` passes, or an agent in `agents`
+// (name -> pid) exits (its log tail is in the error).
+absl::Status WaitForNodes(const std::string& address, const std::string& token, const std::set<std::string>& node_ids,
+                          const std::map<std::string, pid_t>& agents, const std::string& session,
+                          std::chrono::milliseconds timeout);
+
+// The environment of this process minus what would mislead an agent's detection on another simulated host
+// (TPU_*, MEGASCALE_*, TORUS_NODE_*, TORUS_TOKEN, TORUS_ADDRESS, CUDA_VISIBLE_DEVICES).
+std::map<std::string, std::string> CleanAgentEnvironment();
+
+}  // namespace torus::cli

@@ -1,0 +1,116 @@
+// torus: the command-line interface. Parses subcommands and hands each to its function in commands.h.
+#include <signal.h>
+
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "torus/cli/commands.h"
+
+namespace {
+
+void AddHeadOptions(CLI::App* cmd, torus::cli::HeadFlags& head) {
+  cmd->add_option("--address", head.address, "Head HOST:PORT [default: $TORUS_ADDRESS, else the latest session]");
+  cmd->add_option("--token", head.token, "Cluster token [default: $TORUS_TOKEN, else the latest session's]");
+}
+
+void AddAgentOptions(CLI::App* cmd, torus::cli::AgentFlags& agent) {
+  cmd->add_option("--labels", agent.labels,
+                  "Node labels k=v,k2=v2 (of torus.io/ keys only market-type, node-group, availability-zone, "
+                  "availability-region)");
+  cmd->add_option("--labels-file", agent.labels_file, "YAML or JSON map of node labels (--labels wins)");
+  cmd->add_option("--resources", agent.resources, "Custom resources as JSON, e.g. '{\"special\": 2}'");
+  cmd->add_option("--num-cpus", agent.num_cpus, "CPU resource of this node [default: CPUs available]");
+  cmd->add_option("--memory", agent.memory, "memory resource, e.g. 16Gi [default: MemTotal]");
+  cmd->add_option("--node-ip", agent.node_ip, "Address other nodes reach this node at")->capture_default_str();
+  cmd->add_option("--node-id", agent.node_id, "Node id [default: random]");
+  cmd->add_option("--dev-root", agent.dev_root, "Root holding dev/ for accelerator detection [default: /]");
+  cmd->add_option("--sys-root", agent.sys_root, "Root holding sys/ for TPU detection [default: --dev-root]");
+  cmd->add_option("--metadata-url", agent.metadata_url,
+                  "GCE metadata base URL, or 'off' [default: http://metadata.google.internal]");
+  cmd->add_option("--chips-per-host", agent.chips_per_host, "TPU chips per host setting")
+      ->check(CLI::IsMember({1, 4, 8}));
+  cmd->add_option("--slice-name", agent.slice_name, "Override the TPU slice name (TPU_NAME)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  CLI::App app{"torus: a runtime for AI workloads on TPU slices and GPU hosts."};
+  app.require_subcommand(1);
+  int rc = 0;
+
+  torus::cli::StartFlags start;
+  auto* cmd_start = app.add_subcommand("start", "Start a head (--head) or join an agent to one (--address)");
+  cmd_start->add_flag("--head", start.head, "Start a head and an agent on this machine");
+  cmd_start->add_option("--address", start.address, "Join the head at HOST:PORT");
+  cmd_start->add_option("--token", start.token, "Cluster token when joining");
+  cmd_start->add_option("--token-file", start.token_file, "File with the cluster token when joining");
+  cmd_start->add_option("--host", start.host, "Head: address to listen on")->capture_default_str();
+  cmd_start->add_option("--port", start.port, "Head: gRPC port (0 = any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd_start->add_option("--heartbeat-period-ms", start.heartbeat_period_ms, "Head: agents' heartbeat period")
+      ->capture_default_str();
+  cmd_start->add_option("--node-timeout-ms", start.node_timeout_ms, "Head: a node silent this long is DEAD")
+      ->capture_default_str();
+  cmd_start->add_flag("--no-local-node", start.no_local_node, "Head: do not start an agent on this machine");
+  AddAgentOptions(cmd_start, start.agent);
+  cmd_start->callback([&] { rc = torus::cli::CmdStart(start); });
+
+  app.add_subcommand("stop", "Stop every torus process this machine started (by recorded pid)")
+      ->callback([&] { rc = torus::cli::CmdStop(); });
+
+  torus::cli::HeadFlags head;
+  bool json = false;
+  auto* cmd_status = app.add_subcommand("status", "Nodes, resources used/total and slices");
+  AddHeadOptions(cmd_status, head);
+  cmd_status->add_flag("--json", json, "Print JSON");
+  cmd_status->callback([&] { rc = torus::cli::CmdStatus(head, json); });
+
+  bool alive_only = false;
+  auto* cmd_nodes = app.add_subcommand("nodes", "One line per node");
+  AddHeadOptions(cmd_nodes, head);
+  cmd_nodes->add_flag("--json", json, "Print JSON");
+  cmd_nodes->add_flag("--alive", alive_only, "Only ALIVE nodes");
+  cmd_nodes->callback([&] { rc = torus::cli::CmdNodes(head, json, alive_only); });
+
+  auto* cmd_node = app.add_subcommand("node", "Act on one node");
+  cmd_node->require_subcommand(1);
+  std::string node_id, reason, host_name;
+  auto* cmd_mark_dead = cmd_node->add_subcommand("mark-dead", "Declare a node DEAD now (e.g. a preempted VM)");
+  AddHeadOptions(cmd_mark_dead, head);
+  cmd_mark_dead->add_option("NODE_ID", node_id, "The node")->required();
+  cmd_mark_dead->add_option("--reason", reason, "Why, for the record");
+  cmd_mark_dead->callback([&] { rc = torus::cli::CmdNodeMarkDead(head, node_id, reason); });
+  auto* cmd_restart = cmd_node->add_subcommand(
+      "restart", "Start again the stopped agent NAME of the latest session (a simulated host or 'local')");
+  cmd_restart->add_option("NAME", host_name, "Host name as in `torus nodes` (e.g. v6e-0-w2)")->required();
+  cmd_restart->callback([&] { rc = torus::cli::CmdNodeRestart(host_name); });
+
+  torus::cli::UpFlags up;
+  auto* cmd_up = app.add_subcommand("up", "Start a local simulated cluster from a spec (see examples/clusters)");
+  cmd_up->add_option("SPEC", up.spec_path, "Cluster spec YAML")->required();
+  cmd_up->add_option("--port", up.port, "Head gRPC port (0 = any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd_up->add_option("--heartbeat-period-ms", up.heartbeat_period_ms, "Agents' heartbeat period")
+      ->capture_default_str();
+  cmd_up->add_option("--node-timeout-ms", up.node_timeout_ms, "A node silent this long is DEAD")
+      ->capture_default_str();
+  cmd_up->add_option("--wait", up.wait_s, "Seconds to wait for every node to register")->capture_default_str();
+  cmd_up->callback([&] { rc = torus::cli::CmdUp(up); });
+
+  app.add_subcommand("down", "Stop the cluster of the latest session (from `torus up` or `torus start`)")
+      ->callback([&] { rc = torus::cli::CmdDown(); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  return rc;
+}

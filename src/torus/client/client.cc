@@ -1,0 +1,59 @@
+#include "torus/client/client.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "torus/rpc/auth.h"
+#include "torus/rpc/convert.h"
+
+namespace torus::client {
+namespace {
+
+absl::Status WithContext(const grpc::Status& status, const std::string& address) {
+  absl::Status s = rpc::FromGrpc(status);
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::Status(s.code(), absl::StrCat("head at ", address, " is not reachable: ", s.message()));
+  }
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const HeadEndpoint& endpoint) {
+  if (endpoint.address.empty()) return absl::InvalidArgumentError("head address is empty; expected HOST:PORT");
+  auto channel = grpc::CreateChannel(endpoint.address, grpc::InsecureChannelCredentials());
+  return std::unique_ptr<Client>(new Client(endpoint, std::move(channel)));
+}
+
+Client::Client(HeadEndpoint endpoint, std::shared_ptr<grpc::Channel> channel)
+    : endpoint_(std::move(endpoint)), stub_(rpc::HeadService::NewStub(channel)) {}
+
+void Client::Prepare(grpc::ClientContext& ctx, int timeout_ms) const {
+  ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", endpoint_.token));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+}
+
+absl::StatusOr<rpc::ClusterStatus> Client::GetClusterStatus(bool include_dead) {
+  grpc::ClientContext ctx;
+  Prepare(ctx, 10'000);
+  rpc::GetClusterStatusRequest request;
+  request.set_include_dead(include_dead);
+  rpc::ClusterStatus reply;
+  grpc::Status status = stub_->GetClusterStatus(&ctx, request, &reply);
+  if (!status.ok()) return WithContext(status, endpoint_.address);
+  return reply;
+}
+
+absl::StatusOr<bool> Client::MarkNodeDead(const std::string& node_id, const std::string& reason) {
+  grpc::ClientContext ctx;
+  Prepare(ctx, 10'000);
+  rpc::MarkNodeDeadRequest request;
+  request.set_node_id(node_id);
+  request.set_reason(reason);
+  rpc::MarkNodeDeadReply reply;
+  grpc::Status status = stub_->MarkNodeDead(&ctx, request, &reply);
+  if (!status.ok()) return WithContext(status, endpoint_.address);
+  return reply.was_alive();
+}
+
+}  // namespace torus::client

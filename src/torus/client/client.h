@@ -1,0 +1,40 @@
+// Client: the C++ API to a torus head, used by the CLI, tests and user programs.
+//
+// Example:
+//   auto client = torus::client::Client::Connect({"127.0.0.1:6380", token});
+//   auto status = (*client)->GetClusterStatus();
+//
+// Thread-safety: thread-safe (gRPC stubs are).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "torus/client/session.h"
+#include "torus/head.grpc.pb.h"
+
+namespace torus::client {
+
+class Client {
+ public:
+  // Creates a channel; does not wait for the head (calls fail with UNAVAILABLE if it is down).
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const HeadEndpoint& endpoint);
+
+  // Nodes (dead ones too when asked), slices and resource totals. Deadline 10 s.
+  absl::StatusOr<rpc::ClusterStatus> GetClusterStatus(bool include_dead = true);
+  // Declares a node dead now; returns whether it was alive.
+  absl::StatusOr<bool> MarkNodeDead(const std::string& node_id, const std::string& reason);
+
+  const std::string& address() const { return endpoint_.address; }
+
+ private:
+  Client(HeadEndpoint endpoint, std::shared_ptr<grpc::Channel> channel);
+  void Prepare(grpc::ClientContext& ctx, int timeout_ms) const;
+
+  HeadEndpoint endpoint_;
+  std::unique_ptr<rpc::HeadService::Stub> stub_;
+};
+
+}  // namespace torus::client

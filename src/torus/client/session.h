@@ -1,0 +1,35 @@
+// Finding a running head: its address and token, from flags, the environment, or this machine's latest session.
+//
+// Sessions live under the temp root (`$TORUS_TEMP_DIR`, default /tmp/torus) as `session_<time>_<pid>/`, with a
+// `session_latest` symlink to the newest. A head's session holds `head_address` and `token`.
+//
+// Thread-safety: pure functions over the file system.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace torus::client {
+
+// $TORUS_TEMP_DIR, else /tmp/torus.
+std::string TempRoot();
+
+// <root>/session_latest resolved; NotFound when there is none.
+absl::StatusOr<std::string> LatestSessionDir(const std::string& root);
+
+struct HeadEndpoint {
+  std::string address;  // host:port
+  std::string token;
+};
+
+// Resolves each of address and token, in order: the explicit value, the environment (TORUS_ADDRESS,
+// TORUS_TOKEN), the latest session's files. Errors say what is missing and how to give it.
+absl::StatusOr<HeadEndpoint> ResolveHead(std::optional<std::string> address, std::optional<std::string> token,
+                                         const std::string& root);
+
+// Reads a small text file and trims it; NotFound names the path.
+absl::StatusOr<std::string> ReadTrimmed(const std::string& path);
+
+}  // namespace torus::client

@@ -1,0 +1,52 @@
+// HeadServiceImpl: the head's gRPC handlers. Each handler checks the cluster token, converts the request to domain
+// types, calls the owning component and converts the answer back. No state of its own.
+//
+// Thread-safety: thread-safe; handlers run on gRPC's callback threads and touch only thread-safe components.
+#pragma once
+
+#include <string>
+
+#include "torus/common/clock.h"
+#include "torus/head.grpc.pb.h"
+#include "torus/head/node_registry.h"
+
+namespace torus::head {
+
+struct HeadServiceOptions {
+  std::string token;
+  std::string cluster_id;
+  int64_t heartbeat_period_ms = 500;
+};
+
+class HeadServiceImpl final : public rpc::HeadService::CallbackService {
+ public:
+  HeadServiceImpl(NodeRegistry* registry, const Clock* clock, HeadServiceOptions options);
+
+  grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* ctx, const rpc::RegisterNodeRequest* request,
+                                         rpc::RegisterNodeReply* reply) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const rpc::HeartbeatRequest* request,
+                                      rpc::HeartbeatReply* reply) override;
+  grpc::ServerUnaryReactor* UnregisterNode(grpc::CallbackServerContext* ctx,
+                                           const rpc::UnregisterNodeRequest* request,
+                                           rpc::UnregisterNodeReply* reply) override;
+  grpc::ServerUnaryReactor* MarkNodeDead(grpc::CallbackServerContext* ctx, const rpc::MarkNodeDeadRequest* request,
+                                         rpc::MarkNodeDeadReply* reply) override;
+  grpc::ServerUnaryReactor* GetClusterStatus(grpc::CallbackServerContext* ctx,
+                                             const rpc::GetClusterStatusRequest* request,
+                                             rpc::ClusterStatus* reply) override;
+
+ private:
+  // OK when the call carries the cluster token; UNAUTHENTICATED otherwise.
+  grpc::Status Authenticate(const grpc::CallbackServerContext* ctx) const;
+
+  NodeRegistry* registry_;
+  const Clock* clock_;
+  const HeadServiceOptions options_;
+  const int64_t start_time_ms_;
+};
+
+// Fills a ClusterStatus from the registry: nodes (dead ones when asked), slices, and totals over alive nodes.
+void BuildClusterStatus(const NodeRegistry& registry, const Clock& clock, bool include_dead,
+                        rpc::ClusterStatus* out);
+
+}  // namespace torus::head

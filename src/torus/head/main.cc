@@ -1,0 +1,128 @@
+// torus-head: parses flags, wires the head's components together and serves until SIGTERM or SIGINT.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "spdlog/spdlog.h"
+#include "torus/common/clock.h"
+#include "torus/head/failure_detector.h"
+#include "torus/head/head_service.h"
+#include "torus/head/node_registry.h"
+#include "torus/rpc/auth.h"
+
+namespace {
+
+struct HeadFlags {
+  std::string host = "127.0.0.1";
+  int port = 6380;
+  std::string session_dir;
+  std::string token_file;
+  int64_t heartbeat_period_ms = 500;
+  int64_t node_timeout_ms = 3000;
+};
+
+// Writes `contents` to `path` atomically (temp file + rename), so readers never see half a file.
+bool WriteFileAtomically(const std::string& path, const std::string& contents) {
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!(out << contents)) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+int Run(const HeadFlags& flags) {
+  std::error_code ec;
+  std::filesystem::create_directories(flags.session_dir, ec);
+  if (ec) {
+    spdlog::error("cannot create session directory {}: {}", flags.session_dir, ec.message());
+    return 1;
+  }
+  std::string token_path = flags.token_file.empty() ? flags.session_dir + "/token" : flags.token_file;
+  auto token = torus::rpc::LoadOrCreateTokenFile(token_path);
+  if (!token.ok()) {
+    spdlog::error("{}", token.status().ToString());
+    return 1;
+  }
+
+  torus::RealClock clock;
+  torus::head::NodeRegistry registry(&clock, {.node_timeout_micros = flags.node_timeout_ms * 1000});
+  registry.SetDeathListener([](const std::string& id, const std::string& reason) {
+    spdlog::warn("node {} is DEAD: {}", id, reason);
+  });
+  std::string cluster_id = token->substr(0, 12);
+  torus::head::HeadServiceImpl service(
+      &registry, &clock, {.token = *token, .cluster_id = cluster_id, .heartbeat_period_ms = flags.heartbeat_period_ms});
+
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(absl::StrCat(flags.host, ":", flags.port), grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(16 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || bound_port == 0) {
+    spdlog::error("cannot listen on {}:{} (in use, or not a local address?)", flags.host, flags.port);
+    return 1;
+  }
+  std::string address = absl::StrCat(flags.host, ":", bound_port);
+  if (!WriteFileAtomically(flags.session_dir + "/head_address", address + "\n")) {
+    spdlog::error("cannot write {}/head_address", flags.session_dir);
+    return 1;
+  }
+  spdlog::info("torus-head {} listening on {} (cluster {}, node timeout {} ms)", getpid(), address, cluster_id,
+               flags.node_timeout_ms);
+
+  auto check_period = std::chrono::microseconds(std::clamp<int64_t>(flags.node_timeout_ms * 100, 10'000, 100'000));
+  torus::head::FailureDetector detector(&registry, check_period);
+  detector.Start();
+
+  // Block the termination signals and wait for one; gRPC threads inherit the mask.
+  int signal_number = 0;
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigwait(&signals, &signal_number);
+  spdlog::info("signal {}: shutting down", signal_number);
+  detector.Stop();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Termination signals are handled by sigwait in Run; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  HeadFlags flags;
+  CLI::App app{"torus-head: the torus control plane (membership, cluster view, slices)."};
+  app.add_option("--host", flags.host, "Address to listen on; loopback unless told otherwise")->capture_default_str();
+  app.add_option("--port", flags.port, "gRPC port; 0 picks a free one (written to SESSION_DIR/head_address)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--session-dir", flags.session_dir, "Directory for the token and the bound address")->required();
+  app.add_option("--token-file", flags.token_file,
+                 "Cluster token file; created (mode 0600) if missing [default: SESSION_DIR/token]");
+  app.add_option("--heartbeat-period-ms", flags.heartbeat_period_ms, "Heartbeat period agents are told to use")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{10}, int64_t{60'000}));
+  app.add_option("--node-timeout-ms", flags.node_timeout_ms, "A node silent this long is DEAD")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{50}, int64_t{3'600'000}));
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  return Run(flags);
+}

@@ -1,0 +1,46 @@
+// Agent: keeps one host registered with the head. Registers, heartbeats at the period the head asks for,
+// re-registers when the head says it does not know this incarnation (head restart, or marked dead while alive),
+// and keeps retrying with backoff while the head is unreachable. Unregisters on Stop.
+//
+// Thread-safety: Run() on one thread; Stop() from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "grpcpp/grpcpp.h"
+#include "torus/head.grpc.pb.h"
+#include "torus/node/node_identity.h"
+
+namespace torus::node {
+
+enum class AgentExit { kStopped, kUnauthenticated };
+
+class Agent {
+ public:
+  Agent(NodeIdentity identity, std::shared_ptr<grpc::Channel> channel, std::string token);
+
+  // Serves until Stop(); returns kUnauthenticated if the head refuses the token on the very first attempt.
+  AgentExit Run();
+  void Stop();
+
+ private:
+  // One registration attempt; OK sets incarnation_ and period_ms_.
+  grpc::Status Register();
+  // Sleeps up to `ms` or until Stop(); returns false when stopping.
+  bool SleepFor(int64_t ms);
+  void AddAuth(grpc::ClientContext& ctx) const;
+
+  const NodeIdentity identity_;
+  std::unique_ptr<rpc::HeadService::Stub> stub_;
+  const std::string token_;
+  uint64_t incarnation_ = 0;
+  int64_t period_ms_ = 500;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+};
+
+}  // namespace torus::node

@@ -1,0 +1,211 @@
+// torus-node: the per-host agent. Parses flags, detects the host, and keeps it registered with the head.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "spdlog/spdlog.h"
+#include "torus/accel/tpu_detect.h"
+#include "torus/node/agent.h"
+#include "torus/node/node_identity.h"
+#include "torus/rpc/auth.h"
+
+extern char** environ;
+
+namespace {
+
+struct NodeFlags {
+  std::string address;
+  std::string token;
+  std::string token_file;
+  std::string node_id;
+  std::string node_ip = "127.0.0.1";
+  std::string dev_root = "/";
+  std::string sys_root;
+  std::string metadata_url = "http://metadata.google.internal";
+  std::string labels;
+  std::string labels_file;
+  std::string resources;
+  std::optional<double> num_cpus;
+  std::optional<int64_t> memory;
+  std::optional<int> chips_per_host;
+  std::optional<std::string> slice_name;
+  bool no_nvml = false;
+};
+
+torus::EnvMap ProcessEnvironment() {
+  torus::EnvMap env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view kv(*e);
+    size_t eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  return env;
+}
+
+std::string RandomNodeId() {
+  auto token = torus::rpc::GenerateToken();
+  return token.ok() ? token->substr(0, 16) : absl::StrCat(getpid(), "-", time(nullptr));
+}
+
+std::string Hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+// Exit codes: 0 stopped, 1 runtime failure, 2 bad flags or input.
+int Run(const NodeFlags& flags) {
+  torus::node::IdentityOptions options;
+  options.node_id = flags.node_id.empty() ? RandomNodeId() : flags.node_id;
+  options.address = flags.node_ip;
+  options.hostname = Hostname();
+  options.dev_root = flags.dev_root;
+  options.sys_root = flags.sys_root.empty() ? flags.dev_root : flags.sys_root;
+  options.env = ProcessEnvironment();
+  options.use_nvml = !flags.no_nvml;
+  options.chips_per_host = flags.chips_per_host;
+  options.slice_name = flags.slice_name;
+  options.num_cpus = flags.num_cpus;
+  options.memory_bytes = flags.memory;
+
+  auto labels = torus::ParseLabelsFlag(flags.labels);
+  if (!labels.ok()) {
+    std::cerr << "torus-node: --labels: " << labels.status().message() << "\n";
+    return 2;
+  }
+  options.user_labels = *labels;
+  if (!flags.labels_file.empty()) {
+    std::ifstream in(flags.labels_file);
+    if (!in) {
+      std::cerr << "torus-node: --labels-file: cannot read " << flags.labels_file << "\n";
+      return 2;
+    }
+    std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto file_labels = torus::ParseLabelsFile(contents);
+    if (!file_labels.ok()) {
+      std::cerr << "torus-node: --labels-file " << flags.labels_file << ": " << file_labels.status().message()
+                << "\n";
+      return 2;
+    }
+    // --labels wins over the file.
+    for (auto& [k, v] : *file_labels) options.user_labels.emplace(k, v);
+  }
+  if (!flags.resources.empty()) {
+    auto resources = torus::ParseCustomResourcesJson(flags.resources);
+    if (!resources.ok()) {
+      std::cerr << "torus-node: " << resources.status().message() << "\n";
+      return 2;
+    }
+    options.custom_resources = *resources;
+  }
+
+  std::string token = flags.token;
+  if (token.empty() && !flags.token_file.empty()) {
+    auto t = torus::rpc::ReadTokenFile(flags.token_file);
+    if (!t.ok()) {
+      std::cerr << "torus-node: " << t.status().message() << "\n";
+      return 2;
+    }
+    token = *t;
+  }
+  if (token.empty()) {
+    const char* env_token = getenv("TORUS_TOKEN");
+    if (env_token != nullptr) token = env_token;
+  }
+  if (token.empty()) {
+    std::cerr << "torus-node: no cluster token; pass --token, --token-file or set TORUS_TOKEN\n";
+    return 2;
+  }
+
+  std::unique_ptr<torus::MetadataSource> metadata;
+  if (flags.metadata_url != "off") metadata = torus::MakeHttpMetadataSource(flags.metadata_url);
+  options.metadata = metadata.get();
+
+  auto identity = torus::node::BuildNodeIdentity(options);
+  if (!identity.ok()) {
+    std::cerr << "torus-node: " << identity.status().message() << "\n";
+    spdlog::error("host detection failed: {}", std::string(identity.status().message()));
+    return 2;
+  }
+  for (const std::string& w : identity->warnings) spdlog::warn("{}", w);
+  spdlog::info("torus-node {} starting: node {} at {}; {}", getpid(), identity->node_id, identity->address,
+               identity->summary);
+  spdlog::info("resources {} labels {}", identity->resources.ToJson(), torus::FormatLabels(identity->labels));
+
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  auto channel = grpc::CreateCustomChannel(flags.address, grpc::InsecureChannelCredentials(), args);
+  torus::node::Agent agent(*identity, channel, token);
+
+  std::thread signal_thread([&agent] {
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("signal {}: unregistering and stopping", sig);
+    agent.Stop();
+  });
+  torus::node::AgentExit exit = agent.Run();
+  if (exit == torus::node::AgentExit::kUnauthenticated) {
+    std::cerr << "torus-node: the head refused the cluster token\n";
+    std::_Exit(2);
+  }
+  signal_thread.join();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  NodeFlags flags;
+  CLI::App app{"torus-node: the torus agent. Detects this host's TPUs and GPUs and keeps it registered."};
+  app.add_option("--address", flags.address, "Head address HOST:PORT")->required();
+  app.add_option("--token", flags.token, "Cluster token (prefer --token-file or TORUS_TOKEN)");
+  app.add_option("--token-file", flags.token_file, "File holding the cluster token");
+  app.add_option("--node-id", flags.node_id, "Node id (1-64 of [0-9A-Za-z_-]) [default: random]");
+  app.add_option("--node-ip", flags.node_ip, "Address other nodes reach this host at")->capture_default_str();
+  app.add_option("--dev-root", flags.dev_root, "Root holding dev/ for device detection")->capture_default_str();
+  app.add_option("--sys-root", flags.sys_root, "Root holding sys/ (PCI ids of TPU chips) [default: --dev-root]");
+  app.add_option("--metadata-url", flags.metadata_url,
+                 "GCE metadata server base URL, or 'off' (also skipped when TPU_SKIP_MDS_QUERY=true)")
+      ->capture_default_str();
+  app.add_option("--labels", flags.labels, "User labels k=v,k2=v2 (torus.io/ keys: market-type, node-group, "
+                                           "availability-zone, availability-region)");
+  app.add_option("--labels-file", flags.labels_file, "YAML or JSON map of user labels");
+  app.add_option("--resources", flags.resources, "Custom resources as JSON, e.g. '{\"special\": 2}'");
+  app.add_option("--num-cpus", flags.num_cpus, "CPU resource [default: CPUs this process may use]")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--memory", flags.memory, "memory resource in bytes [default: MemTotal]")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50));
+  app.add_option("--chips-per-host", flags.chips_per_host, "TPU chips per host setting (settles v5e/v6e 2x4)")
+      ->check(CLI::IsMember({1, 4, 8}));
+  app.add_option("--slice-name", flags.slice_name, "Override the TPU slice name (TPU_NAME)");
+  app.add_flag("--no-nvml", flags.no_nvml, "Do not load NVML; count GPUs from device files only");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  return Run(flags);
+}
