@@ -50,24 +50,20 @@ grpc::ServerUnaryReactor* HeadServiceImpl::RegisterNode(grpc::CallbackServerCont
                                                         rpc::RegisterNodeReply* reply) {
   if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
   const rpc::NodeInfo& node = request->node();
+  auto total = rpc::FromProto(node.resources_total(), "resources_total");
+  if (!total.ok()) return Finish(ctx, rpc::ToGrpc(total.status()));
+  auto available = rpc::FromProto(request->resources_available(), "resources_available");
+  if (!available.ok()) return Finish(ctx, rpc::ToGrpc(available.status()));
   NodeRegistration registration{
       .node_id = node.node_id(),
       .address = node.address(),
       .hostname = node.hostname(),
-      .total = rpc::FromProto(node.resources_total()),
-      .available = rpc::FromProto(request->resources_available()),
+      .total = *std::move(total),
+      .available = *std::move(available),
       .labels = rpc::FromProto(node.labels()),
       .pid = node.pid(),
       .start_time_ms = node.start_time_ms(),
   };
-  for (const auto* map : {&node.resources_total(), &request->resources_available()}) {
-    for (const auto& [name, amount] : *map) {
-      if (amount < 0) {
-        return Finish(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                        absl::StrCat("resource \"", name.substr(0, 128), "\" must not be negative")));
-      }
-    }
-  }
   auto incarnation = registry_->Register(std::move(registration));
   if (!incarnation.ok()) return Finish(ctx, rpc::ToGrpc(incarnation.status()));
   spdlog::info("node {} registered from {} (incarnation {}, {} labels)", node.node_id(), node.address(),
@@ -84,13 +80,9 @@ grpc::ServerUnaryReactor* HeadServiceImpl::Heartbeat(grpc::CallbackServerContext
   if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
   ResourceSet available;
   if (request->has_resources_available()) {
-    for (const auto& [name, amount] : request->resources_available()) {
-      if (amount < 0) {
-        return Finish(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                        absl::StrCat("resource \"", name.substr(0, 128), "\" must not be negative")));
-      }
-    }
-    available = rpc::FromProto(request->resources_available());
+    auto parsed = rpc::FromProto(request->resources_available(), "resources_available");
+    if (!parsed.ok()) return Finish(ctx, rpc::ToGrpc(parsed.status()));
+    available = *std::move(parsed);
   }
   auto outcome = registry_->Heartbeat(request->node_id(), request->incarnation(),
                                       request->has_resources_available() ? &available : nullptr);

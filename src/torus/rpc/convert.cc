@@ -1,5 +1,7 @@
 #include "torus/rpc/convert.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace torus::rpc {
 
 void ToProto(const ResourceSet& resources, ProtoResources* out) {
@@ -7,10 +9,13 @@ void ToProto(const ResourceSet& resources, ProtoResources* out) {
   for (const auto& [name, amount] : resources.amounts()) (*out)[name] = amount;
 }
 
-ResourceSet FromProto(const ProtoResources& resources) {
+absl::StatusOr<ResourceSet> FromProto(const ProtoResources& resources, const std::string& field) {
   ResourceSet out;
-  // REQUIRES: no negative amounts; callers reject them first so that the error can name the field.
   for (const auto& [name, amount] : resources) {
+    if (amount < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": resource \"", name.substr(0, 128),
+                                                     "\" must not be negative"));
+    }
     if (amount != 0) out.SetFixed(name, amount);
   }
   return out;

@@ -18,7 +18,8 @@ using ProtoResources = google::protobuf::Map<std::string, int64_t>;
 using ProtoLabels = google::protobuf::Map<std::string, std::string>;
 
 void ToProto(const ResourceSet& resources, ProtoResources* out);
-ResourceSet FromProto(const ProtoResources& resources);
+// InvalidArgument naming `field` and the resource when an amount is negative.
+absl::StatusOr<ResourceSet> FromProto(const ProtoResources& resources, const std::string& field);
 void ToProto(const Labels& labels, ProtoLabels* out);
 Labels FromProto(const ProtoLabels& labels);
 

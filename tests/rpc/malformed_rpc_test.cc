@@ -1,0 +1,233 @@
+// Malformed and hostile input against a real torus-head process: garbage bytes on the socket, undecodable
+// messages on every method, semantically invalid requests, missing and wrong tokens. The head must answer each
+// with an error, register nothing, and keep serving.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "torus/head.grpc.pb.h"
+#include "torus/rpc/auth.h"
+
+extern char** environ;
+
+namespace {
+
+class HeadProcess {
+ public:
+  HeadProcess() {
+    char tmpl[] = "/tmp/torus_malformed_rpc_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    std::string bin = std::string(TORUS_BIN_DIR) + "/torus-head";
+    std::vector<std::string> args = {bin, "--session-dir", dir_, "--port", "0"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    std::string log = dir_ + "/head.log";
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    posix_spawn(&pid_, bin.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    for (int i = 0; i < 500 && address_.empty(); ++i) {
+      std::ifstream in(dir_ + "/head_address");
+      std::getline(in, address_);
+      if (address_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    token_ = *torus::rpc::ReadTokenFile(dir_ + "/token");
+  }
+  ~HeadProcess() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    std::filesystem::remove_all(dir_);
+  }
+  bool Alive() { return waitpid(pid_, nullptr, WNOHANG) == 0; }
+  const std::string& address() const { return address_; }
+  const std::string& token() const { return token_; }
+  int port() const { return std::stoi(address_.substr(address_.rfind(':') + 1)); }
+
+ private:
+  std::string dir_;
+  pid_t pid_ = 0;
+  std::string address_;
+  std::string token_;
+};
+
+class MalformedRpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(head_.address().empty()) << "torus-head did not start";
+    channel_ = grpc::CreateChannel(head_.address(), grpc::InsecureChannelCredentials());
+    stub_ = torus::rpc::HeadService::NewStub(channel_);
+  }
+
+  void Prepare(grpc::ClientContext& ctx, const std::string& token) {
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  }
+
+  int AliveNodes() {
+    grpc::ClientContext ctx;
+    Prepare(ctx, head_.token());
+    torus::rpc::ClusterStatus status;
+    grpc::Status s = stub_->GetClusterStatus(&ctx, {}, &status);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return status.nodes_size();
+  }
+
+  HeadProcess head_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<torus::rpc::HeadService::Stub> stub_;
+};
+
+TEST_F(MalformedRpcTest, GarbageBytesOnTheSocket) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 50; ++round) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(head_.port());
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    std::string payload;
+    if (round == 0) payload = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    if (round == 1) payload = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\xff\xff\xff\xff\xff\xff\xff\xff\xff";
+    for (int i = 0; i < 1 + static_cast<int>(rng() % 4096); ++i) payload.push_back(static_cast<char>(rng()));
+    ssize_t sent = send(fd, payload.data(), payload.size(), MSG_NOSIGNAL);
+    (void)sent;
+    close(fd);
+  }
+  EXPECT_TRUE(head_.Alive());
+  EXPECT_EQ(AliveNodes(), 0);
+}
+
+TEST_F(MalformedRpcTest, UndecodableMessagesOnEveryMethod) {
+  grpc::GenericStub generic(channel_);
+  std::mt19937 rng(11);
+  const char* methods[] = {"RegisterNode", "Heartbeat", "UnregisterNode", "MarkNodeDead", "GetClusterStatus",
+                           "NoSuchMethod"};
+  for (const char* method : methods) {
+    for (int round = 0; round < 20; ++round) {
+      std::string bytes;
+      for (int i = 0; i < static_cast<int>(rng() % 512); ++i) bytes.push_back(static_cast<char>(rng()));
+      grpc::Slice slice(bytes);
+      grpc::ByteBuffer request(&slice, 1), reply;
+      grpc::ClientContext ctx;
+      Prepare(ctx, head_.token());
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      grpc::StubOptions options;
+      generic.UnaryCall(&ctx, std::string("/torus.rpc.HeadService/") + method, options, &request, &reply,
+                        [&](grpc::Status) {
+                          std::lock_guard<std::mutex> lock(mu);
+                          done = true;
+                          cv.notify_all();
+                        });
+      std::unique_lock<std::mutex> lock(mu);
+      ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return done; })) << method;
+    }
+  }
+  EXPECT_TRUE(head_.Alive());
+  EXPECT_EQ(AliveNodes(), 0);
+}
+
+TEST_F(MalformedRpcTest, InvalidRegistrationsAreRefusedWithTheField) {
+  struct Case {
+    std::string name;
+    std::function<void(torus::rpc::RegisterNodeRequest&)> mutate;
+    std::string message_part;
+  };
+  std::vector<Case> cases = {
+      {"empty id", [](auto& r) { r.mutable_node()->set_node_id(""); }, "node_id"},
+      {"long id", [](auto& r) { r.mutable_node()->set_node_id(std::string(500, 'a')); }, "node_id"},
+      {"no address", [](auto& r) { r.mutable_node()->set_address(""); }, "address"},
+      {"negative", [](auto& r) { (*r.mutable_node()->mutable_resources_total())["CPU"] = -5; }, "negative"},
+      {"bad resource name", [](auto& r) { (*r.mutable_node()->mutable_resources_total())["a b"] = 1; }, "a b"},
+      {"bad label", [](auto& r) { (*r.mutable_node()->mutable_labels())[std::string(300, 'k')] = "v"; }, "label"},
+      {"bad label value", [](auto& r) { (*r.mutable_node()->mutable_labels())["k"] = "\x01\x02"; }, "label"},
+  };
+  for (const Case& c : cases) {
+    torus::rpc::RegisterNodeRequest request;
+    request.mutable_node()->set_node_id("n1");
+    request.mutable_node()->set_address("127.0.0.1");
+    c.mutate(request);
+    grpc::ClientContext ctx;
+    Prepare(ctx, head_.token());
+    torus::rpc::RegisterNodeReply reply;
+    grpc::Status s = stub_->RegisterNode(&ctx, request, &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.name;
+    EXPECT_NE(s.error_message().find(c.message_part), std::string::npos) << c.name << ": " << s.error_message();
+  }
+  EXPECT_EQ(AliveNodes(), 0);
+
+  torus::rpc::HeartbeatRequest hb;
+  hb.set_node_id("n1");
+  hb.set_has_resources_available(true);
+  (*hb.mutable_resources_available())["CPU"] = -1;
+  grpc::ClientContext ctx;
+  Prepare(ctx, head_.token());
+  torus::rpc::HeartbeatReply hb_reply;
+  EXPECT_EQ(stub_->Heartbeat(&ctx, hb, &hb_reply).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(head_.Alive());
+}
+
+TEST_F(MalformedRpcTest, MissingOrWrongTokenChangesNothing) {
+  for (const std::string& token : {std::string(), std::string("wrong"), head_.token() + "x"}) {
+    torus::rpc::RegisterNodeRequest request;
+    request.mutable_node()->set_node_id("intruder");
+    request.mutable_node()->set_address("127.0.0.1");
+    grpc::ClientContext ctx;
+    Prepare(ctx, token);
+    torus::rpc::RegisterNodeReply reply;
+    EXPECT_EQ(stub_->RegisterNode(&ctx, request, &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+    grpc::ClientContext ctx2;
+    Prepare(ctx2, token);
+    torus::rpc::MarkNodeDeadRequest mark;
+    mark.set_node_id("intruder");
+    torus::rpc::MarkNodeDeadReply mark_reply;
+    EXPECT_EQ(stub_->MarkNodeDead(&ctx2, mark, &mark_reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+    grpc::ClientContext ctx3;
+    Prepare(ctx3, token);
+    torus::rpc::ClusterStatus status;
+    EXPECT_EQ(stub_->GetClusterStatus(&ctx3, {}, &status).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(AliveNodes(), 0);
+}
+
+TEST_F(MalformedRpcTest, UnknownNodesAreToldToRegister) {
+  torus::rpc::HeartbeatRequest hb;
+  hb.set_node_id("ghost");
+  hb.set_incarnation(42);
+  grpc::ClientContext ctx;
+  Prepare(ctx, head_.token());
+  torus::rpc::HeartbeatReply reply;
+  ASSERT_TRUE(stub_->Heartbeat(&ctx, hb, &reply).ok());
+  EXPECT_EQ(reply.action(), torus::rpc::HeartbeatReply::REREGISTER);
+
+  torus::rpc::MarkNodeDeadRequest mark;
+  mark.set_node_id("ghost");
+  grpc::ClientContext ctx2;
+  Prepare(ctx2, head_.token());
+  torus::rpc::MarkNodeDeadReply mark_reply;
+  EXPECT_EQ(stub_->MarkNodeDead(&ctx2, mark, &mark_reply).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(AliveNodes(), 0);
+}
+
+}  // namespace
