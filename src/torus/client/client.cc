@@ -21,7 +21,10 @@ absl::Status WithContext(const grpc::Status& status, const std::string& address)
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const HeadEndpoint& endpoint) {
   if (endpoint.address.empty()) return absl::InvalidArgumentError("head address is empty; expected HOST:PORT");
-  auto channel = grpc::CreateChannel(endpoint.address, grpc::InsecureChannelCredentials());
+  grpc::ChannelArguments args;
+  // A 10,000-node cluster view is several megabytes; gRPC's default limit is 4 MB.
+  args.SetMaxReceiveMessageSize(512 << 20);
+  auto channel = grpc::CreateCustomChannel(endpoint.address, grpc::InsecureChannelCredentials(), args);
   return std::unique_ptr<Client>(new Client(endpoint, std::move(channel)));
 }
 

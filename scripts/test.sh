@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Sets everything up and runs every test: unit (GoogleTest), integration (real head and agents on loopback).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+build_dir="${BUILD_DIR:-build}"
+ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "$@"

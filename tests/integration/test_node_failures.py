@@ -1,0 +1,188 @@
+"""Failure detection and recovery: dead agents, operator mark-dead, paused agents and a restarted head."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import alive_ids, binary, node, node_state, pid_alive, slice_of, wait_until
+
+NODE_TIMEOUT_S = 1.5
+HEARTBEAT_S = 0.5  # the default heartbeat period
+FAST = ("--node-timeout-ms", str(int(NODE_TIMEOUT_S * 1000)))
+SLICE_NAMES = ["v4-0", "v5e-0", "v6e-0", "v6e-1"]
+
+
+def slice_states(status):
+    return {s["name"]: s["state"] for s in status["slices"]}
+
+
+def assert_whole_cluster(status):
+    """16 distinct nodes, all ALIVE, every slice READY, all 48 chips counted."""
+    ids = [n["node_id"] for n in status["nodes"]]
+    assert len(ids) == len(set(ids)) == 16, ids
+    assert status["nodes_alive"] == 16
+    assert slice_states(status) == {name: "READY" for name in SLICE_NAMES}
+    assert status["resources_total"]["TPU"] == 48
+
+
+def wait_for_state(torus, node_id, state, timeout):
+    return wait_until(lambda: (lambda s: s if node_state(s, node_id) == state else None)(torus.status()),
+                      timeout, message=f"node {node_id} to be {state}")
+
+
+def wait_for_new_incarnation(torus, node_id, old_incarnation, timeout):
+    def registered_again():
+        s = torus.status()
+        n = node(s, node_id)
+        return s if n["state"] == "ALIVE" and n["incarnation"] > old_incarnation else None
+    return wait_until(registered_again, timeout, message=f"node {node_id} to register again")
+
+
+def test_killed_agent_times_out_and_restarts(torus):
+    torus.up(*FAST)
+    before = torus.status()
+    assert_whole_cluster(before)
+    old = node(before, "v6e-0-w1")
+    pid = torus.pid_of("v6e-0-w1")
+    assert old["pid"] == pid
+
+    refused = torus.run("node", "restart", "v6e-0-w1")
+    assert refused.returncode == 1
+    assert f"agent v6e-0-w1 is running (pid {pid})" in refused.stderr
+
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    wait_until(lambda: not pid_alive(pid), 5, message="the agent to exit")
+    assert node_state(torus.status(), "v6e-0-w1") == "ALIVE", "declared DEAD before the node timeout"
+
+    dead = wait_for_state(torus, "v6e-0-w1", "DEAD", NODE_TIMEOUT_S + 2)
+    elapsed = time.monotonic() - killed_at
+    # Its last heartbeat may predate the kill by up to one period.
+    assert elapsed >= NODE_TIMEOUT_S - HEARTBEAT_S - 0.1, f"DEAD after only {elapsed:.2f} s"
+    reason = node(dead, "v6e-0-w1")["death_reason"]
+    assert reason.startswith("no heartbeat for "), reason
+    assert int(reason.split()[3]) > NODE_TIMEOUT_S * 1000, reason
+
+    v6e_0 = slice_of(dead, "v6e-0")
+    assert v6e_0["state"] == "DEGRADED"
+    assert v6e_0["reason"] == "worker 1 dead (node v6e-0-w1)"
+    assert v6e_0["hosts_alive"] == 3
+    assert v6e_0["expected_hosts"] == 4
+    assert [(h["worker_id"], h["state"]) for h in v6e_0["hosts"]] == [
+        (0, "ALIVE"), (1, "DEAD"), (2, "ALIVE"), (3, "ALIVE")]
+    assert {k: v for k, v in slice_states(dead).items() if k != "v6e-0"} == {
+        "v4-0": "READY", "v5e-0": "READY", "v6e-1": "READY"}
+    assert dead["resources_total"]["TPU"] == 44
+    assert dead["nodes_alive"] == 15
+    assert dead["nodes_dead"] == 1
+    text = torus.ok("status").stdout
+    assert "Nodes: 15 alive, 1 dead" in text
+    assert "Dead nodes" in text and "no heartbeat for" in text
+
+    restarted = torus.ok("node", "restart", "v6e-0-w1")
+    new_pid = torus.pid_of("v6e-0-w1")
+    assert new_pid != pid
+    assert restarted.stdout == f"agent v6e-0-w1 started (pid {new_pid})\n"
+    after = wait_for_new_incarnation(torus, "v6e-0-w1", old["incarnation"], 10)
+    wait_until(lambda: torus.status()["nodes_alive"] == 16, 5, message="16 alive nodes")
+    after = torus.status()
+    assert_whole_cluster(after)
+    back = node(after, "v6e-0-w1")
+    assert back["pid"] == new_pid
+    assert back["death_reason"] == ""
+    assert back["labels"] == old["labels"]
+    assert slice_of(after, "v6e-0")["reason"] == ""
+
+
+def test_restart_of_unknown_agent_fails(torus):
+    torus.up(*FAST)
+    result = torus.run("node", "restart", "no-such-host")
+    assert result.returncode == 2
+    assert 'no agent named "no-such-host"' in result.stderr
+
+
+def test_mark_dead_is_immediate_and_running_agent_rejoins(torus):
+    torus.up(*FAST)
+    before = torus.status()
+    old = node(before, "v6e-1-w0")
+
+    result = torus.ok("node", "mark-dead", "v6e-1-w0")
+    assert result.stdout == "node v6e-1-w0 marked DEAD\n"
+    dead = torus.status()
+    n = node(dead, "v6e-1-w0")
+    assert n["state"] == "DEAD"
+    assert n["death_reason"] == "marked dead by an operator"
+    assert slice_of(dead, "v6e-1")["state"] == "DEGRADED"
+    assert slice_of(dead, "v6e-1")["reason"] == "worker 0 dead (node v6e-1-w0)"
+    assert dead["resources_total"]["TPU"] == 44
+
+    # The agent is still running: its next heartbeat is refused and it registers as a new incarnation.
+    after = wait_for_new_incarnation(torus, "v6e-1-w0", old["incarnation"], 3 * HEARTBEAT_S + 1)
+    assert node(after, "v6e-1-w0")["pid"] == old["pid"] == torus.pid_of("v6e-1-w0")
+    assert_whole_cluster(after)
+
+
+def test_mark_dead_with_reason_and_unknown_node(torus):
+    torus.up(*FAST)
+    result = torus.ok("node", "mark-dead", "cpu-0", "--reason", "preempted")
+    assert result.stdout == "node cpu-0 marked DEAD\n"
+    assert node(torus.status(), "cpu-0")["death_reason"] == "marked dead: preempted"
+
+    unknown = torus.run("node", "mark-dead", "nope")
+    assert unknown.returncode == 1
+    assert "node nope is not registered" in unknown.stderr
+
+
+def test_paused_agent_dies_and_comes_back(torus):
+    torus.up(*FAST)
+    old = node(torus.status(), "v4-0-w1")
+    pid = torus.pid_of("v4-0-w1")
+
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        dead = wait_for_state(torus, "v4-0-w1", "DEAD", NODE_TIMEOUT_S + 2)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert node(dead, "v4-0-w1")["death_reason"].startswith("no heartbeat for ")
+    assert slice_of(dead, "v4-0")["state"] == "DEGRADED"
+    assert slice_of(dead, "v4-0")["reason"] == "worker 1 dead (node v4-0-w1)"
+
+    after = wait_for_new_incarnation(torus, "v4-0-w1", old["incarnation"], 5)
+    assert node(after, "v4-0-w1")["pid"] == pid
+    assert_whole_cluster(after)
+
+
+def test_restarted_head_gets_every_agent_back(torus):
+    torus.up(*FAST)
+    before = torus.status()
+    session = torus.session
+    address = torus.address
+    token = torus.token
+    port = address.rsplit(":", 1)[1]
+    agent_pids = {n["node_id"]: n["pid"] for n in before["nodes"]}
+
+    head_pid = torus.pid_of("head", role="head")
+    os.kill(head_pid, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head_pid), 5, message="the head to exit")
+    down = torus.run("status", "--json", timeout=30)
+    assert down.returncode != 0
+    assert "not reachable" in down.stderr
+
+    (session / "head_address").unlink()
+    head = torus.spawn([binary("torus-head"), "--session-dir", session, "--port", port, *FAST],
+                       torus.root / "head-restarted.log")
+    torus.record_process("head", "head", head.pid)
+    wait_until(lambda: (session / "head_address").exists() or head.poll() is not None, 10,
+               message="the new head to listen")
+    assert head.poll() is None, (torus.root / "head-restarted.log").read_text()
+    assert torus.address == address
+    assert torus.token == token  # reused, not regenerated
+
+    after = wait_until(lambda: (lambda s: s if s["nodes_alive"] == 16 else None)(torus.status()), 10,
+                       message="every agent to register with the new head")
+    assert_whole_cluster(after)
+    assert after["cluster_id"] == before["cluster_id"]
+    assert {n["node_id"]: n["pid"] for n in after["nodes"]} == agent_pids
+    assert all(pid_alive(pid) for pid in agent_pids.values())
