@@ -46,7 +46,7 @@ Head StartHead(int64_t period_ms) {
   char tmpl[] = "/tmp/torus_bench_reg_XXXXXX";
   head.dir = mkdtemp(tmpl);
   std::string bin = std::string(TORUS_BIN_DIR) + "/torus-head";
-  std::vector<std::string> args = {bin, "--session-dir", head.dir, "--port", "0", "--heartbeat-period-ms",
+  std::vector<std::string> args = {bin, "--session-dir", head.dir, "--port", "0", "--dashboard-port", "0", "--heartbeat-period-ms",
                                    std::to_string(period_ms)};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

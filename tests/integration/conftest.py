@@ -29,6 +29,11 @@ def binary(name):
     return str(path)
 
 
+def ephemeral_ports(binary_name, *command):
+    """Flags that put every listening port of a head (gRPC and HTTP) on an ephemeral port, so tests never collide."""
+    return ["--port", "0", "--dashboard-port", "0"]
+
+
 def wait_until(predicate, timeout, interval=0.05, message="condition"):
     """Polls predicate() until it returns something truthy, and returns that; fails the test after timeout s."""
     deadline = time.monotonic() + timeout
@@ -112,8 +117,12 @@ class Torus:
         return result
 
     def up(self, *flags, spec=EXAMPLE_SPEC):
-        """`torus up SPEC --port 0 FLAGS`, asserted to succeed."""
-        return self.ok("up", spec, "--port", "0", *flags)
+        """`torus up SPEC FLAGS` with the head on ephemeral ports, asserted to succeed."""
+        return self.ok("up", spec, *ephemeral_ports("torus", "up"), *flags)
+
+    def start_head(self, *flags):
+        """`torus start --head FLAGS` with the head on ephemeral ports, asserted to succeed."""
+        return self.ok("start", "--head", *ephemeral_ports("torus", "start"), *flags)
 
     def status(self, *flags):
         return json.loads(self.ok("status", "--json", *flags).stdout)
@@ -178,8 +187,8 @@ class Torus:
         for command in ("down", "stop"):
             try:
                 self.run(command, timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
+            except (subprocess.TimeoutExpired, OSError):
+                pass  # the SIGKILL sweep below still runs
         for pid in recorded():
             if is_torus_process(pid):
                 try:

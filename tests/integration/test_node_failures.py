@@ -4,9 +4,7 @@ import os
 import signal
 import time
 
-import pytest
-
-from conftest import alive_ids, binary, node, node_state, pid_alive, slice_of, wait_until
+from conftest import binary, ephemeral_ports, node, node_state, pid_alive, slice_of, wait_until
 
 NODE_TIMEOUT_S = 1.5
 HEARTBEAT_S = 0.5  # the default heartbeat period
@@ -171,7 +169,8 @@ def test_restarted_head_gets_every_agent_back(torus):
     assert "not reachable" in down.stderr
 
     (session / "head_address").unlink()
-    head = torus.spawn([binary("torus-head"), "--session-dir", session, "--port", port, *FAST],
+    other_ports = ephemeral_ports("torus-head")[2:]  # any further listener on a free port
+    head = torus.spawn([binary("torus-head"), "--session-dir", session, "--port", port, *other_ports, *FAST],
                        torus.root / "head-restarted.log")
     torus.record_process("head", "head", head.pid)
     wait_until(lambda: (session / "head_address").exists() or head.poll() is not None, 10,

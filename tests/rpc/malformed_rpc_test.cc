@@ -32,7 +32,7 @@ class HeadProcess {
     char tmpl[] = "/tmp/torus_malformed_rpc_XXXXXX";
     dir_ = mkdtemp(tmpl);
     std::string bin = std::string(TORUS_BIN_DIR) + "/torus-head";
-    std::vector<std::string> args = {bin, "--session-dir", dir_, "--port", "0"};
+    std::vector<std::string> args = {bin, "--session-dir", dir_, "--port", "0", "--dashboard-port", "0"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -1,5 +1,7 @@
 // torus start | stop
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iostream>
@@ -85,17 +87,35 @@ int CmdStart(const StartFlags& flags) {
   }
   if (absl::Status s = ValidateAgentFlags(flags.agent); !s.ok()) return UsageError(std::string(s.message()));
 
+  // A joining agent's token is settled before anything is created, so that a refused join leaves the latest
+  // session (and the cluster it points at) as it was.
+  std::string join_token;
+  if (!flags.head) {
+    if (!flags.token.empty()) {
+      join_token = flags.token;
+    } else if (!flags.token_file.empty()) {
+      auto t = rpc::ReadTokenFile(flags.token_file);
+      if (!t.ok()) return UsageError(std::string(t.status().message()));
+      join_token = *t;
+    } else if (const char* env = getenv("TORUS_TOKEN"); env != nullptr && env[0] != '\0') {
+      join_token = env;
+    } else {
+      return UsageError("joining needs the cluster token: --token, --token-file or TORUS_TOKEN");
+    }
+  }
+
   auto session = CreateSession(client::TempRoot());
   if (!session.ok()) {
     std::cerr << "torus start: " << session.status().message() << "\n";
     return 1;
   }
   std::string address = flags.address;
-  std::string token_file;
+  const std::string token_file = *session + "/token";
   if (flags.head) {
     auto head_address = LaunchHead({.session = *session,
                                     .host = flags.host,
                                     .port = flags.port,
+                                    .dashboard_port = flags.dashboard_port,
                                     .heartbeat_period_ms = flags.heartbeat_period_ms,
                                     .node_timeout_ms = flags.node_timeout_ms});
     if (!head_address.ok()) {
@@ -103,25 +123,16 @@ int CmdStart(const StartFlags& flags) {
       return 1;
     }
     address = *head_address;
-    token_file = *session + "/token";
   } else {
-    token_file = flags.token_file;
-    if (!flags.token.empty()) {
-      // Keep the token out of the agent's argv (visible in ps): store it in the session.
-      token_file = *session + "/token";
-      std::ofstream out(token_file);
-      out << flags.token << "\n";
-      out.close();
-      chmod(token_file.c_str(), 0600);
-    }
-    if (token_file.empty()) {
-      const char* env = getenv("TORUS_TOKEN");
-      if (env == nullptr) return UsageError("joining needs the cluster token: --token, --token-file or TORUS_TOKEN");
-      token_file = *session + "/token";
-      std::ofstream out(token_file);
-      out << env << "\n";
-      out.close();
-      chmod(token_file.c_str(), 0600);
+    // The session keeps its own copy (mode 0600), so that later commands on this machine find the cluster, and
+    // the token stays out of the agent's argv.
+    int fd = open(token_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    std::string line = join_token + "\n";
+    bool written = fd >= 0 && write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    if (fd >= 0) close(fd);
+    if (!written) {
+      std::cerr << "torus start: cannot write " << token_file << "\n";
+      return 1;
     }
     std::ofstream(*session + "/head_address") << address << "\n";
   }
@@ -154,6 +165,8 @@ int CmdStart(const StartFlags& flags) {
     std::cout << "torus head started at " << address << "\n"
               << "  session:  " << *session << "\n"
               << "  token:    " << token_file << " (mode 0600)\n"
+              << "  http:     http://" << client::ReadTrimmed(*session + "/dashboard_address").value_or("?")
+              << "/api/v0/cluster (Authorization: Bearer <token>)\n"
               << "  join:     torus start --address " << address << " --token-file " << token_file << "\n"
               << "  status:   torus status\n"
               << "  stop:     torus stop\n";

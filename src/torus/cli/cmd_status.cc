@@ -27,7 +27,7 @@ int CmdStatus(const HeadFlags& head, bool json) {
   auto status = (*client)->GetClusterStatus(/*include_dead=*/true);
   if (!status.ok()) return Fail(status.status());
   if (json) {
-    std::cout << StatusToJson(*status).dump(2) << "\n";
+    std::cout << rpc::StatusToJson(*status).dump(2) << "\n";
   } else {
     std::cout << FormatStatus(*status, (*client)->address());
   }
@@ -41,7 +41,7 @@ int CmdNodes(const HeadFlags& head, bool json, bool alive_only) {
   if (!status.ok()) return Fail(status.status());
   if (json) {
     nlohmann::json nodes = nlohmann::json::array();
-    for (const auto& n : status->nodes()) nodes.push_back(NodeToJson(n));
+    for (const auto& n : status->nodes()) nodes.push_back(rpc::NodeToJson(n));
     std::cout << nodes.dump(2) << "\n";
   } else {
     std::cout << FormatNodes(*status);

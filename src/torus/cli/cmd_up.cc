@@ -88,6 +88,7 @@ int CmdUp(const UpFlags& flags) {
   }
   auto address = LaunchHead({.session = *session,
                              .port = flags.port,
+                             .dashboard_port = flags.dashboard_port,
                              .heartbeat_period_ms = flags.heartbeat_period_ms,
                              .node_timeout_ms = flags.node_timeout_ms});
   if (!address.ok()) {

@@ -47,6 +47,7 @@ struct StartFlags {
 struct UpFlags {
   std::string spec_path;
   int port = 6380;
+  int dashboard_port = 8265;
   int64_t heartbeat_period_ms = 500;
   int64_t node_timeout_ms = 3000;
   int wait_s = 60;

@@ -11,6 +11,9 @@
 namespace torus::cli {
 namespace {
 
+using rpc::NodeStateName;
+using rpc::SliceStateName;
+
 // A table whose columns are as wide as their widest cell.
 class Table {
  public:
@@ -39,25 +42,6 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-std::string NodeStateName(rpc::NodeState s) {
-  switch (s) {
-    case rpc::ALIVE: return "ALIVE";
-    case rpc::DEAD: return "DEAD";
-    case rpc::DRAINING: return "DRAINING";
-    default: return "UNKNOWN";
-  }
-}
-
-std::string SliceStateName(rpc::SliceState s) {
-  switch (s) {
-    case rpc::READY: return "READY";
-    case rpc::INCOMPLETE: return "INCOMPLETE";
-    case rpc::RESERVED: return "RESERVED";
-    case rpc::DEGRADED: return "DEGRADED";
-    default: return "UNKNOWN";
-  }
-}
-
 std::string Label(const rpc::NodeInfo& info, std::string_view key) {
   auto it = info.labels().find(std::string(key));
   return it == info.labels().end() ? "" : it->second;
@@ -66,22 +50,6 @@ std::string Label(const rpc::NodeInfo& info, std::string_view key) {
 int64_t Get(const google::protobuf::Map<std::string, int64_t>& m, const std::string& key) {
   auto it = m.find(key);
   return it == m.end() ? 0 : it->second;
-}
-
-nlohmann::json ResourcesToJson(const google::protobuf::Map<std::string, int64_t>& m) {
-  nlohmann::json out = nlohmann::json::object();
-  std::vector<std::string> keys;
-  for (const auto& [k, v] : m) keys.push_back(k);
-  std::sort(keys.begin(), keys.end());
-  for (const auto& k : keys) {
-    int64_t v = m.at(k);
-    if (v % kResourceScale == 0) {
-      out[k] = v / kResourceScale;
-    } else {
-      out[k] = FromFixed(v);
-    }
-  }
-  return out;
 }
 
 std::string Age(int64_t ms) {
@@ -176,64 +144,6 @@ std::string FormatNodes(const rpc::ClusterStatus& status) {
                n.state() == rpc::ALIVE ? Age(n.last_heartbeat_age_ms()) + " ago" : "-"});
   }
   return table.Render("");
-}
-
-nlohmann::json NodeToJson(const rpc::NodeView& node) {
-  const auto& info = node.info();
-  nlohmann::json labels = nlohmann::json::object();
-  for (const auto& [k, v] : info.labels()) labels[k] = v;
-  return {
-      {"node_id", info.node_id()},
-      {"state", NodeStateName(node.state())},
-      {"address", info.address()},
-      {"hostname", info.hostname()},
-      {"incarnation", node.incarnation()},
-      {"labels", labels},
-      {"resources_total", ResourcesToJson(info.resources_total())},
-      {"resources_available", ResourcesToJson(node.resources_available())},
-      {"last_heartbeat_age_ms", node.last_heartbeat_age_ms()},
-      {"death_reason", node.death_reason()},
-      {"pid", info.pid()},
-      {"start_time_ms", info.start_time_ms()},
-      {"registered_time_ms", node.registered_time_ms()},
-  };
-}
-
-nlohmann::json SliceToJson(const rpc::SliceView& s) {
-  nlohmann::json hosts = nlohmann::json::array();
-  for (const auto& h : s.hosts()) {
-    hosts.push_back({{"worker_id", h.worker_id()},
-                     {"node_id", h.node_id()},
-                     {"state", NodeStateName(h.node_state())},
-                     {"address", h.address()},
-                     {"chips", h.chips()}});
-  }
-  return {{"name", s.name()},
-          {"accelerator_type", s.accelerator_type()},
-          {"topology", s.topology()},
-          {"pod_type", s.pod_type()},
-          {"chips_per_host", s.chips_per_host()},
-          {"expected_hosts", s.expected_hosts()},
-          {"hosts_alive", s.hosts_alive()},
-          {"state", SliceStateName(s.state())},
-          {"reason", s.reason()},
-          {"hosts", hosts}};
-}
-
-nlohmann::json StatusToJson(const rpc::ClusterStatus& status) {
-  nlohmann::json nodes = nlohmann::json::array();
-  for (const auto& n : status.nodes()) nodes.push_back(NodeToJson(n));
-  nlohmann::json slices = nlohmann::json::array();
-  for (const auto& s : status.slices()) slices.push_back(SliceToJson(s));
-  int alive = 0;
-  for (const auto& n : status.nodes()) alive += n.state() == rpc::ALIVE;
-  return {{"cluster_id", status.cluster_id()},
-          {"nodes_alive", alive},
-          {"nodes_dead", status.nodes_size() - alive},
-          {"resources_total", ResourcesToJson(status.resources_total())},
-          {"resources_available", ResourcesToJson(status.resources_available())},
-          {"nodes", nodes},
-          {"slices", slices}};
 }
 
 }  // namespace torus::cli

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "nlohmann/json.hpp"
 #include "torus/head.pb.h"
+#include "torus/rpc/status_json.h"
 
 namespace torus::cli {
 
@@ -13,11 +13,6 @@ namespace torus::cli {
 std::string FormatStatus(const rpc::ClusterStatus& status, const std::string& address);
 // `torus nodes`: one row per node.
 std::string FormatNodes(const rpc::ClusterStatus& status);
-
-// JSON with resource amounts as numbers of units (not fixed point) and states as names.
-nlohmann::json NodeToJson(const rpc::NodeView& node);
-nlohmann::json SliceToJson(const rpc::SliceView& slice);
-nlohmann::json StatusToJson(const rpc::ClusterStatus& status);
 
 // "1.5", "4", and memory as "16 GiB".
 std::string FormatAmount(const std::string& resource, int64_t fixed);

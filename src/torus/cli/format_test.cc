@@ -51,7 +51,7 @@ TEST(FormatTest, StatusTable) {
 }
 
 TEST(FormatTest, JsonUsesUnitsAndNames) {
-  auto j = StatusToJson(Sample());
+  auto j = rpc::StatusToJson(Sample());
   EXPECT_EQ(j["nodes_alive"], 1);
   EXPECT_EQ(j["nodes_dead"], 1);
   EXPECT_EQ(j["resources_total"]["CPU"], 8);

@@ -15,7 +15,7 @@ namespace torus::cli {
 absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
   std::string log = launch.session + "/logs/head.log";
   SpawnSpec spec{.argv = {SiblingBinary("torus-head"), "--session-dir", launch.session, "--host", launch.host,
-                          "--port", absl::StrCat(launch.port), "--heartbeat-period-ms",
+                          "--port", absl::StrCat(launch.port), "--dashboard-port", absl::StrCat(launch.dashboard_port), "--heartbeat-period-ms",
                           absl::StrCat(launch.heartbeat_period_ms), "--node-timeout-ms",
                           absl::StrCat(launch.node_timeout_ms)},
                  .env = CurrentEnvironment(),

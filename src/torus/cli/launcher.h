@@ -22,6 +22,7 @@ struct HeadLaunch {
   std::string session;
   std::string host = "127.0.0.1";
   int port = 6380;
+  int dashboard_port = 8265;
   int64_t heartbeat_period_ms = 500;
   int64_t node_timeout_ms = 3000;
 };

@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
   cmd_start->add_option("--port", start.port, "Head: gRPC port (0 = any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
+  cmd_start->add_option("--dashboard-port", start.dashboard_port, "Head: HTTP port of the JSON API (0 = any free)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   cmd_start->add_option("--heartbeat-period-ms", start.heartbeat_period_ms, "Head: agents' heartbeat period")
       ->capture_default_str();
   cmd_start->add_option("--node-timeout-ms", start.node_timeout_ms, "Head: a node silent this long is DEAD")
@@ -92,6 +95,9 @@ int main(int argc, char** argv) {
   auto* cmd_up = app.add_subcommand("up", "Start a local simulated cluster from a spec (see examples/clusters)");
   cmd_up->add_option("SPEC", up.spec_path, "Cluster spec YAML")->required();
   cmd_up->add_option("--port", up.port, "Head gRPC port (0 = any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd_up->add_option("--dashboard-port", up.dashboard_port, "Head HTTP port of the JSON API (0 = any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   cmd_up->add_option("--heartbeat-period-ms", up.heartbeat_period_ms, "Agents' heartbeat period")

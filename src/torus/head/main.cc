@@ -14,6 +14,7 @@
 #include "torus/common/clock.h"
 #include "torus/head/failure_detector.h"
 #include "torus/head/head_service.h"
+#include "torus/head/http_api.h"
 #include "torus/head/node_registry.h"
 #include "torus/rpc/auth.h"
 
@@ -22,6 +23,7 @@ namespace {
 struct HeadFlags {
   std::string host = "127.0.0.1";
   int port = 6380;
+  int dashboard_port = 8265;
   std::string session_dir;
   std::string token_file;
   int64_t heartbeat_period_ms = 500;
@@ -72,12 +74,20 @@ int Run(const HeadFlags& flags) {
     return 1;
   }
   std::string address = absl::StrCat(flags.host, ":", bound_port);
-  if (!WriteFileAtomically(flags.session_dir + "/head_address", address + "\n")) {
-    spdlog::error("cannot write {}/head_address", flags.session_dir);
+  torus::head::HttpApi http(&registry, &clock, *token, cluster_id);
+  auto http_port = http.Start(flags.host, flags.dashboard_port);
+  if (!http_port.ok()) {
+    spdlog::error("{} (is --dashboard-port in use?)", std::string(http_port.status().message()));
     return 1;
   }
-  spdlog::info("torus-head {} listening on {} (cluster {}, node timeout {} ms)", getpid(), address, cluster_id,
-               flags.node_timeout_ms);
+  std::string http_address = absl::StrCat(flags.host, ":", *http_port);
+  if (!WriteFileAtomically(flags.session_dir + "/dashboard_address", http_address + "\n") ||
+      !WriteFileAtomically(flags.session_dir + "/head_address", address + "\n")) {
+    spdlog::error("cannot write addresses into {}", flags.session_dir);
+    return 1;
+  }
+  spdlog::info("torus-head {} listening on {} (gRPC) and http://{} (cluster {}, node timeout {} ms)", getpid(),
+               address, http_address, cluster_id, flags.node_timeout_ms);
 
   auto check_period = std::chrono::microseconds(std::clamp<int64_t>(flags.node_timeout_ms * 100, 10'000, 100'000));
   torus::head::FailureDetector detector(&registry, check_period);
@@ -92,6 +102,7 @@ int Run(const HeadFlags& flags) {
   sigwait(&signals, &signal_number);
   spdlog::info("signal {}: shutting down", signal_number);
   detector.Stop();
+  http.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;
 }
@@ -113,6 +124,10 @@ int main(int argc, char** argv) {
   app.add_option("--port", flags.port, "gRPC port; 0 picks a free one (written to SESSION_DIR/head_address)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
+  app.add_option("--dashboard-port", flags.dashboard_port, "HTTP port of the JSON API; 0 picks a free one "
+                                                           "(written to SESSION_DIR/dashboard_address)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   app.add_option("--session-dir", flags.session_dir, "Directory for the token and the bound address")->required();
   app.add_option("--token-file", flags.token_file,
                  "Cluster token file; created (mode 0600) if missing [default: SESSION_DIR/token]");
@@ -122,7 +137,14 @@ int main(int argc, char** argv) {
   app.add_option("--node-timeout-ms", flags.node_timeout_ms, "A node silent this long is DEAD")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{50}, int64_t{3'600'000}));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
   return Run(flags);
 }

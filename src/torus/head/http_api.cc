@@ -1,0 +1,126 @@
+#include "torus/head/http_api.h"
+
+#include <httplib.h>
+
+#include "absl/strings/str_cat.h"
+#include "torus/head/head_service.h"
+#include "torus/rpc/auth.h"
+#include "torus/rpc/status_json.h"
+
+namespace torus::head {
+namespace {
+
+void SendJson(httplib::Response& res, int code, const nlohmann::json& body) {
+  res.status = code;
+  res.set_content(body.dump(2), "application/json");
+}
+
+void SendError(httplib::Response& res, int code, const std::string& message) {
+  SendJson(res, code, {{"error", message}});
+}
+
+}  // namespace
+
+HttpApi::HttpApi(const NodeRegistry* registry, const Clock* clock, std::string token, std::string cluster_id)
+    : registry_(registry), clock_(clock), token_(std::move(token)), cluster_id_(std::move(cluster_id)) {}
+
+HttpApi::~HttpApi() { Stop(); }
+
+absl::StatusOr<int> HttpApi::Start(const std::string& host, int port) {
+  server_ = std::make_unique<httplib::Server>();
+  RegisterRoutes();
+  int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen for HTTP on ", host, ":", port));
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return bound;
+}
+
+void HttpApi::Stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HttpApi::RegisterRoutes() {
+  server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.path.rfind("/api/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+    std::string header = req.get_header_value("Authorization");
+    if (header.empty()) {
+      SendError(res, 401, "missing cluster token; send 'Authorization: Bearer <token>'");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!rpc::BearerMatches(header, token_)) {
+      SendError(res, 401, "wrong cluster token");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  auto status = [this](bool include_dead) {
+    rpc::ClusterStatus s;
+    BuildClusterStatus(*registry_, *clock_, include_dead, &s);
+    s.set_cluster_id(cluster_id_);
+    return s;
+  };
+
+  server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+
+  server_->Get("/api/v0/cluster", [status](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, rpc::StatusToJson(status(true)));
+  });
+
+  server_->Get("/api/v0/nodes", [status](const httplib::Request& req, httplib::Response& res) {
+    std::string state = req.get_param_value("state");
+    if (!state.empty() && state != "ALIVE" && state != "DEAD") {
+      return SendError(res, 400, absl::StrCat("state \"", state, "\" is not valid; use ALIVE or DEAD"));
+    }
+    nlohmann::json nodes = nlohmann::json::array();
+    const rpc::ClusterStatus view = status(true);
+    for (const auto& n : view.nodes()) {
+      if (state.empty() || rpc::NodeStateName(n.state()) == state) nodes.push_back(rpc::NodeToJson(n));
+    }
+    SendJson(res, 200, nodes);
+  });
+
+  server_->Get(R"(/api/v0/nodes/([^/]+))", [status](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    const rpc::ClusterStatus view = status(true);
+    for (const auto& n : view.nodes()) {
+      if (n.info().node_id() == id) return SendJson(res, 200, rpc::NodeToJson(n));
+    }
+    SendError(res, 404, absl::StrCat("node ", id, " does not exist"));
+  });
+
+  server_->Get("/api/v0/slices", [status](const httplib::Request& req, httplib::Response& res) {
+    std::string state = req.get_param_value("state");
+    if (!state.empty() && state != "READY" && state != "INCOMPLETE" && state != "DEGRADED" && state != "RESERVED") {
+      return SendError(res, 400,
+                       absl::StrCat("state \"", state, "\" is not valid; use READY, INCOMPLETE, DEGRADED or RESERVED"));
+    }
+    nlohmann::json slices = nlohmann::json::array();
+    const rpc::ClusterStatus view = status(true);
+    for (const auto& s : view.slices()) {
+      if (state.empty() || rpc::SliceStateName(s.state()) == state) slices.push_back(rpc::SliceToJson(s));
+    }
+    SendJson(res, 200, slices);
+  });
+
+  server_->Get(R"(/api/v0/slices/([^/]+))", [status](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.matches[1];
+    const rpc::ClusterStatus view = status(true);
+    for (const auto& s : view.slices()) {
+      if (s.name() == name) return SendJson(res, 200, rpc::SliceToJson(s));
+    }
+    SendError(res, 404, absl::StrCat("slice ", name, " does not exist"));
+  });
+
+  server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.status == 404 && res.body.empty()) SendError(res, 404, absl::StrCat("no route ", req.method, " ", req.path));
+  });
+  server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    SendError(res, 500, "internal error");
+  });
+}
+
+}  // namespace torus::head

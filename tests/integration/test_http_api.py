@@ -1,0 +1,88 @@
+"""The head's HTTP JSON API: token required, the same cluster view as `torus status --json`, clear errors."""
+
+import json
+import urllib.error
+import urllib.request
+
+from conftest import wait_until
+
+
+def get(torus, path, token=None):
+    """(status code, parsed JSON or text) of GET http://<dashboard><path>."""
+    address = (torus.session / "dashboard_address").read_text().strip()
+    request = urllib.request.Request(f"http://{address}{path}")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body, code = response.read().decode(), response.status
+    except urllib.error.HTTPError as error:
+        body, code = error.read().decode(), error.code
+    try:
+        return code, json.loads(body)
+    except json.JSONDecodeError:
+        return code, body
+
+
+def test_http_api_serves_the_cluster_view_with_the_token(torus):
+    torus.up()
+    token = torus.token
+
+    code, cluster = get(torus, "/api/v0/cluster", token)
+    assert code == 200
+    assert cluster["nodes_alive"] == 16
+    assert cluster["resources_total"]["TPU"] == 48
+    assert sorted(s["name"] for s in cluster["slices"]) == ["v4-0", "v5e-0", "v6e-0", "v6e-1"]
+
+    code, slices = get(torus, "/api/v0/slices?state=READY", token)
+    assert code == 200 and len(slices) == 4
+    code, v6e = get(torus, "/api/v0/slices/v6e-1", token)
+    assert code == 200
+    assert [h["worker_id"] for h in v6e["hosts"]] == [0, 1, 2, 3]
+    assert [h["node_id"] for h in v6e["hosts"]] == [f"v6e-1-w{w}" for w in range(4)]
+
+    code, node = get(torus, "/api/v0/nodes/v5e-0-w0", token)
+    assert code == 200
+    assert node["resources_total"]["TPU"] == 8
+    assert node["labels"]["torus.io/tpu-pod-type"] == "v5litepod-8"
+
+    # A node marked dead shows up under ?state=DEAD at once.
+    torus.ok("node", "mark-dead", "cpu-0", "--reason", "test")
+    code, dead = get(torus, "/api/v0/nodes?state=DEAD", token)
+    assert code == 200
+    assert [n["node_id"] for n in dead] == ["cpu-0"]
+    assert dead[0]["death_reason"] == "marked dead: test"
+
+
+def test_http_api_refuses_missing_and_wrong_tokens(torus):
+    torus.up(spec=_one_node_spec(torus))
+    code, body = get(torus, "/api/v0/cluster")
+    assert code == 401
+    assert "missing cluster token" in body["error"]
+    code, body = get(torus, "/api/v0/nodes", token="wrong")
+    assert code == 401
+    assert body["error"] == "wrong cluster token"
+    # Health needs no token and says nothing about the cluster.
+    code, body = get(torus, "/healthz")
+    assert code == 200 and body.strip() == "ok"
+
+
+def test_http_api_errors_are_json(torus):
+    torus.up(spec=_one_node_spec(torus))
+    token = torus.token
+    code, body = get(torus, "/api/v0/nodes/nope", token)
+    assert code == 404 and body["error"] == "node nope does not exist"
+    code, body = get(torus, "/api/v0/slices/nope", token)
+    assert code == 404 and body["error"] == "slice nope does not exist"
+    code, body = get(torus, "/api/v0/nodes?state=SLEEPY", token)
+    assert code == 400 and "use ALIVE or DEAD" in body["error"]
+    code, body = get(torus, "/api/v0/slices?state=SLEEPY", token)
+    assert code == 400 and "READY" in body["error"]
+    code, body = get(torus, "/api/v0/bogus", token)
+    assert code == 404 and "no route GET /api/v0/bogus" in body["error"]
+
+
+def _one_node_spec(torus):
+    spec = torus.root / "one-node.yaml"
+    spec.write_text("head: {num_cpus: 1}\n")
+    return spec
