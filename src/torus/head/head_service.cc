@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
-#include "torus/rpc/auth.h"
+#include "torus/rpc/server_auth.h"
 #include "torus/rpc/convert.h"
 #include "torus/sched/slices.h"
 
@@ -10,9 +10,7 @@ namespace torus::head {
 namespace {
 
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx, const grpc::Status& status) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(status);
-  return reactor;
+  return rpc::FinishCall(ctx, status);
 }
 
 rpc::NodeState ToProtoState(NodeState s) { return s == NodeState::kAlive ? rpc::ALIVE : rpc::DEAD; }
@@ -33,16 +31,7 @@ HeadServiceImpl::HeadServiceImpl(NodeRegistry* registry, const Clock* clock, Hea
     : registry_(registry), clock_(clock), options_(std::move(options)), start_time_ms_(clock->WallMillis()) {}
 
 grpc::Status HeadServiceImpl::Authenticate(const grpc::CallbackServerContext* ctx) const {
-  const auto& metadata = ctx->client_metadata();
-  auto it = metadata.find(rpc::kAuthMetadataKey);
-  if (it == metadata.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "missing cluster token; pass it as metadata 'authorization: Bearer <token>'");
-  }
-  if (!rpc::BearerMatches(std::string_view(it->second.data(), it->second.size()), options_.token)) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong cluster token");
-  }
-  return grpc::Status::OK;
+  return rpc::CheckToken(ctx, options_.token);
 }
 
 grpc::ServerUnaryReactor* HeadServiceImpl::RegisterNode(grpc::CallbackServerContext* ctx,
@@ -63,6 +52,7 @@ grpc::ServerUnaryReactor* HeadServiceImpl::RegisterNode(grpc::CallbackServerCont
       .labels = rpc::FromProto(node.labels()),
       .pid = node.pid(),
       .start_time_ms = node.start_time_ms(),
+      .agent_port = node.agent_port(),
   };
   auto incarnation = registry_->Register(std::move(registration));
   if (!incarnation.ok()) return Finish(ctx, rpc::ToGrpc(incarnation.status()));
@@ -140,6 +130,7 @@ void BuildClusterStatus(const NodeRegistry& registry, const Clock& clock, bool i
     rpc::ToProto(r.info.labels, info->mutable_labels());
     info->set_pid(r.info.pid);
     info->set_start_time_ms(r.info.start_time_ms);
+    info->set_agent_port(r.info.agent_port);
     view->set_state(ToProtoState(r.state));
     view->set_incarnation(r.incarnation);
     rpc::ToProto(r.available, view->mutable_resources_available());

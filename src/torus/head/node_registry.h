@@ -35,6 +35,7 @@ struct NodeRegistration {
   Labels labels;
   int64_t pid = 0;
   int64_t start_time_ms = 0;
+  int32_t agent_port = 0;  // the agent's NodeService port on `address`
 };
 
 struct NodeRecord {

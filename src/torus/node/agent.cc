@@ -24,8 +24,21 @@ int64_t NowWallMillis() {
 
 }  // namespace
 
-Agent::Agent(NodeIdentity identity, std::shared_ptr<grpc::Channel> channel, std::string token)
-    : identity_(std::move(identity)), stub_(rpc::HeadService::NewStub(channel)), token_(std::move(token)) {}
+Agent::Agent(NodeIdentity identity, std::shared_ptr<grpc::Channel> channel, std::string token, BundleLedger* ledger,
+             int agent_port)
+    : identity_(std::move(identity)),
+      stub_(rpc::HeadService::NewStub(channel)),
+      token_(std::move(token)),
+      ledger_(ledger),
+      agent_port_(agent_port) {}
+
+void Agent::NotifyLedgerChanged() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ledger_changed_ = true;
+  }
+  cv_.notify_all();
+}
 
 void Agent::AddAuth(grpc::ClientContext& ctx) const {
   ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", token_));
@@ -33,7 +46,9 @@ void Agent::AddAuth(grpc::ClientContext& ctx) const {
 
 bool Agent::SleepFor(int64_t ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  return !cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_; });
+  cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_ || ledger_changed_; });
+  ledger_changed_ = false;
+  return !stopping_;
 }
 
 void Agent::Stop() {
@@ -55,7 +70,9 @@ grpc::Status Agent::Register() {
   info->set_pid(getpid());
   static const int64_t start_ms = NowWallMillis();
   info->set_start_time_ms(start_ms);
-  rpc::ToProto(identity_.resources, request.mutable_resources_available());
+  info->set_agent_port(agent_port_);
+  reported_ledger_version_ = ledger_->Version();
+  rpc::ToProto(ledger_->Available(), request.mutable_resources_available());
 
   grpc::ClientContext ctx;
   AddAuth(ctx);
@@ -98,15 +115,22 @@ AgentExit Agent::Run() {
     bool reregister = false;
     while (!reregister) {
       if (!SleepFor(period_ms_)) break;
+      ledger_->Expire();
       rpc::HeartbeatRequest request;
       request.set_node_id(identity_.node_id);
       request.set_incarnation(incarnation_);
+      const uint64_t ledger_version = ledger_->Version();
+      if (ledger_version != reported_ledger_version_) {
+        request.set_has_resources_available(true);
+        rpc::ToProto(ledger_->Available(), request.mutable_resources_available());
+      }
       grpc::ClientContext ctx;
       AddAuth(ctx);
       ctx.set_deadline(DeadlineIn(std::max<int64_t>(1000, 2 * period_ms_)));
       rpc::HeartbeatReply reply;
       grpc::Status hb = stub_->Heartbeat(&ctx, request, &reply);
       if (hb.ok()) {
+        if (request.has_resources_available()) reported_ledger_version_ = ledger_version;
         if (!last_error.empty()) spdlog::info("head reachable again");
         last_error.clear();
         if (reply.action() == rpc::HeartbeatReply::REREGISTER) {

@@ -12,6 +12,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "torus/head.grpc.pb.h"
+#include "torus/node/bundle_ledger.h"
 #include "torus/node/node_identity.h"
 
 namespace torus::node {
@@ -20,11 +21,16 @@ enum class AgentExit { kStopped, kUnauthenticated };
 
 class Agent {
  public:
-  Agent(NodeIdentity identity, std::shared_ptr<grpc::Channel> channel, std::string token);
+  // `ledger` (owned by the caller) is what this host has promised; its availability is reported to the head.
+  // `agent_port` is where this host's NodeService listens.
+  Agent(NodeIdentity identity, std::shared_ptr<grpc::Channel> channel, std::string token, BundleLedger* ledger,
+        int agent_port);
 
   // Serves until Stop(); returns kUnauthenticated if the head refuses the token on the very first attempt.
   AgentExit Run();
   void Stop();
+  // Wakes the heartbeat loop so that a ledger change reaches the head now rather than at the next period.
+  void NotifyLedgerChanged();
 
  private:
   // One registration attempt; OK sets incarnation_ and period_ms_.
@@ -36,11 +42,15 @@ class Agent {
   const NodeIdentity identity_;
   std::unique_ptr<rpc::HeadService::Stub> stub_;
   const std::string token_;
+  BundleLedger* ledger_;
+  const int agent_port_;
   uint64_t incarnation_ = 0;
+  uint64_t reported_ledger_version_ = 0;
   int64_t period_ms_ = 500;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
+  bool stopping_ = false;        // guarded by mu_
+  bool ledger_changed_ = false;  // guarded by mu_
 };
 
 }  // namespace torus::node

@@ -11,7 +11,10 @@
 #include "grpcpp/grpcpp.h"
 #include "spdlog/spdlog.h"
 #include "torus/accel/tpu_detect.h"
+#include "torus/common/clock.h"
 #include "torus/node/agent.h"
+#include "torus/node/bundle_ledger.h"
+#include "torus/node/node_service.h"
 #include "torus/node/node_identity.h"
 #include "torus/rpc/auth.h"
 
@@ -25,6 +28,7 @@ struct NodeFlags {
   std::string token_file;
   std::string node_id;
   std::string node_ip = "127.0.0.1";
+  int node_port = 0;
   std::string dev_root = "/";
   std::string sys_root;
   std::string metadata_url = "http://metadata.google.internal";
@@ -139,11 +143,32 @@ int Run(const NodeFlags& flags) {
                identity->summary);
   spdlog::info("resources {} labels {}", identity->resources.ToJson(), torus::FormatLabels(identity->labels));
 
+  torus::RealClock clock;
+  const int chips = static_cast<int>(identity->resources.GetFixed(torus::kResourceTpu) / torus::kResourceScale);
+  torus::node::BundleLedger ledger(&clock, identity->resources, chips);
+
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   auto channel = grpc::CreateCustomChannel(flags.address, grpc::InsecureChannelCredentials(), args);
-  torus::node::Agent agent(*identity, channel, token);
+  std::unique_ptr<torus::node::Agent> agent_holder;
+  torus::node::NodeServiceImpl service(&ledger, token, [&agent_holder] {
+    if (agent_holder) agent_holder->NotifyLedgerChanged();
+  });
+  grpc::ServerBuilder builder;
+  int agent_port = 0;
+  builder.AddListeningPort(absl::StrCat(flags.node_ip, ":", flags.node_port), grpc::InsecureServerCredentials(),
+                           &agent_port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || agent_port == 0) {
+    std::cerr << "torus-node: cannot listen on " << flags.node_ip << ":" << flags.node_port
+              << " (in use, or not an address of this host?)\n";
+    return 1;
+  }
+  spdlog::info("agent service listening on {}:{}", flags.node_ip, agent_port);
+  agent_holder = std::make_unique<torus::node::Agent>(*identity, channel, token, &ledger, agent_port);
+  torus::node::Agent& agent = *agent_holder;
 
   std::thread signal_thread([&agent] {
     sigset_t signals;
@@ -161,6 +186,7 @@ int Run(const NodeFlags& flags) {
     std::_Exit(2);
   }
   signal_thread.join();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return 0;
 }
 
@@ -181,6 +207,9 @@ int main(int argc, char** argv) {
   app.add_option("--token-file", flags.token_file, "File holding the cluster token");
   app.add_option("--node-id", flags.node_id, "Node id (1-64 of [0-9A-Za-z_-]) [default: random]");
   app.add_option("--node-ip", flags.node_ip, "Address other nodes reach this host at")->capture_default_str();
+  app.add_option("--node-port", flags.node_port, "Port of this agent's service on --node-ip (0 = any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   app.add_option("--dev-root", flags.dev_root, "Root holding dev/ for device detection")->capture_default_str();
   app.add_option("--sys-root", flags.sys_root, "Root holding sys/ (PCI ids of TPU chips) [default: --dev-root]");
   app.add_option("--metadata-url", flags.metadata_url,

@@ -121,8 +121,9 @@ class ClusterIndex {
   std::shared_ptr<const Impl> impl_;
 };
 
-// The label key an index lookup uses: `ray.io/<well-known name>` read as `torus.io/<name>`, others unchanged.
-std::string IndexLabelKey(std::string_view key);
+// The label key an index lookup uses: `ray.io/<well-known name>` read as `torus.io/<name>` (written to `scratch`),
+// others returned unchanged.
+std::string_view IndexLabelKey(std::string_view key, std::string& scratch);
 
 // Whether `selector` holds on every host of slice `slice` (checks one host when the selector reads no label
 // that differs between the hosts).
