@@ -4,6 +4,7 @@
 #include "torus/cli/commands.h"
 #include "torus/cli/format.h"
 #include "torus/client/client.h"
+#include "torus/rpc/status_json.h"
 
 namespace torus::cli {
 namespace {
@@ -55,6 +56,40 @@ int CmdNodeMarkDead(const HeadFlags& head, const std::string& node_id, const std
   auto was_alive = (*client)->MarkNodeDead(node_id, reason);
   if (!was_alive.ok()) return Fail(was_alive.status());
   std::cout << "node " << node_id << (*was_alive ? " marked DEAD" : " was already DEAD") << "\n";
+  return 0;
+}
+
+int CmdNodeLedger(const HeadFlags& head, const std::string& node_id, bool json) {
+  auto client = ConnectFromFlags(head);
+  if (!client.ok()) return Fail(client.status());
+  auto ledger = (*client)->GetNodeLedger(node_id);
+  if (!ledger.ok()) return Fail(ledger.status());
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& e : ledger->entries()) {
+    entries.push_back({{"group_id", e.group_id()},
+                       {"attempt", e.attempt()},
+                       {"index", e.bundle().index()},
+                       {"committed", e.committed()},
+                       {"resources", rpc::ResourcesToJson(e.bundle().resources())},
+                       {"chips", std::vector<int>(e.bundle().chips().begin(), e.bundle().chips().end())}});
+  }
+  nlohmann::json out = {{"node_id", node_id},
+                        {"resources_total", rpc::ResourcesToJson(ledger->resources_total())},
+                        {"resources_available", rpc::ResourcesToJson(ledger->resources_available())},
+                        {"busy_chips", std::vector<int>(ledger->busy_chips().begin(), ledger->busy_chips().end())},
+                        {"entries", entries}};
+  if (json) {
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "node " << node_id << ": available " << out["resources_available"].dump() << " of "
+            << out["resources_total"].dump() << "\n";
+  if (entries.empty()) std::cout << "  holds nothing\n";
+  for (const auto& e : entries) {
+    std::cout << "  " << e["group_id"].get<std::string>() << " #" << e["index"] << "  "
+              << (e["committed"].get<bool>() ? "committed" : "prepared") << "  " << e["resources"].dump()
+              << (e["chips"].empty() ? "" : "  chips " + e["chips"].dump()) << "\n";
+  }
   return 0;
 }
 

@@ -90,7 +90,9 @@ int CmdUp(const UpFlags& flags) {
                              .port = flags.port,
                              .dashboard_port = flags.dashboard_port,
                              .heartbeat_period_ms = flags.heartbeat_period_ms,
-                             .node_timeout_ms = flags.node_timeout_ms});
+                             .node_timeout_ms = flags.node_timeout_ms,
+                             .agent_rpc_timeout_ms = flags.agent_rpc_timeout_ms,
+                             .prepare_ttl_ms = flags.prepare_ttl_ms});
   if (!address.ok()) {
     std::cerr << "torus up: " << address.status().message() << "\n";
     return 1;

@@ -48,9 +48,37 @@ struct UpFlags {
   std::string spec_path;
   int port = 6380;
   int dashboard_port = 8265;
+  int64_t agent_rpc_timeout_ms = 2000;
+  int64_t prepare_ttl_ms = 10'000;
   int64_t heartbeat_period_ms = 500;
   int64_t node_timeout_ms = 3000;
   int wait_s = 60;
+};
+
+struct PgCreateFlags {
+  std::string bundles;                 // JSON list
+  std::string strategy = "PACK";
+  std::string bundle_label_selector;   // JSON list or object
+  std::vector<std::string> fallbacks;  // JSON objects
+  std::string name;
+  double wait_s = 0;
+  double timeout_s = 0;
+  bool json = false;
+};
+
+struct SliceReserveFlags {
+  std::string accelerator_type;
+  std::string topology;
+  int num_slices = 1;
+  int chips_per_host = 0;
+  bool per_chip = false;
+  std::string label_selector;          // JSON object
+  std::vector<std::string> fallbacks;  // TYPE:TOPOLOGY[:N]
+  std::string resources_per_bundle;    // JSON object
+  std::string name;
+  double wait_s = 0;
+  double timeout_s = 0;
+  bool json = false;
 };
 
 int CmdStart(const StartFlags& flags);
@@ -61,5 +89,11 @@ int CmdStatus(const HeadFlags& head, bool json);
 int CmdNodes(const HeadFlags& head, bool json, bool alive_only);
 int CmdNodeMarkDead(const HeadFlags& head, const std::string& node_id, const std::string& reason);
 int CmdNodeRestart(const std::string& name);
+int CmdNodeLedger(const HeadFlags& head, const std::string& node_id, bool json);
+int CmdPgCreate(const HeadFlags& head, const PgCreateFlags& flags);
+int CmdSliceReserve(const HeadFlags& head, const SliceReserveFlags& flags);
+int CmdPgList(const HeadFlags& head, bool include_removed, bool json);
+int CmdPgGet(const HeadFlags& head, const std::string& id, double wait_s, bool json);
+int CmdPgRemove(const HeadFlags& head, const std::string& id);
 
 }  // namespace torus::cli

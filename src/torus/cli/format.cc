@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "torus/common/resources.h"
 #include "torus/common/well_known_labels.h"
 
@@ -104,12 +106,22 @@ std::string FormatStatus(const rpc::ClusterStatus& status, const std::string& ad
     int ready = 0;
     for (const auto& s : status.slices()) ready += s.state() == rpc::READY;
     absl::StrAppend(&out, "\nSlices (", status.slices_size(), ", ", ready, " READY)\n");
-    Table slices({"NAME", "TYPE", "TOPOLOGY", "POD TYPE", "HOSTS", "STATE", "REASON"});
+    Table slices({"NAME", "TYPE", "TOPOLOGY", "POD TYPE", "HOSTS", "STATE", "HELD BY", "REASON"});
     for (const auto& s : status.slices()) {
       slices.Add({s.name(), s.accelerator_type(), s.topology(), s.pod_type(),
-                  absl::StrCat(s.hosts_alive(), "/", s.expected_hosts()), SliceStateName(s.state()), s.reason()});
+                  absl::StrCat(s.hosts_alive(), "/", s.expected_hosts()), SliceStateName(s.state()),
+                  s.reserved_by().empty() ? "-" : s.reserved_by(), s.reason()});
     }
     absl::StrAppend(&out, slices.Render("  "));
+  }
+
+  if (status.pending_size() > 0) {
+    absl::StrAppend(&out, "\nPending placement groups (", status.pending_size(), ")\n");
+    for (const auto& g : status.pending()) {
+      absl::StrAppend(&out, "  ", g.id(), g.name().empty() ? "" : absl::StrCat(" (", g.name(), ")"), "  ", g.state(),
+                      "  ", g.request(), "\n");
+      for (absl::string_view line : absl::StrSplit(g.reason(), '\n')) absl::StrAppend(&out, "    ", line, "\n");
+    }
   }
 
   if (dead > 0) {
@@ -142,6 +154,44 @@ std::string FormatNodes(const rpc::ClusterStatus& status) {
                used_of("TPU"), used_of("GPU"),
                FormatAmount("memory", Get(info.resources_total(), "memory")),
                n.state() == rpc::ALIVE ? Age(n.last_heartbeat_age_ms()) + " ago" : "-"});
+  }
+  return table.Render("");
+}
+
+std::string FormatPlacementGroup(const rpc::PlacementGroupView& g) {
+  std::string out = absl::StrCat(g.id(), g.name().empty() ? "" : absl::StrCat(" (", g.name(), ")"), "  ", g.state(),
+                                 "  ", g.kind(), "\n  request: ", g.request(), "\n");
+  if (g.alternative() > 0) absl::StrAppend(&out, "  placed with fallback ", g.alternative(), "\n");
+  if (!g.reason().empty()) {
+    absl::StrAppend(&out, "  reason:\n");
+    for (absl::string_view line : absl::StrSplit(g.reason(), '\n')) absl::StrAppend(&out, "    ", line, "\n");
+  }
+  if (g.slices_size() > 0) absl::StrAppend(&out, "  slices: ", absl::StrJoin(g.slices(), ", "), "\n");
+  if (g.bundles_size() > 0) {
+    Table table({"BUNDLE", "NODE", "ADDRESS", "SLICE", "WORKER", "CHIPS", "RESOURCES"});
+    for (const auto& b : g.bundles()) {
+      table.Add({absl::StrCat(b.index()), b.node_id().empty() ? "(lost)" : b.node_id(),
+                 b.address().empty() ? "-" : b.address(), b.slice_name().empty() ? "-" : b.slice_name(),
+                 b.slice_name().empty() ? "-" : absl::StrCat(b.worker_id()),
+                 b.chips().empty() ? "-" : absl::StrJoin(b.chips(), ","), rpc::ResourcesToJson(b.resources()).dump()});
+    }
+    absl::StrAppend(&out, table.Render("  "));
+  }
+  absl::StrAppend(&out, "  history:\n");
+  for (const auto& e : g.history()) {
+    absl::StrAppend(&out, "    ",
+                    absl::FormatTime("%H:%M:%E3S", absl::FromUnixMillis(e.time_ms()), absl::LocalTimeZone()), "  ",
+                    e.state(), "  ", e.message(), "\n");
+  }
+  return out;
+}
+
+std::string FormatPlacementGroups(const std::vector<rpc::PlacementGroupView>& groups) {
+  Table table({"ID", "NAME", "KIND", "STATE", "REQUEST", "HOLDS"});
+  for (const auto& g : groups) {
+    std::string holds = g.slices_size() > 0 ? absl::StrJoin(g.slices(), ",")
+                                            : absl::StrCat(g.bundles_size(), " bundles");
+    table.Add({g.id(), g.name().empty() ? "-" : g.name(), g.kind(), g.state(), g.request(), holds});
   }
   return table.Render("");
 }

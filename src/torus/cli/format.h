@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "torus/head.pb.h"
 #include "torus/rpc/status_json.h"
@@ -13,6 +14,11 @@ namespace torus::cli {
 std::string FormatStatus(const rpc::ClusterStatus& status, const std::string& address);
 // `torus nodes`: one row per node.
 std::string FormatNodes(const rpc::ClusterStatus& status);
+
+// One placement group: state, request, held slices and bundles, history.
+std::string FormatPlacementGroup(const rpc::PlacementGroupView& group);
+// One line per group.
+std::string FormatPlacementGroups(const std::vector<rpc::PlacementGroupView>& groups);
 
 // "1.5", "4", and memory as "16 GiB".
 std::string FormatAmount(const std::string& resource, int64_t fixed);

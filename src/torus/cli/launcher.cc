@@ -17,7 +17,9 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
   SpawnSpec spec{.argv = {SiblingBinary("torus-head"), "--session-dir", launch.session, "--host", launch.host,
                           "--port", absl::StrCat(launch.port), "--dashboard-port", absl::StrCat(launch.dashboard_port), "--heartbeat-period-ms",
                           absl::StrCat(launch.heartbeat_period_ms), "--node-timeout-ms",
-                          absl::StrCat(launch.node_timeout_ms)},
+                          absl::StrCat(launch.node_timeout_ms), "--agent-rpc-timeout-ms",
+                          absl::StrCat(launch.agent_rpc_timeout_ms), "--prepare-ttl-ms",
+                          absl::StrCat(launch.prepare_ttl_ms)},
                  .env = CurrentEnvironment(),
                  .log_path = log};
   auto pid = SpawnDaemon(spec);

@@ -25,6 +25,8 @@ struct HeadLaunch {
   int dashboard_port = 8265;
   int64_t heartbeat_period_ms = 500;
   int64_t node_timeout_ms = 3000;
+  int64_t agent_rpc_timeout_ms = 2000;
+  int64_t prepare_ttl_ms = 10'000;
 };
 
 // Starts torus-head and waits (up to 15 s) until it has written its address; returns "host:port".

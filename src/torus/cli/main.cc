@@ -91,6 +91,73 @@ int main(int argc, char** argv) {
   cmd_restart->add_option("NAME", host_name, "Host name as in `torus nodes` (e.g. v6e-0-w2)")->required();
   cmd_restart->callback([&] { rc = torus::cli::CmdNodeRestart(host_name); });
 
+  torus::cli::PgCreateFlags pg_create;
+  auto* cmd_pg = app.add_subcommand("pg", "Placement groups: atomic reservations of resource bundles");
+  cmd_pg->require_subcommand(1);
+  auto* cmd_pg_create = cmd_pg->add_subcommand("create", "Reserve bundles atomically (all or nothing)");
+  AddHeadOptions(cmd_pg_create, head);
+  cmd_pg_create->add_option("--bundles", pg_create.bundles, "JSON list of bundles, e.g. '[{\"CPU\": 1}, {\"TPU\": 4}]'")
+      ->required();
+  cmd_pg_create->add_option("--strategy", pg_create.strategy, "PACK, SPREAD, STRICT_PACK or STRICT_SPREAD")
+      ->capture_default_str();
+  cmd_pg_create->add_option("--bundle-label-selector", pg_create.bundle_label_selector,
+                            "JSON list with one selector per bundle, or one object for all");
+  cmd_pg_create->add_option("--fallback", pg_create.fallbacks,
+                            "Alternative, tried in order: '{\"bundles\": [...], \"bundle_label_selector\": [...]}'");
+  cmd_pg_create->add_option("--name", pg_create.name, "Unique name among live groups");
+  cmd_pg_create->add_option("--wait", pg_create.wait_s, "Wait up to SEC for CREATED (exit 1 if not)");
+  cmd_pg_create->add_option("--timeout", pg_create.timeout_s, "Fail the group if not created within SEC (0 = never)");
+  cmd_pg_create->add_flag("--json", pg_create.json, "Print JSON");
+  cmd_pg_create->callback([&] { rc = torus::cli::CmdPgCreate(head, pg_create); });
+
+  bool include_removed = false;
+  auto* cmd_pg_list = cmd_pg->add_subcommand("list", "Live placement groups and slice groups");
+  AddHeadOptions(cmd_pg_list, head);
+  cmd_pg_list->add_flag("--all", include_removed, "Include REMOVED and FAILED groups");
+  cmd_pg_list->add_flag("--json", json, "Print JSON");
+  cmd_pg_list->callback([&] { rc = torus::cli::CmdPgList(head, include_removed, json); });
+
+  std::string pg_id;
+  double pg_wait = 0;
+  auto* cmd_pg_get = cmd_pg->add_subcommand("get", "One group: state, reason, bundles (node, slice, worker, chips)");
+  AddHeadOptions(cmd_pg_get, head);
+  cmd_pg_get->add_option("ID", pg_id, "Group id or name")->required();
+  cmd_pg_get->add_option("--wait", pg_wait, "Wait up to SEC for CREATED");
+  cmd_pg_get->add_flag("--json", json, "Print JSON");
+  cmd_pg_get->callback([&] { rc = torus::cli::CmdPgGet(head, pg_id, pg_wait, json); });
+
+  auto* cmd_pg_remove = cmd_pg->add_subcommand("remove", "Release everything a group holds");
+  AddHeadOptions(cmd_pg_remove, head);
+  cmd_pg_remove->add_option("ID", pg_id, "Group id or name")->required();
+  cmd_pg_remove->callback([&] { rc = torus::cli::CmdPgRemove(head, pg_id); });
+
+  torus::cli::SliceReserveFlags slice;
+  auto* cmd_slice = app.add_subcommand("slice", "TPU slices as a unit");
+  cmd_slice->require_subcommand(1);
+  auto* cmd_reserve = cmd_slice->add_subcommand("reserve", "Reserve whole TPU slices atomically, with fallback shapes");
+  AddHeadOptions(cmd_reserve, head);
+  cmd_reserve->add_option("--accelerator-type", slice.accelerator_type, "e.g. TPU-V6E")->required();
+  cmd_reserve->add_option("--topology", slice.topology, "e.g. 4x4")->required();
+  cmd_reserve->add_option("--num-slices", slice.num_slices, "Distinct slices")->capture_default_str();
+  cmd_reserve->add_option("--chips-per-host", slice.chips_per_host, "Settles v5e/v6e 2x4 (1, 4 or 8)");
+  cmd_reserve->add_flag("--per-chip", slice.per_chip, "One bundle per chip instead of per host");
+  cmd_reserve->add_option("--label-selector", slice.label_selector,
+                          "JSON selector every host must match, e.g. '{\"torus.io/market-type\": \"spot\"}'");
+  cmd_reserve->add_option("--fallback", slice.fallbacks, "TYPE:TOPOLOGY[:NUM_SLICES], tried in order (repeatable)");
+  cmd_reserve->add_option("--resources-per-bundle", slice.resources_per_bundle,
+                          "JSON object [default: {\"CPU\": 1, \"TPU\": chips per host}]");
+  cmd_reserve->add_option("--name", slice.name, "Unique name among live groups");
+  cmd_reserve->add_option("--wait", slice.wait_s, "Wait up to SEC for CREATED (exit 1 if not)");
+  cmd_reserve->add_option("--timeout", slice.timeout_s, "Fail the group if not created within SEC (0 = never)");
+  cmd_reserve->add_flag("--json", slice.json, "Print JSON");
+  cmd_reserve->callback([&] { rc = torus::cli::CmdSliceReserve(head, slice); });
+
+  auto* cmd_ledger = cmd_node->add_subcommand("ledger", "What an agent holds: prepared and committed bundles");
+  AddHeadOptions(cmd_ledger, head);
+  cmd_ledger->add_option("NODE_ID", node_id, "The node")->required();
+  cmd_ledger->add_flag("--json", json, "Print JSON");
+  cmd_ledger->callback([&] { rc = torus::cli::CmdNodeLedger(head, node_id, json); });
+
   torus::cli::UpFlags up;
   auto* cmd_up = app.add_subcommand("up", "Start a local simulated cluster from a spec (see examples/clusters)");
   cmd_up->add_option("SPEC", up.spec_path, "Cluster spec YAML")->required();
@@ -103,6 +170,10 @@ int main(int argc, char** argv) {
   cmd_up->add_option("--heartbeat-period-ms", up.heartbeat_period_ms, "Agents' heartbeat period")
       ->capture_default_str();
   cmd_up->add_option("--node-timeout-ms", up.node_timeout_ms, "A node silent this long is DEAD")
+      ->capture_default_str();
+  cmd_up->add_option("--agent-rpc-timeout-ms", up.agent_rpc_timeout_ms, "Head's deadline for each call to an agent")
+      ->capture_default_str();
+  cmd_up->add_option("--prepare-ttl-ms", up.prepare_ttl_ms, "Agents drop uncommitted prepares after this")
       ->capture_default_str();
   cmd_up->add_option("--wait", up.wait_s, "Seconds to wait for every node to register")->capture_default_str();
   cmd_up->callback([&] { rc = torus::cli::CmdUp(up); });

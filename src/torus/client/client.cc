@@ -59,4 +59,78 @@ absl::StatusOr<bool> Client::MarkNodeDead(const std::string& node_id, const std:
   return reply.was_alive();
 }
 
+absl::StatusOr<rpc::PlacementGroupView> Client::CreatePlacementGroup(const rpc::PlacementGroupSpec& spec) {
+  grpc::ClientContext ctx;
+  Prepare(ctx, 10'000);
+  rpc::PlacementGroupView reply;
+  grpc::Status status = stub_->CreatePlacementGroup(&ctx, spec, &reply);
+  if (!status.ok()) return WithContext(status, endpoint_.address);
+  return reply;
+}
+
+absl::StatusOr<rpc::PlacementGroupView> Client::ReserveSlices(const rpc::SliceGroupSpec& spec) {
+  grpc::ClientContext ctx;
+  Prepare(ctx, 10'000);
+  rpc::PlacementGroupView reply;
+  grpc::Status status = stub_->ReserveSlices(&ctx, spec, &reply);
+  if (!status.ok()) return WithContext(status, endpoint_.address);
+  return reply;
+}
+
+absl::StatusOr<rpc::PlacementGroupView> Client::WaitUntilReady(const std::string& id_or_name,
+                                                               std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  Prepare(ctx, static_cast<int>(std::min<int64_t>(timeout.count() + 10'000, 3'700'000)));
+  rpc::GetPlacementGroupRequest request;
+  request.set_id(id_or_name);
+  request.set_wait_ready_ms(timeout.count());
+  rpc::PlacementGroupView reply;
+  grpc::Status status = stub_->GetPlacementGroup(&ctx, request, &reply);
+  if (!status.ok()) return WithContext(status, endpoint_.address);
+  return reply;
+}
+
+absl::StatusOr<rpc::PlacementGroupView> Client::GetPlacementGroup(const std::string& id_or_name) {
+  return WaitUntilReady(id_or_name, std::chrono::milliseconds(0));
+}
+
+absl::StatusOr<rpc::PlacementGroupView> Client::RemovePlacementGroup(const std::string& id_or_name) {
+  grpc::ClientContext ctx;
+  Prepare(ctx, 10'000);
+  rpc::RemovePlacementGroupRequest request;
+  request.set_id(id_or_name);
+  rpc::PlacementGroupView reply;
+  grpc::Status status = stub_->RemovePlacementGroup(&ctx, request, &reply);
+  if (!status.ok()) return WithContext(status, endpoint_.address);
+  return reply;
+}
+
+absl::StatusOr<std::vector<rpc::PlacementGroupView>> Client::ListPlacementGroups(bool include_removed) {
+  grpc::ClientContext ctx;
+  Prepare(ctx, 10'000);
+  rpc::ListPlacementGroupsRequest request;
+  request.set_include_removed(include_removed);
+  rpc::PlacementGroupList reply;
+  grpc::Status status = stub_->ListPlacementGroups(&ctx, request, &reply);
+  if (!status.ok()) return WithContext(status, endpoint_.address);
+  return std::vector<rpc::PlacementGroupView>(reply.groups().begin(), reply.groups().end());
+}
+
+absl::StatusOr<rpc::LedgerView> Client::GetNodeLedger(const std::string& node_id) {
+  auto status = GetClusterStatus(/*include_dead=*/false);
+  if (!status.ok()) return status.status();
+  for (const auto& node : status->nodes()) {
+    if (node.info().node_id() != node_id) continue;
+    std::string target = absl::StrCat(node.info().address(), ":", node.info().agent_port());
+    auto stub = rpc::NodeService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    Prepare(ctx, 10'000);
+    rpc::LedgerView ledger;
+    grpc::Status s = stub->GetLedger(&ctx, rpc::GetLedgerRequest(), &ledger);
+    if (!s.ok()) return WithContext(s, target);
+    return ledger;
+  }
+  return absl::NotFoundError(absl::StrCat("node ", node_id, " is not an ALIVE node of the cluster"));
+}
+
 }  // namespace torus::client

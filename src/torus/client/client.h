@@ -7,13 +7,16 @@
 // Thread-safety: thread-safe (gRPC stubs are).
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/client/session.h"
 #include "torus/head.grpc.pb.h"
+#include "torus/node.grpc.pb.h"
 
 namespace torus::client {
 
@@ -26,6 +29,19 @@ class Client {
   absl::StatusOr<rpc::ClusterStatus> GetClusterStatus(bool include_dead = true);
   // Declares a node dead now; returns whether it was alive.
   absl::StatusOr<bool> MarkNodeDead(const std::string& node_id, const std::string& reason);
+
+  // Placement groups and slice groups. Create and Reserve return at once (usually PENDING); WaitUntilReady answers
+  // as soon as the group is CREATED, FAILED or REMOVED, or after `timeout` with its state then.
+  absl::StatusOr<rpc::PlacementGroupView> CreatePlacementGroup(const rpc::PlacementGroupSpec& spec);
+  absl::StatusOr<rpc::PlacementGroupView> ReserveSlices(const rpc::SliceGroupSpec& spec);
+  absl::StatusOr<rpc::PlacementGroupView> WaitUntilReady(const std::string& id_or_name,
+                                                         std::chrono::milliseconds timeout);
+  absl::StatusOr<rpc::PlacementGroupView> GetPlacementGroup(const std::string& id_or_name);
+  absl::StatusOr<rpc::PlacementGroupView> RemovePlacementGroup(const std::string& id_or_name);
+  absl::StatusOr<std::vector<rpc::PlacementGroupView>> ListPlacementGroups(bool include_removed = false);
+
+  // What an agent holds (its bundle ledger), asked of the agent directly at the address the head knows for it.
+  absl::StatusOr<rpc::LedgerView> GetNodeLedger(const std::string& node_id);
 
   const std::string& address() const { return endpoint_.address; }
 

@@ -1,5 +1,7 @@
 #include "torus/head/head_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "torus/rpc/server_auth.h"
@@ -27,8 +29,13 @@ rpc::SliceState ToProtoState(sched::SliceState s) {
 
 }  // namespace
 
-HeadServiceImpl::HeadServiceImpl(NodeRegistry* registry, const Clock* clock, HeadServiceOptions options)
-    : registry_(registry), clock_(clock), options_(std::move(options)), start_time_ms_(clock->WallMillis()) {}
+HeadServiceImpl::HeadServiceImpl(NodeRegistry* registry, PlacementGroupManager* groups, const Clock* clock,
+                                 HeadServiceOptions options)
+    : registry_(registry),
+      groups_(groups),
+      clock_(clock),
+      options_(std::move(options)),
+      start_time_ms_(clock->WallMillis()) {}
 
 grpc::Status HeadServiceImpl::Authenticate(const grpc::CallbackServerContext* ctx) const {
   return rpc::CheckToken(ctx, options_.token);
@@ -104,14 +111,14 @@ grpc::ServerUnaryReactor* HeadServiceImpl::GetClusterStatus(grpc::CallbackServer
                                                             const rpc::GetClusterStatusRequest* request,
                                                             rpc::ClusterStatus* reply) {
   if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
-  BuildClusterStatus(*registry_, *clock_, request->include_dead(), reply);
+  BuildClusterStatus(*registry_, *groups_, *clock_, request->include_dead(), reply);
   reply->set_cluster_id(options_.cluster_id);
   reply->set_head_start_time_ms(start_time_ms_);
   return Finish(ctx, grpc::Status::OK);
 }
 
-void BuildClusterStatus(const NodeRegistry& registry, const Clock& clock, bool include_dead,
-                        rpc::ClusterStatus* out) {
+void BuildClusterStatus(const NodeRegistry& registry, const PlacementGroupManager& groups, const Clock& clock,
+                        bool include_dead, rpc::ClusterStatus* out) {
   const int64_t now = clock.NowMicros();
   ResourceSet total, available;
   for (const NodeRecord& r : registry.Records(/*include_dead=*/true)) {
@@ -140,6 +147,7 @@ void BuildClusterStatus(const NodeRegistry& registry, const Clock& clock, bool i
   }
   rpc::ToProto(total, out->mutable_resources_total());
   rpc::ToProto(available, out->mutable_resources_available());
+  const std::map<std::string, std::string> holders = groups.SliceHolders();
   for (const sched::Slice& s : sched::BuildSlices(registry.Snapshot(/*include_dead=*/true))) {
     rpc::SliceView* view = out->add_slices();
     view->set_name(s.name);
@@ -151,6 +159,10 @@ void BuildClusterStatus(const NodeRegistry& registry, const Clock& clock, bool i
     view->set_hosts_alive(s.hosts_alive);
     view->set_state(ToProtoState(s.state));
     view->set_reason(s.reason);
+    if (auto it = holders.find(s.name); it != holders.end()) {
+      view->set_reserved_by(it->second);
+      if (s.state == sched::SliceState::kReady) view->set_state(rpc::RESERVED);
+    }
     for (const sched::SliceHost& h : s.hosts) {
       rpc::SliceHost* host = view->add_hosts();
       host->set_worker_id(h.worker_id);
@@ -160,6 +172,63 @@ void BuildClusterStatus(const NodeRegistry& registry, const Clock& clock, bool i
       host->set_chips(h.chips);
     }
   }
+  for (auto& view : groups.Waiting()) *out->add_pending() = std::move(view);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::CreatePlacementGroup(grpc::CallbackServerContext* ctx,
+                                                                const rpc::PlacementGroupSpec* request,
+                                                                rpc::PlacementGroupView* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  auto view = groups_->CreatePlacementGroup(*request);
+  if (!view.ok()) return Finish(ctx, rpc::ToGrpc(view.status()));
+  *reply = *std::move(view);
+  return Finish(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::ReserveSlices(grpc::CallbackServerContext* ctx,
+                                                         const rpc::SliceGroupSpec* request,
+                                                         rpc::PlacementGroupView* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  auto view = groups_->ReserveSlices(*request);
+  if (!view.ok()) return Finish(ctx, rpc::ToGrpc(view.status()));
+  *reply = *std::move(view);
+  return Finish(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::GetPlacementGroup(grpc::CallbackServerContext* ctx,
+                                                             const rpc::GetPlacementGroupRequest* request,
+                                                             rpc::PlacementGroupView* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  // Answered when the group settles or the wait ends, without holding a thread in between.
+  const int64_t wait_ms = std::clamp<int64_t>(request->wait_ready_ms(), 0, 3'600'000);
+  groups_->WaitReady(request->id(), wait_ms, [reactor, reply](PlacementGroupManager::ViewOr view) {
+    if (!view.ok()) {
+      reactor->Finish(rpc::ToGrpc(view.status()));
+      return;
+    }
+    *reply = *std::move(view);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::RemovePlacementGroup(grpc::CallbackServerContext* ctx,
+                                                                const rpc::RemovePlacementGroupRequest* request,
+                                                                rpc::PlacementGroupView* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  auto view = groups_->Remove(request->id());
+  if (!view.ok()) return Finish(ctx, rpc::ToGrpc(view.status()));
+  *reply = *std::move(view);
+  return Finish(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::ListPlacementGroups(grpc::CallbackServerContext* ctx,
+                                                               const rpc::ListPlacementGroupsRequest* request,
+                                                               rpc::PlacementGroupList* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  for (auto& view : groups_->List(request->include_removed())) *reply->add_groups() = std::move(view);
+  return Finish(ctx, grpc::Status::OK);
 }
 
 }  // namespace torus::head

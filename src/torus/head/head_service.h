@@ -9,6 +9,7 @@
 #include "torus/common/clock.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/head/node_registry.h"
+#include "torus/head/placement_group_manager.h"
 
 namespace torus::head {
 
@@ -20,7 +21,8 @@ struct HeadServiceOptions {
 
 class HeadServiceImpl final : public rpc::HeadService::CallbackService {
  public:
-  HeadServiceImpl(NodeRegistry* registry, const Clock* clock, HeadServiceOptions options);
+  HeadServiceImpl(NodeRegistry* registry, PlacementGroupManager* groups, const Clock* clock,
+                  HeadServiceOptions options);
 
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* ctx, const rpc::RegisterNodeRequest* request,
                                          rpc::RegisterNodeReply* reply) override;
@@ -34,19 +36,35 @@ class HeadServiceImpl final : public rpc::HeadService::CallbackService {
   grpc::ServerUnaryReactor* GetClusterStatus(grpc::CallbackServerContext* ctx,
                                              const rpc::GetClusterStatusRequest* request,
                                              rpc::ClusterStatus* reply) override;
+  grpc::ServerUnaryReactor* CreatePlacementGroup(grpc::CallbackServerContext* ctx,
+                                                 const rpc::PlacementGroupSpec* request,
+                                                 rpc::PlacementGroupView* reply) override;
+  grpc::ServerUnaryReactor* ReserveSlices(grpc::CallbackServerContext* ctx, const rpc::SliceGroupSpec* request,
+                                          rpc::PlacementGroupView* reply) override;
+  grpc::ServerUnaryReactor* GetPlacementGroup(grpc::CallbackServerContext* ctx,
+                                              const rpc::GetPlacementGroupRequest* request,
+                                              rpc::PlacementGroupView* reply) override;
+  grpc::ServerUnaryReactor* RemovePlacementGroup(grpc::CallbackServerContext* ctx,
+                                                 const rpc::RemovePlacementGroupRequest* request,
+                                                 rpc::PlacementGroupView* reply) override;
+  grpc::ServerUnaryReactor* ListPlacementGroups(grpc::CallbackServerContext* ctx,
+                                                const rpc::ListPlacementGroupsRequest* request,
+                                                rpc::PlacementGroupList* reply) override;
 
  private:
   // OK when the call carries the cluster token; UNAUTHENTICATED otherwise.
   grpc::Status Authenticate(const grpc::CallbackServerContext* ctx) const;
 
   NodeRegistry* registry_;
+  PlacementGroupManager* groups_;
   const Clock* clock_;
   const HeadServiceOptions options_;
   const int64_t start_time_ms_;
 };
 
-// Fills a ClusterStatus from the registry: nodes (dead ones when asked), slices, and totals over alive nodes.
-void BuildClusterStatus(const NodeRegistry& registry, const Clock& clock, bool include_dead,
-                        rpc::ClusterStatus* out);
+// Fills a ClusterStatus: nodes (dead ones too when asked), slices (RESERVED where a group holds them), totals over
+// alive nodes, and the placement groups still waiting with their reasons.
+void BuildClusterStatus(const NodeRegistry& registry, const PlacementGroupManager& groups, const Clock& clock,
+                        bool include_dead, rpc::ClusterStatus* out);
 
 }  // namespace torus::head

@@ -21,8 +21,13 @@ void SendError(httplib::Response& res, int code, const std::string& message) {
 
 }  // namespace
 
-HttpApi::HttpApi(const NodeRegistry* registry, const Clock* clock, std::string token, std::string cluster_id)
-    : registry_(registry), clock_(clock), token_(std::move(token)), cluster_id_(std::move(cluster_id)) {}
+HttpApi::HttpApi(const NodeRegistry* registry, const PlacementGroupManager* groups, const Clock* clock,
+                 std::string token, std::string cluster_id)
+    : registry_(registry),
+      groups_(groups),
+      clock_(clock),
+      token_(std::move(token)),
+      cluster_id_(std::move(cluster_id)) {}
 
 HttpApi::~HttpApi() { Stop(); }
 
@@ -59,7 +64,7 @@ void HttpApi::RegisterRoutes() {
 
   auto status = [this](bool include_dead) {
     rpc::ClusterStatus s;
-    BuildClusterStatus(*registry_, *clock_, include_dead, &s);
+    BuildClusterStatus(*registry_, *groups_, *clock_, include_dead, &s);
     s.set_cluster_id(cluster_id_);
     return s;
   };
@@ -113,6 +118,21 @@ void HttpApi::RegisterRoutes() {
       if (s.name() == name) return SendJson(res, 200, rpc::SliceToJson(s));
     }
     SendError(res, 404, absl::StrCat("slice ", name, " does not exist"));
+  });
+
+  server_->Get("/api/v0/placement_groups", [this](const httplib::Request& req, httplib::Response& res) {
+    std::string state = req.get_param_value("state");
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& view : groups_->List(/*include_removed=*/true)) {
+      if (state.empty() || view.state() == state) out.push_back(rpc::PlacementGroupToJson(view));
+    }
+    SendJson(res, 200, out);
+  });
+
+  server_->Get(R"(/api/v0/placement_groups/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    auto view = groups_->Get(req.matches[1]);
+    if (!view.ok()) return SendError(res, 404, std::string(view.status().message()));
+    SendJson(res, 200, rpc::PlacementGroupToJson(*view));
   });
 
   server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {

@@ -6,6 +6,7 @@
 //   GET /api/v0/nodes/{node_id}
 //   GET /api/v0/slices[?state=READY|INCOMPLETE|DEGRADED|RESERVED]
 //   GET /api/v0/slices/{name}
+//   GET /api/v0/placement_groups[?state=...], /api/v0/placement_groups/{id or name}
 //
 // Every /api/ route needs `Authorization: Bearer <cluster token>`; errors are JSON `{"error": "..."}` with 401,
 // 404 or 400.
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "torus/common/clock.h"
 #include "torus/head/node_registry.h"
+#include "torus/head/placement_group_manager.h"
 
 namespace httplib {
 class Server;
@@ -29,7 +31,8 @@ namespace torus::head {
 
 class HttpApi {
  public:
-  HttpApi(const NodeRegistry* registry, const Clock* clock, std::string token, std::string cluster_id);
+  HttpApi(const NodeRegistry* registry, const PlacementGroupManager* groups, const Clock* clock, std::string token,
+          std::string cluster_id);
   ~HttpApi();  // stops serving
 
   // Binds host:port (0 = any free port) and serves on a background thread; returns the bound port.
@@ -40,6 +43,7 @@ class HttpApi {
   void RegisterRoutes();
 
   const NodeRegistry* registry_;
+  const PlacementGroupManager* groups_;
   const Clock* clock_;
   const std::string token_;
   const std::string cluster_id_;

@@ -15,6 +15,7 @@
 #include "torus/head/failure_detector.h"
 #include "torus/head/head_service.h"
 #include "torus/head/http_api.h"
+#include "torus/head/placement_group_manager.h"
 #include "torus/head/node_registry.h"
 #include "torus/rpc/auth.h"
 
@@ -28,6 +29,8 @@ struct HeadFlags {
   std::string token_file;
   int64_t heartbeat_period_ms = 500;
   int64_t node_timeout_ms = 3000;
+  int64_t agent_rpc_timeout_ms = 2000;
+  int64_t prepare_ttl_ms = 10'000;
 };
 
 // Writes `contents` to `path` atomically (temp file + rename), so readers never see half a file.
@@ -56,12 +59,19 @@ int Run(const HeadFlags& flags) {
 
   torus::RealClock clock;
   torus::head::NodeRegistry registry(&clock, {.node_timeout_micros = flags.node_timeout_ms * 1000});
-  registry.SetDeathListener([](const std::string& id, const std::string& reason) {
+  torus::head::AgentPool agents(*token, std::chrono::milliseconds(flags.agent_rpc_timeout_ms));
+  torus::head::PlacementGroupManager groups(&registry, &agents, &clock,
+                                            {.prepare_ttl = std::chrono::milliseconds(flags.prepare_ttl_ms)});
+  registry.SetDeathListener([&groups](const std::string& id, const std::string& reason) {
     spdlog::warn("node {} is DEAD: {}", id, reason);
+    groups.NotifyNodeDead(id);
   });
+  registry.SetRegistrationListener([&groups](const std::string&) { groups.NotifyClusterChanged(); });
+  groups.Start();
   std::string cluster_id = token->substr(0, 12);
   torus::head::HeadServiceImpl service(
-      &registry, &clock, {.token = *token, .cluster_id = cluster_id, .heartbeat_period_ms = flags.heartbeat_period_ms});
+      &registry, &groups, &clock,
+      {.token = *token, .cluster_id = cluster_id, .heartbeat_period_ms = flags.heartbeat_period_ms});
 
   grpc::ServerBuilder builder;
   int bound_port = 0;
@@ -74,7 +84,7 @@ int Run(const HeadFlags& flags) {
     return 1;
   }
   std::string address = absl::StrCat(flags.host, ":", bound_port);
-  torus::head::HttpApi http(&registry, &clock, *token, cluster_id);
+  torus::head::HttpApi http(&registry, &groups, &clock, *token, cluster_id);
   auto http_port = http.Start(flags.host, flags.dashboard_port);
   if (!http_port.ok()) {
     spdlog::error("{} (is --dashboard-port in use?)", std::string(http_port.status().message()));
@@ -103,6 +113,7 @@ int Run(const HeadFlags& flags) {
   spdlog::info("signal {}: shutting down", signal_number);
   detector.Stop();
   http.Stop();
+  groups.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;
 }
@@ -137,6 +148,14 @@ int main(int argc, char** argv) {
   app.add_option("--node-timeout-ms", flags.node_timeout_ms, "A node silent this long is DEAD")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{50}, int64_t{3'600'000}));
+  app.add_option("--agent-rpc-timeout-ms", flags.agent_rpc_timeout_ms,
+                 "Deadline of each call to an agent (prepare, commit, release)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{10}, int64_t{600'000}));
+  app.add_option("--prepare-ttl-ms", flags.prepare_ttl_ms,
+                 "Agents drop a prepared reservation not committed within this time")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -53,10 +53,28 @@ NodeRegistry::NodeRegistry(const Clock* clock, Options options)
 
 void NodeRegistry::SetDeathListener(DeathListener listener) { death_listener_ = std::move(listener); }
 
+void NodeRegistry::SetRegistrationListener(std::function<void(const std::string&)> listener) {
+  registration_listener_ = std::move(listener);
+}
+
 absl::StatusOr<uint64_t> NodeRegistry::Register(NodeRegistration registration) {
   TORUS_RETURN_IF_ERROR(ValidateRegistration(registration));
-  std::lock_guard<std::mutex> lock(mu_);
-  NodeRecord& record = nodes_[registration.node_id];
+  const std::string node_id = registration.node_id;
+  uint64_t incarnation = 0;
+  bool was_alive = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    NodeRecord& record = nodes_[node_id];
+    was_alive = record.incarnation != 0 && record.state == NodeState::kAlive;
+    incarnation = RegisterLocked(record, std::move(registration));
+  }
+  // A node that registers again while alive restarted: whatever the head placed on it is gone.
+  if (was_alive && death_listener_) death_listener_(node_id, "re-registered (agent restarted)");
+  if (registration_listener_) registration_listener_(node_id);
+  return incarnation;
+}
+
+uint64_t NodeRegistry::RegisterLocked(NodeRecord& record, NodeRegistration registration) {
   if (record.incarnation != 0 && record.state == NodeState::kAlive) --alive_;
   record.available = registration.available;
   // Availability can never exceed what the node has.

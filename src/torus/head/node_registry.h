@@ -63,6 +63,8 @@ class NodeRegistry {
   NodeRegistry(const Clock* clock, Options options);
 
   void SetDeathListener(DeathListener listener);
+  // Called with the node id after each successful registration, outside the registry's lock.
+  void SetRegistrationListener(std::function<void(const std::string& node_id)> listener);
 
   // Validates and records a registration; returns the new incarnation. InvalidArgument names the bad field.
   absl::StatusOr<uint64_t> Register(NodeRegistration registration);
@@ -89,6 +91,8 @@ class NodeRegistry {
   size_t AliveCount() const;
 
  private:
+  // REQUIRES: mu_ held. Replaces the record; returns the new incarnation.
+  uint64_t RegisterLocked(NodeRecord& record, NodeRegistration registration);
   // REQUIRES: mu_ held. Marks dead and returns true when the node was alive.
   bool MarkDeadLocked(NodeRecord& record, std::string reason);
   void PruneDeadLocked();
@@ -101,6 +105,7 @@ class NodeRegistry {
   uint64_t next_incarnation_;                             // guarded by mu_
   size_t alive_ = 0;                                      // guarded by mu_
   DeathListener death_listener_;                          // set before serving
+  std::function<void(const std::string&)> registration_listener_;  // set before serving
 };
 
 // Node ids are 1-64 of [0-9A-Za-z_-].

@@ -80,7 +80,39 @@ nlohmann::json SliceToJson(const SliceView& s) {
           {"hosts_alive", s.hosts_alive()},
           {"state", SliceStateName(s.state())},
           {"reason", s.reason()},
+          {"reserved_by", s.reserved_by()},
           {"hosts", hosts}};
+}
+
+nlohmann::json PlacementGroupToJson(const PlacementGroupView& g) {
+  nlohmann::json bundles = nlohmann::json::array();
+  for (const auto& b : g.bundles()) {
+    nlohmann::json bundle = {{"index", b.index()},
+                             {"node_id", b.node_id()},
+                             {"address", b.address()},
+                             {"resources", ResourcesToJson(b.resources())}};
+    if (!b.slice_name().empty()) {
+      bundle["slice_name"] = b.slice_name();
+      bundle["worker_id"] = b.worker_id();
+      bundle["chips"] = std::vector<int>(b.chips().begin(), b.chips().end());
+    }
+    bundles.push_back(std::move(bundle));
+  }
+  nlohmann::json history = nlohmann::json::array();
+  for (const auto& e : g.history()) {
+    history.push_back({{"time_ms", e.time_ms()}, {"state", e.state()}, {"message", e.message()}});
+  }
+  return {{"id", g.id()},
+          {"name", g.name()},
+          {"kind", g.kind()},
+          {"state", g.state()},
+          {"reason", g.reason()},
+          {"request", g.request()},
+          {"alternative", g.alternative()},
+          {"slices", std::vector<std::string>(g.slices().begin(), g.slices().end())},
+          {"bundles", bundles},
+          {"history", history},
+          {"created_time_ms", g.created_time_ms()}};
 }
 
 nlohmann::json StatusToJson(const ClusterStatus& status) {
@@ -90,7 +122,10 @@ nlohmann::json StatusToJson(const ClusterStatus& status) {
   for (const auto& s : status.slices()) slices.push_back(SliceToJson(s));
   int alive = 0;
   for (const auto& n : status.nodes()) alive += n.state() == ALIVE;
+  nlohmann::json pending = nlohmann::json::array();
+  for (const auto& g : status.pending()) pending.push_back(PlacementGroupToJson(g));
   return {{"cluster_id", status.cluster_id()},
+          {"pending", pending},
           {"nodes_alive", alive},
           {"nodes_dead", status.nodes_size() - alive},
           {"resources_total", ResourcesToJson(status.resources_total())},

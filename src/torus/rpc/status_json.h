@@ -17,5 +17,6 @@ nlohmann::json ResourcesToJson(const google::protobuf::Map<std::string, int64_t>
 nlohmann::json NodeToJson(const NodeView& node);
 nlohmann::json SliceToJson(const SliceView& slice);
 nlohmann::json StatusToJson(const ClusterStatus& status);
+nlohmann::json PlacementGroupToJson(const PlacementGroupView& group);
 
 }  // namespace torus::rpc

@@ -126,7 +126,7 @@ BundleOutcome PlaceBundles(const ClusterIndex& index, const BundleRequest& reque
     std::vector<int> idle_node_of;
     std::string never = PlaceAlternative(index, alt, request.strategy, fixed, /*idle=*/true, idle_node_of);
     pending = pending || never.empty();
-    lines.push_back(absl::StrCat(AlternativePrefix(static_cast<int>(a)), StrategyName(request.strategy), " ",
+    lines.push_back(absl::StrCat(AlternativePrefix(static_cast<int>(a)), std::string(StrategyName(request.strategy)), " ",
                                  Count(alt.bundles.size(), "bundle", "bundles"), ": ", never.empty() ? why : never));
   }
   if (pending) return Pending{JoinLines(lines)};

@@ -12,9 +12,10 @@
 //                  the fewest of the group's bundles.
 //
 // "Largest" orders bundles by TPU, GPU, CPU, memory (descending), then by index. "Least free capacity" is the sum,
-// over the resources the bundle asks for, of (free - asked) / total. Ties break in ClusterIndex preference order
-// (hosts without accelerators first, then node id), and hosts without accelerators win over accelerator hosts for
-// bundles that need neither TPU nor GPU, so CPU bundles do not take the CPUs of TPU hosts.
+// over the resources the bundle asks for, of (free - asked) / total. Nodes are compared tier first (ClusterIndex
+// preference order: hosts without accelerators, other accelerator hosts, hosts of free slices), so CPU bundles do
+// not take the CPUs of TPU hosts and TPU bundles do not break whole free slices while other hosts fit; ties break
+// by node id.
 // PACK and SPREAD are greedy, as in Ray: a group they fail to place might fit a cleverer assignment.
 //
 // Rescheduling (`fixed`): surviving bundles stay on their nodes and count as the group's nodes (PACK prefers them,

@@ -1,7 +1,6 @@
 #include "torus/sched/bundle_strategies.h"
 
 #include <algorithm>
-#include <functional>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -15,19 +14,20 @@ const LabelSelector& EmptySelector() {
   return *kEmpty;
 }
 
-// Score of a fitting node, lower is better: hosts without accelerators first (for a bundle that needs TPU or GPU
-// only accelerator hosts fit, so this never hurts it), then the tightest fit, then preference order.
-using FitScore = std::tuple<bool, double, int>;
+// Score of a fitting node, lower is better: its tier (ClusterIndex preference order; a bundle that needs TPU or GPU
+// fits only accelerator hosts, so tier 0 never hurts it), then the tightest fit, then preference order.
+using FitScore = std::tuple<int, double, int>;
 FitScore ScoreFit(const BundleProblem& p, int node, const ResourceSet& demand) {
   const NodeFacts& facts = p.index.node_facts(node);
-  return {facts.accelerator_host, Headroom(p.index, node, p.capacity.Free(node), demand), facts.rank};
+  return {facts.tier, Headroom(p.index, node, p.capacity.Free(node), demand), facts.rank};
 }
 
 // The candidates of the most selective selector among `bundles` (all alive nodes when none narrows them).
-NodeCandidates CandidatesForAll(const BundleProblem& p, const std::vector<int>& bundles) {
-  NodeCandidates best(&p.index.AliveNodes(), /*exact=*/false);
+NodeCandidates CandidatesForAll(const BundleProblem& p, const std::vector<int>& bundles, const ResourceSet& demand) {
+  const bool accelerators = NeedsAccelerator(demand);
+  NodeCandidates best(p.index.AliveNodes(), /*exact=*/false);
   for (int b : bundles) {
-    NodeCandidates c = p.index.CandidatesFor(p.SelectorOf(b));
+    NodeCandidates c = p.index.CandidatesFor(p.SelectorOf(b), accelerators);
     if (c.nodes().size() < best.nodes().size()) best = std::move(c);
   }
   return best;
@@ -44,7 +44,7 @@ bool AnySelector(const BundleProblem& p, const std::vector<int>& bundles) {
 }
 
 // The best node holding `demand` and matching every selector of `bundles`: among `preferred` first (scored without
-// the accelerator key: the group already uses them), else among all candidates. -1 when none.
+// the tier: the group already uses them), else among all candidates. -1 when none.
 int BestNodeForAll(const BundleProblem& p, const std::vector<int>& bundles, const ResourceSet& demand,
                    const std::vector<int>& preferred) {
   auto eligible = [&](int node) {
@@ -56,11 +56,14 @@ int BestNodeForAll(const BundleProblem& p, const std::vector<int>& bundles, cons
   for (int node : preferred) {
     if (!eligible(node)) continue;
     FitScore score = ScoreFit(p, node, demand);
-    std::get<0>(score) = false;
+    std::get<0>(score) = 0;
     if (best < 0 || score < best_score) std::tie(best, best_score) = std::tie(node, score);
   }
   if (best >= 0) return best;
-  for (int node : CandidatesForAll(p, bundles).nodes()) {
+  const NodeCandidates candidates = CandidatesForAll(p, bundles, demand);
+  for (int node : candidates.nodes()) {
+    // Candidates come tier by tier and the tier leads the score: a later tier cannot beat a fit already found.
+    if (best >= 0 && p.index.node_facts(node).tier > std::get<0>(best_score)) break;
     if (!eligible(node)) continue;
     FitScore score = ScoreFit(p, node, demand);
     if (best < 0 || score < best_score) std::tie(best, best_score) = std::tie(node, score);
@@ -147,7 +150,7 @@ void BundleProblem::Assign(int bundle, int node) {
   capacity.Take(node, bundles[bundle]);
 }
 
-std::string_view BundleProblem::When() const { return capacity.idle() ? ", even with every node idle" : " now"; }
+const char* BundleProblem::When() const { return capacity.idle() ? ", even with every node idle" : " now"; }
 
 std::string PlaceStrictPack(BundleProblem& p) {
   std::vector<int> all = p.Unplaced();
@@ -188,18 +191,19 @@ std::string PlaceSpread(BundleProblem& p) {
   for (int b : p.Unplaced()) {
     const ResourceSet& demand = p.bundles[b];
     int pick = -1;
-    for (int node : p.index.CandidatesFor(p.SelectorOf(b)).nodes()) {
+    const NodeCandidates candidates = p.index.CandidatesFor(p.SelectorOf(b), NeedsAccelerator(p.bundles[b]));
+    for (int node : candidates.nodes()) {
       if (!count.contains(node) && p.Matches(b, node) && p.capacity.Fits(node, demand)) {
         pick = node;
         break;
       }
     }
     if (pick < 0) {  // every fitting node already has some: the one with the fewest
-      std::tuple<int, bool, int> best_score;
+      std::tuple<int, int, int> best_score;
       for (const auto& [node, n] : count) {
         if (!p.Matches(b, node) || !p.capacity.Fits(node, demand)) continue;
         const NodeFacts& facts = p.index.node_facts(node);
-        std::tuple<int, bool, int> score{n, facts.accelerator_host, facts.rank};
+        std::tuple<int, int, int> score{n, facts.tier, facts.rank};
         if (pick < 0 || score < best_score) std::tie(pick, best_score) = std::tie(node, score);
       }
     }
@@ -219,7 +223,8 @@ std::string PlaceStrictSpread(BundleProblem& p) {
   std::vector<int> greedy;
   for (int b : order) {
     int pick = -1;
-    for (int node : p.index.CandidatesFor(p.SelectorOf(b)).nodes()) {
+    const NodeCandidates candidates = p.index.CandidatesFor(p.SelectorOf(b), NeedsAccelerator(p.bundles[b]));
+    for (int node : candidates.nodes()) {
       if (!is_taken(node) && p.Matches(b, node) && p.capacity.Fits(node, p.bundles[b])) {
         pick = node;
         break;
@@ -238,7 +243,8 @@ std::string PlaceStrictSpread(BundleProblem& p) {
   std::vector<std::vector<int>> adjacency(order.size());
   for (size_t i = 0; i < order.size(); ++i) {
     const int b = order[i];
-    for (int node : p.index.CandidatesFor(p.SelectorOf(b)).nodes()) {
+    const NodeCandidates candidates = p.index.CandidatesFor(p.SelectorOf(b), NeedsAccelerator(p.bundles[b]));
+    for (int node : candidates.nodes()) {
       if (std::find(survivors.begin(), survivors.end(), node) != survivors.end()) continue;
       if (p.Matches(b, node) && p.capacity.Fits(node, p.bundles[b])) adjacency[i].push_back(node);
     }

@@ -47,7 +47,7 @@ struct BundleProblem {
   bool Matches(int bundle, int node) const;
   std::vector<int> Unplaced() const;  // largest first (TPU, GPU, CPU, memory descending), then by index
   void Assign(int bundle, int node);  // records and takes the bundle's resources
-  std::string_view When() const;      // " now", or ", even with every node idle"
+  const char* When() const;           // " now", or ", even with every node idle"
 };
 
 // Each places every kUnplaced bundle and returns "", or returns why it cannot (a phrase for the reason line) and

@@ -1,6 +1,7 @@
 #include "torus/sched/cluster_index.h"
 
 #include <algorithm>
+#include <span>
 #include <tuple>
 #include <utility>
 
@@ -52,6 +53,8 @@ struct ClusterIndex::Impl {
 
   void IndexNodes(std::map<std::string, std::vector<int>>& busy_chips);
   void IndexSlices(const std::map<std::string, std::string>& holders);
+  void RankAndPost();  // after IndexSlices: tiers need to know which slices are free
+  std::span<const int> AcceleratorPart(const std::vector<int>& list) const;
   void FillSliceFacts(int s);
   void OrderFreeSlices(ShapeEntry& shape);
 };
@@ -69,10 +72,21 @@ void ClusterIndex::Impl::IndexNodes(std::map<std::string, std::vector<int>>& bus
       std::sort(f.busy_chips.begin(), f.busy_chips.end());
       f.busy_chips.erase(std::unique(f.busy_chips.begin(), f.busy_chips.end()), f.busy_chips.end());
     }
-    if (n.alive) alive.push_back(static_cast<int>(i));
   }
-  // Nodes are sorted by id, so a stable partition yields (accelerator host, node id).
-  std::stable_partition(alive.begin(), alive.end(), [&](int i) { return !node_facts[i].accelerator_host; });
+}
+
+void ClusterIndex::Impl::RankAndPost() {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    NodeFacts& f = node_facts[i];
+    if (!f.accelerator_host) {
+      f.tier = 0;
+    } else {
+      f.tier = f.slice >= 0 && slice_facts[f.slice].free_position >= 0 ? 2 : 1;
+    }
+    if (nodes[i].alive) alive.push_back(static_cast<int>(i));
+  }
+  // Nodes are sorted by id, so a stable sort by tier yields (tier, node id).
+  std::stable_sort(alive.begin(), alive.end(), [&](int a, int b) { return node_facts[a].tier < node_facts[b].tier; });
   for (size_t r = 0; r < alive.size(); ++r) {
     int i = alive[r];
     node_facts[i].rank = static_cast<int>(r);
@@ -179,7 +193,14 @@ void ClusterIndex::Impl::IndexSlices(const std::map<std::string, std::string>& h
   for (ShapeEntry& shape : shapes) OrderFreeSlices(shape);
 }
 
-ClusterIndex::ClusterIndex() : impl_(std::make_shared<const Impl>()) {}
+ClusterIndex::ClusterIndex() : ClusterIndex(std::make_shared<const Impl>()) {}
+
+ClusterIndex::ClusterIndex(std::shared_ptr<const Impl> impl)
+    : impl_(std::move(impl)),
+      nodes_(&impl_->nodes),
+      node_facts_(&impl_->node_facts),
+      slices_(&impl_->slices),
+      slice_facts_(&impl_->slice_facts) {}
 
 ClusterIndex ClusterIndex::Build(IndexInput input) {
   auto impl = std::make_shared<Impl>();
@@ -194,10 +215,10 @@ ClusterIndex ClusterIndex::Build(IndexInput input) {
                     impl->nodes.end());
   impl->IndexNodes(input.busy_chips);
   impl->IndexSlices(input.slice_holders);
+  impl->RankAndPost();
   return ClusterIndex(std::move(impl));
 }
 
-const std::vector<NodeSnapshot>& ClusterIndex::nodes() const { return impl_->nodes; }
 
 int ClusterIndex::NodeIndex(std::string_view node_id) const {
   const auto& nodes = impl_->nodes;
@@ -211,10 +232,7 @@ const NodeSnapshot* ClusterIndex::FindNode(std::string_view node_id) const {
   return i < 0 ? nullptr : &impl_->nodes[i];
 }
 
-const NodeFacts& ClusterIndex::node_facts(int node) const { return impl_->node_facts[node]; }
 const std::vector<int>& ClusterIndex::AliveNodes() const { return impl_->alive; }
-const std::vector<Slice>& ClusterIndex::slices() const { return impl_->slices; }
-const SliceFacts& ClusterIndex::slice_facts(int slice) const { return impl_->slice_facts[slice]; }
 const std::vector<ShapeEntry>& ClusterIndex::shapes() const { return impl_->shapes; }
 
 int ClusterIndex::SliceIndex(std::string_view name) const {
@@ -236,41 +254,52 @@ const std::vector<int>& ClusterIndex::NodesWithLabelKey(std::string_view key) co
   return k == impl_->labels.end() ? impl_->empty : k->second.any;
 }
 
-NodeCandidates ClusterIndex::CandidatesFor(const LabelSelector& selector) const {
-  if (selector.empty()) return NodeCandidates(&impl_->alive, /*exact=*/true);
-  const std::vector<int>* best = &impl_->alive;
-  std::vector<const std::vector<int>*> best_union;  // a multi-value in(...) whose lists are smaller than `best`
-  size_t best_size = impl_->alive.size();
+std::span<const int> ClusterIndex::Impl::AcceleratorPart(const std::vector<int>& list) const {
+  auto first = std::partition_point(list.begin(), list.end(), [&](int i) { return node_facts[i].tier == 0; });
+  return std::span<const int>(list).subspan(static_cast<size_t>(first - list.begin()));
+}
+
+NodeCandidates ClusterIndex::CandidatesFor(const LabelSelector& selector, bool accelerator_hosts_only) const {
+  auto part = [&](const std::vector<int>& list) {
+    return accelerator_hosts_only ? impl_->AcceleratorPart(list) : std::span<const int>(list);
+  };
+  if (selector.empty()) return NodeCandidates(part(impl_->alive), /*exact=*/true);
+  // The positive expression with the fewest nodes; its lists (several for in(...)) are the candidates.
+  std::vector<std::span<const int>> best;
+  size_t best_size = impl_->alive.size() + 1;
+  size_t expression_count = 0;
   std::string scratch;
   for (const auto& [raw_key, expressions] : selector.expressions()) {
     std::string_view key = IndexLabelKey(raw_key, scratch);
     for (const LabelExpression& e : expressions) {
-      std::vector<const std::vector<int>*> lists;
+      ++expression_count;
+      std::vector<std::span<const int>> lists;
       if (e.op == LabelExpression::Op::kEquals || e.op == LabelExpression::Op::kIn) {
-        for (const std::string& value : e.values) lists.push_back(&NodesWithLabel(key, value));
+        for (const std::string& value : e.values) lists.push_back(part(NodesWithLabel(key, value)));
       } else if (e.op == LabelExpression::Op::kExists) {
-        lists.push_back(&NodesWithLabelKey(key));
+        lists.push_back(part(NodesWithLabelKey(key)));
       } else {
         continue;  // negative expressions do not narrow the candidates
       }
       size_t size = 0;
-      for (const auto* list : lists) size += list->size();
-      if (size == 0) return NodeCandidates(&impl_->empty, /*exact=*/true);
+      for (const auto& list : lists) size += list.size();
+      if (size == 0) return NodeCandidates(std::span<const int>(), /*exact=*/true);
       if (size < best_size) {
         best_size = size;
-        best = lists.size() == 1 ? lists.front() : nullptr;
-        best_union = lists.size() == 1 ? std::vector<const std::vector<int>*>{} : std::move(lists);
+        best = std::move(lists);
       }
     }
   }
-  if (best != nullptr) return NodeCandidates(best, /*exact=*/false);
+  if (best.empty()) return NodeCandidates(part(impl_->alive), /*exact=*/false);
+  const bool exact = expression_count == 1;
+  if (best.size() == 1) return NodeCandidates(best.front(), exact);
   std::vector<int> merged;
   merged.reserve(best_size);
-  for (const auto* list : best_union) merged.insert(merged.end(), list->begin(), list->end());
+  for (const auto& list : best) merged.insert(merged.end(), list.begin(), list.end());
   std::sort(merged.begin(), merged.end(),
             [this](int a, int b) { return impl_->node_facts[a].rank < impl_->node_facts[b].rank; });
   merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
-  return NodeCandidates(std::move(merged));
+  return NodeCandidates(std::move(merged), exact);
 }
 
 std::vector<const Slice*> ClusterIndex::SlicesOfShape(std::string_view accelerator_type, std::string_view topology,

@@ -2,10 +2,14 @@
 // rather than a scan (DESIGN.md §5): alive nodes by label key and value, slices by shape, per-node free capacity
 // and busy chips, and for every shape its free slices already in the order slice groups prefer them.
 //
-// Preference order of nodes: hosts without accelerators (no TPU, no GPU) first, then accelerator hosts; each part
-// by node id. Every candidate list below is in this order, so a policy that scans candidates and stops at the first
-// fit both breaks ties by node id and keeps accelerator hosts for work that needs them (as Ray avoids GPU nodes for
-// CPU-only work). A request that asks for TPU or GPU can only fit accelerator hosts, so for it the order is by id.
+// Preference order of nodes, by tier and then node id:
+//   tier 0  hosts without accelerators (no TPU, no GPU);
+//   tier 1  accelerator hosts that do not serve a free slice (no slice, or a slice that is held, degraded,
+//           incomplete or has a busy chip);
+//   tier 2  hosts of free slices (READY, no busy chip), kept for slice groups as long as something else fits.
+// Every candidate list below is in this order, so a policy that scans candidates and stops at the first fit breaks
+// ties by node id and keeps accelerator hosts for work that needs them (as Ray avoids GPU nodes for CPU-only work)
+// and whole slices for slice groups. Work that asks for TPU or GPU skips tier 0 (it cannot fit there).
 //
 // Thread-safety: immutable after Build; copies share the same data and may be read from any thread.
 #pragma once
@@ -13,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +42,7 @@ struct IndexInput {
 // Facts about one node, derived once at Build.
 struct NodeFacts {
   bool accelerator_host = false;  // its total has TPU or GPU
+  int tier = 0;                   // 0, 1 or 2, see the preference order above
   int rank = -1;                  // position in the preference order of alive nodes; -1 when dead
   double utilisation = 0;         // max over its resources of (total - available) / total
   std::vector<int> busy_chips;    // ascending, no repeats
@@ -75,15 +81,17 @@ struct ShapeEntry {
 // index when one posting list serves; owned when several had to be merged. Valid while the index lives.
 class NodeCandidates {
  public:
-  NodeCandidates(const std::vector<int>* borrowed, bool exact) : borrowed_(borrowed), exact_(exact) {}
-  explicit NodeCandidates(std::vector<int> owned) : owned_(std::move(owned)) {}
-  const std::vector<int>& nodes() const { return borrowed_ != nullptr ? *borrowed_ : owned_; }
-  // True when every listed node is known to match (the selector is empty); callers then skip Matches.
+  NodeCandidates(std::span<const int> borrowed, bool exact) : borrowed_(borrowed), exact_(exact) {}
+  NodeCandidates(std::vector<int> owned, bool exact) : owned_(std::move(owned)), owns_(true), exact_(exact) {}
+  std::span<const int> nodes() const { return owns_ ? std::span<const int>(owned_) : borrowed_; }
+  // True when every listed node is known to match: the selector is empty, or is one positive expression (a value,
+  // in(...) or exists()) whose posting lists these are. Callers then skip Matches.
   bool exact() const { return exact_; }
 
  private:
-  const std::vector<int>* borrowed_ = nullptr;
+  std::span<const int> borrowed_;
   std::vector<int> owned_;
+  bool owns_ = false;
   bool exact_ = false;
 };
 
@@ -92,21 +100,22 @@ class ClusterIndex {
   ClusterIndex();  // an empty cluster
   static ClusterIndex Build(IndexInput input);
 
-  const std::vector<NodeSnapshot>& nodes() const;  // sorted by node id; one entry per id (alive wins)
+  const std::vector<NodeSnapshot>& nodes() const { return *nodes_; }  // by node id; one per id (alive wins)
   const NodeSnapshot* FindNode(std::string_view node_id) const;
   int NodeIndex(std::string_view node_id) const;  // index into nodes(), -1 when absent
-  const NodeFacts& node_facts(int node) const;
+  const NodeFacts& node_facts(int node) const { return (*node_facts_)[node]; }
   const std::vector<int>& AliveNodes() const;  // in preference order
 
-  const std::vector<Slice>& slices() const;  // by name, with RESERVED applied from slice_holders
-  const SliceFacts& slice_facts(int slice) const;
+  const std::vector<Slice>& slices() const { return *slices_; }  // by name, RESERVED applied from slice_holders
+  const SliceFacts& slice_facts(int slice) const { return (*slice_facts_)[slice]; }
   int SliceIndex(std::string_view name) const;  // index into slices(), -1 when absent
 
   // Alive nodes carrying label key=value / label key (any value), as indices into nodes(), in preference order.
   const std::vector<int>& NodesWithLabel(std::string_view key, std::string_view value) const;
   const std::vector<int>& NodesWithLabelKey(std::string_view key) const;
-  // The smallest superset of the alive nodes `selector` matches that the label index yields (see NodeCandidates).
-  NodeCandidates CandidatesFor(const LabelSelector& selector) const;
+  // The smallest superset of the alive nodes `selector` matches that the label index yields (see NodeCandidates);
+  // with `accelerator_hosts_only`, without tier 0.
+  NodeCandidates CandidatesFor(const LabelSelector& selector, bool accelerator_hosts_only = false) const;
 
   // Slices of one shape (accelerator type as labelled or canonical, e.g. "TPU-V6E"; topology; chips per host),
   // by name; empty when the type or topology is unknown.
@@ -117,8 +126,13 @@ class ClusterIndex {
 
  private:
   struct Impl;
-  explicit ClusterIndex(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  explicit ClusterIndex(std::shared_ptr<const Impl> impl);
   std::shared_ptr<const Impl> impl_;
+  // Into *impl_, so that the hot accessors inline.
+  const std::vector<NodeSnapshot>* nodes_;
+  const std::vector<NodeFacts>* node_facts_;
+  const std::vector<Slice>* slices_;
+  const std::vector<SliceFacts>* slice_facts_;
 };
 
 // The label key an index lookup uses: `ray.io/<well-known name>` read as `torus.io/<name>` (written to `scratch`),

@@ -20,6 +20,10 @@ bool ChipBlockFree(const ClusterIndex& index, int node, int64_t tpu_fixed) {
   return AllocateChipBlock(busy, static_cast<int>(tpu_fixed / kResourceScale)).ok();
 }
 
+bool NeedsAccelerator(const ResourceSet& demand) {
+  return demand.GetFixed(kResourceTpu) > 0 || demand.GetFixed(kResourceGpu) > 0;
+}
+
 double UtilisationAfter(const ClusterIndex& index, int node, const ResourceSet& free, const ResourceSet& demand) {
   const ResourceSet& total = index.nodes()[node].total;
   double worst = index.node_facts(node).utilisation;

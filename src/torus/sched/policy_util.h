@@ -17,6 +17,9 @@ namespace torus::sched {
 // (AllocateChipBlock's rule; a request of the host's chip count needs every chip free). True when tpu_fixed is 0.
 bool ChipBlockFree(const ClusterIndex& index, int node, int64_t tpu_fixed);
 
+// Whether `demand` asks for TPU or GPU (and so can only fit accelerator hosts).
+bool NeedsAccelerator(const ResourceSet& demand);
+
 // Utilisation of a node with `free` left before placing `demand`: the max over the node's resources of
 // used / total after placement (the node's current utilisation bounds the resources `demand` does not touch).
 double UtilisationAfter(const ClusterIndex& index, int node, const ResourceSet& free, const ResourceSet& demand);

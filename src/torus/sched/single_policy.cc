@@ -21,15 +21,15 @@ AlternativeResult PlaceWithSelector(const ClusterIndex& index, const ResourceSet
                                     const LabelSelector& selector, double threshold) {
   AlternativeResult result;
   const int64_t tpu = demand.GetFixed(kResourceTpu);
-  const NodeCandidates candidates = index.CandidatesFor(selector);
+  const NodeCandidates candidates = index.CandidatesFor(selector, NeedsAccelerator(demand));
   int best = -1;
   double best_utilisation = 0;
-  bool best_accelerator = false;
+  int best_tier = 0;
   for (int node : candidates.nodes()) {
     const NodeSnapshot& n = index.nodes()[node];
-    const bool accelerator = index.node_facts(node).accelerator_host;
-    // Every host without accelerators precedes every accelerator host: a fit among the former ends the search.
-    if (best >= 0 && accelerator && !best_accelerator) {
+    const int tier = index.node_facts(node).tier;
+    // Candidates come tier by tier: a fit in an earlier tier ends the search.
+    if (best >= 0 && tier > best_tier) {
       result.node = best;
       return result;
     }
@@ -46,7 +46,7 @@ AlternativeResult PlaceWithSelector(const ClusterIndex& index, const ResourceSet
     if (best < 0 || utilisation < best_utilisation) {
       best = node;
       best_utilisation = utilisation;
-      best_accelerator = accelerator;
+      best_tier = tier;
     }
   }
   result.node = best;
@@ -55,10 +55,11 @@ AlternativeResult PlaceWithSelector(const ClusterIndex& index, const ResourceSet
 
 std::string Reason(const AlternativeResult& r, const ResourceSet& demand, const LabelSelector& selector) {
   const std::string phrase = SelectorPhrase(selector);
-  if (r.matching == 0) {
+  // Work that needs TPU or GPU only looks at accelerator hosts; to it, any other host is just too small.
+  if (r.matching == 0 && !NeedsAccelerator(demand)) {
     return selector.empty() ? std::string("no alive node") : absl::StrCat("no alive node matches ", selector.ToString());
   }
-  if (r.could_hold == 0) return absl::StrCat("no alive node", phrase, " is large enough for ", demand.ToJson());
+  if (r.matching == 0 || r.could_hold == 0) return absl::StrCat("no alive node", phrase, " is large enough for ", demand.ToJson());
   return absl::StrCat("no alive node", phrase, " has ", demand.ToJson(), " free now; ",
                       Count(r.could_hold, selector.empty() ? "node" : "matching node",
                             selector.empty() ? "nodes" : "matching nodes"),

@@ -4,12 +4,12 @@
 // Filter: alive nodes the selector matches (through the label index), whose free resources hold the request and,
 //         for TPU, that have a free aligned block of chips (AllocateChipBlock's rule).
 // Score:  utilisation after placement = the max over the node's resources of used / total.
-// Pick:   in preference order (ClusterIndex: hosts without accelerators first, then by node id), the first node
-//         whose utilisation after placement stays at or below spread_threshold (pack onto few nodes while they are
-//         lightly used); if none, the least utilised, ties by that order (spread once every node is busy).
-//         Accelerator hosts are considered only when no host without accelerators fits, so CPU-only work does not
-//         take the CPUs that slice groups and TPU workers need; a request for TPU or GPU fits only accelerator
-//         hosts, and for it the order is by node id.
+// Pick:   tier by tier (ClusterIndex preference order: hosts without accelerators, other accelerator hosts, hosts
+//         of free slices), the first node by id whose utilisation after placement stays at or below
+//         spread_threshold (pack onto few nodes while they are lightly used); if none in the tier, its least
+//         utilised, ties by node id (spread once every node is busy). A later tier is looked at only when nothing
+//         in the earlier ones fits: CPU-only work does not take the CPUs that TPU work needs, and a 1-chip task
+//         does not break a whole free slice while a host of a used one has chips free.
 // Alternatives: the primary selector, then each fallback in order; the first that can be placed now wins.
 // Outcome: Pending when some alternative's selector matches an alive node whose total could hold the request
 //          (it is busy now); Infeasible when none does.

@@ -18,24 +18,6 @@ ResourceSet Times(const ResourceSet& r, int n) {
 
 bool Contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// Free slices of `shape` reachable from the selector's candidate nodes, in preference order; used when the label
-// index narrows the selector to fewer nodes than the shape has free slices.
-std::vector<int> FreeSlicesAmong(const ClusterIndex& index, const ShapeEntry& shape, const NodeCandidates& nodes) {
-  const int shape_id = static_cast<int>(&shape - index.shapes().data());
-  std::vector<int> out;
-  for (int node : nodes.nodes()) {
-    int s = index.node_facts(node).slice;
-    if (s < 0) continue;
-    const SliceFacts& facts = index.slice_facts(s);
-    if (facts.shape == shape_id && facts.free_position >= 0) out.push_back(s);
-  }
-  std::sort(out.begin(), out.end(), [&](int a, int b) {
-    return index.slice_facts(a).free_position < index.slice_facts(b).free_position;
-  });
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 }  // namespace
 
 std::optional<HostLayout> LayoutFor(BundleUnit unit, const std::optional<ResourceSet>& resources_per_bundle,
@@ -71,24 +53,47 @@ std::vector<int> AdmissibleChipsPerHost(const SliceShapeRequest& shape) {
   return out;
 }
 
+SliceCandidates::SliceCandidates(const ClusterIndex& index, const ShapeEntry& shape, const LabelSelector& selector,
+                                 bool free_only)
+    : own_(free_only ? &shape.free : &shape.slices) {
+  if (selector.empty()) {
+    selector_holds_ = true;
+    return;
+  }
+  const NodeCandidates nodes = index.CandidatesFor(selector, /*accelerator_hosts_only=*/true);
+  if (nodes.nodes().size() >= own_->size()) return;
+  // Count each slice's hosts among the candidates; keep the shape's order by walking its own list.
+  const int shape_id = static_cast<int>(&shape - index.shapes().data());
+  std::vector<int> hits(index.slices().size(), 0);
+  for (int node : nodes.nodes()) {
+    const int s = index.node_facts(node).slice;
+    if (s >= 0 && index.slice_facts(s).shape == shape_id) ++hits[s];
+  }
+  narrowed_ = true;
+  // With an exact candidate list, the selector holds on a slice iff every alive host is a candidate (the lists
+  // hold alive nodes only; a degraded slice is still reported as of the selector).
+  selector_holds_ = nodes.exact();
+  for (int s : *own_) {
+    const bool keep = nodes.exact() ? hits[s] > 0 && hits[s] == index.slices()[s].hosts_alive : hits[s] > 0;
+    if (keep) storage_.push_back(s);
+  }
+}
+
+bool IsEligible(const ClusterIndex& index, int slice, const ResourceSet& per_host) {
+  const SliceFacts& facts = index.slice_facts(slice);
+  return facts.free_position >= 0 && facts.min_available.Contains(per_host);
+}
+
 std::vector<int> ChooseFreeSlices(const ClusterIndex& index, const ShapeEntry& shape, int need,
                                   const LabelSelector& selector, const ResourceSet& per_host,
                                   const std::vector<int>& excluded) {
   std::vector<int> chosen;
   if (need <= 0) return chosen;
-  std::vector<int> narrowed;
-  const std::vector<int>* order = &shape.free;
-  if (!selector.empty()) {
-    NodeCandidates nodes = index.CandidatesFor(selector);
-    if (nodes.nodes().size() < shape.free.size()) {
-      narrowed = FreeSlicesAmong(index, shape, nodes);
-      order = &narrowed;
-    }
-  }
-  for (int s : *order) {
+  const SliceCandidates candidates(index, shape, selector, /*free_only=*/true);
+  for (int s : candidates.slices()) {
     if (Contains(excluded, s)) continue;
     if (!index.slice_facts(s).min_available.Contains(per_host)) continue;
-    if (!SelectorHoldsOnSlice(index, s, selector)) continue;
+    if (!candidates.selector_holds() && !SelectorHoldsOnSlice(index, s, selector)) continue;
     chosen.push_back(s);
     if (static_cast<int>(chosen.size()) == need) break;
   }

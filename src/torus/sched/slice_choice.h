@@ -31,6 +31,27 @@ std::optional<HostLayout> LayoutFor(BundleUnit unit, const std::optional<Resourc
 // The chips per host a shape admits: `chips_per_host` if given, else every value MakeSliceShape accepts.
 std::vector<int> AdmissibleChipsPerHost(const SliceShapeRequest& shape);
 
+// The slices of `shape` that `selector` may hold on: with `free_only`, its free slices in preference order, else
+// all of them by name. That is the shape's own list, unless the label index narrows the selector to fewer hosts
+// than the list has slices; then only the slices with a host among those.
+class SliceCandidates {
+ public:
+  SliceCandidates(const ClusterIndex& index, const ShapeEntry& shape, const LabelSelector& selector, bool free_only);
+  const std::vector<int>& slices() const { return narrowed_ ? storage_ : *own_; }
+  // True when the selector is known to hold on every host of every listed slice (callers skip checking it).
+  bool selector_holds() const { return selector_holds_; }
+
+ private:
+  const std::vector<int>* own_;
+  std::vector<int> storage_;
+  bool narrowed_ = false;
+  bool selector_holds_ = false;
+};
+
+// Whether a slice can be chosen for hosts needing `per_host`, the selector aside: free (READY, no busy chip) and
+// every host has `per_host` available.
+bool IsEligible(const ClusterIndex& index, int slice, const ResourceSet& per_host);
+
 // Up to `need` eligible slices of `shape` in preference order, skipping `excluded` (indices into slices()).
 // Returns fewer when there are not enough.
 std::vector<int> ChooseFreeSlices(const ClusterIndex& index, const ShapeEntry& shape, int need,

@@ -85,15 +85,15 @@ void Explain(const ClusterIndex& index, const SliceShapeRequest& alt, const std:
       for (int s : kept) names.push_back(index.slices()[s].name);
       details.push_back(absl::StrCat("keeping ", absl::StrJoin(names, ", ")));
     }
-    for (int s : v.shape->slices) {
+    const SliceCandidates candidates(index, *v.shape, alt.selector, /*free_only=*/false);
+    for (int s : candidates.slices()) {
       if (std::find(kept.begin(), kept.end(), s) != kept.end()) continue;
-      if (!SelectorHoldsOnSlice(index, s, alt.selector)) continue;
+      if (!candidates.selector_holds() && !SelectorHoldsOnSlice(index, s, alt.selector)) continue;
       ++matching;
-      std::string why = Ineligibility(index, s, v.layout.per_host);
-      if (why.empty()) {
+      if (IsEligible(index, s, v.layout.per_host)) {
         ++available;
       } else if (details.size() < kMaxDetails) {
-        details.push_back(std::move(why));
+        details.push_back(Ineligibility(index, s, v.layout.per_host));
       } else {
         ++hidden;
       }

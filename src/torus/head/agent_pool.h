@@ -1,0 +1,50 @@
+// AgentPool: the head's calls to agents for two-phase bundle reservation. Calls to many agents run in parallel and
+// each method returns once every agent answered or the deadline passed.
+//
+// Thread-safety: thread-safe; stubs are cached per target under a mutex.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "torus/node.grpc.pb.h"
+
+namespace torus::head {
+
+// The bundles one agent is asked to hold for one ledger group.
+struct AgentBundles {
+  std::string node_id;
+  std::string target;        // "address:agent_port"
+  std::string ledger_group;  // the agent-side group id
+  std::vector<rpc::BundleSpec> bundles;
+};
+
+class AgentPool {
+ public:
+  AgentPool(std::string token, std::chrono::milliseconds rpc_timeout);
+
+  // Prepares every entry; one status per entry, in order (DEADLINE_EXCEEDED for an agent that did not answer).
+  std::vector<absl::Status> Prepare(const std::vector<AgentBundles>& entries, uint64_t attempt,
+                                    std::chrono::milliseconds ttl);
+  std::vector<absl::Status> Commit(const std::vector<AgentBundles>& entries, uint64_t attempt);
+  // Cancels the prepares of `attempt`; errors are ignored (agents drop stale prepares on their own).
+  void Cancel(const std::vector<AgentBundles>& entries, uint64_t attempt);
+  // Releases the listed bundles (by index) of each entry's ledger group; errors are ignored (a dead agent holds
+  // nothing any more).
+  void Release(const std::vector<AgentBundles>& entries);
+
+ private:
+  rpc::NodeService::Stub* StubFor(const std::string& target);
+
+  const std::string token_;
+  const std::chrono::milliseconds rpc_timeout_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<rpc::NodeService::Stub>> stubs_;  // guarded by mu_
+};
+
+}  // namespace torus::head
