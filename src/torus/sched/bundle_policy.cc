@@ -43,17 +43,15 @@ absl::Status ValidateAlternative(const BundleAlternative& alt, const std::string
 std::string PlaceAlternative(const ClusterIndex& index, const BundleAlternative& alt, Strategy strategy,
                              const std::map<int, std::string>& fixed, bool idle, std::vector<int>& node_of) {
   BundleProblem p(index, alt.bundles, alt.bundle_selectors, idle);
-  if (strategy != Strategy::kStrictPack) {
-    for (const auto& [b, node_id] : fixed) {
-      int node = index.NodeIndex(node_id);
-      if (node < 0 || !index.nodes()[node].alive) {
-        p.node_of[b] = kFixedElsewhere;
-        continue;
-      }
-      p.node_of[b] = node;
-      // Survivors already hold their resources in `available`; the totals do not know about them.
-      if (idle) p.capacity.Take(node, alt.bundles[b]);
+  for (const auto& [b, node_id] : fixed) {
+    int node = index.NodeIndex(node_id);
+    if (node < 0 || !index.nodes()[node].alive) {
+      p.node_of[b] = kFixedElsewhere;
+      continue;
     }
+    p.node_of[b] = node;
+    // Survivors already hold their resources in `available`; the totals do not know about them.
+    if (idle) p.capacity.Take(node, alt.bundles[b]);
   }
   std::string why;
   switch (strategy) {
@@ -119,7 +117,8 @@ BundleOutcome PlaceBundles(const ClusterIndex& index, const BundleRequest& reque
     if (why.empty()) {
       BundlePlacement placement{{}, static_cast<int>(a)};
       for (size_t b = 0; b < node_of.size(); ++b) {
-        placement.node_ids.push_back(node_of[b] >= 0 ? index.nodes()[node_of[b]].node_id : fixed.at(b));
+        placement.node_ids.push_back(node_of[b] >= 0 ? index.nodes()[node_of[b]].node_id
+                                                     : fixed.at(static_cast<int>(b)));
       }
       return placement;
     }

@@ -19,11 +19,13 @@
 // PACK and SPREAD are greedy, as in Ray: a group they fail to place might fit a cleverer assignment.
 //
 // Rescheduling (`fixed`): surviving bundles stay on their nodes and count as the group's nodes (PACK prefers them,
-// SPREAD counts them, STRICT_SPREAD avoids them). STRICT_PACK re-places all bundles: its bundles share one node, so
-// a node death loses all of them and `fixed` is normally empty; if it is not, it is ignored, every bundle gets a
-// node in the outcome, and the caller releases survivors that moved (their resources count as used in the
-// snapshot). `fixed` refers to the primary's bundles; when it is non-empty the fallbacks are not tried, so the head
-// passes the alternative the group was created with as the primary.
+// SPREAD counts them, STRICT_SPREAD avoids them). STRICT_PACK's bundles share one node, so a node death loses all
+// of them and `fixed` is normally empty; when it is not, the rest join the survivors' node if it holds them (the
+// survivors keep running), else STRICT_PACK re-places all: every bundle gets one new node in the outcome, so
+// node_ids differ from `fixed` and the caller moves the survivors (their resources count as used in the snapshot,
+// which only makes the choice conservative). `fixed` refers to the primary's bundles; when it is non-empty the
+// fallbacks are not tried, so the head passes the alternative the group was created with as the primary. A
+// survivor on a node the index does not list alive keeps its node id in the outcome.
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -133,7 +133,7 @@ TEST(PlaceBundlesTest, RescheduleAroundSurvivors) {
       {Strategy::kStrictSpread, Placed({"a", "b", "c"})},  // avoids the survivor's node
       {Strategy::kPack, Placed({"a", "a", "a"})},          // joins the survivor
       {Strategy::kSpread, Placed({"a", "b", "c"})},
-      {Strategy::kStrictPack, Placed({"a", "a", "a"})},    // re-places all: a (7 free) is the tightest fit
+      {Strategy::kStrictPack, Placed({"a", "a", "a"})},    // the rest join the survivor
   };
   for (const Case& c : cases) {
     BundleRequest r = Bundles(c.strategy, {1, 1, 1});
@@ -141,6 +141,17 @@ TEST(PlaceBundlesTest, RescheduleAroundSurvivors) {
     BundleOutcome got = PlaceBundles(Index(nodes), r);
     EXPECT_EQ(got, c.expected) << StrategyName(c.strategy) << ": got " << Describe(got);
   }
+}
+
+TEST(PlaceBundlesTest, StrictPackReplacesAllWhenTheSurvivorsNodeIsFull) {
+  BundleRequest r = Bundles(Strategy::kStrictPack, {1, 1, 1});
+  r.fixed = {{0, "a"}};
+  std::vector<NodeSnapshot> nodes = {CpuNode("a", 8, {}, 7), CpuNode("b", 8), CpuNode("c", 8)};
+  BundleOutcome got = PlaceBundles(Index(nodes), r);
+  EXPECT_EQ(got, Placed({"b", "b", "b"})) << Describe(got);
+  r.fixed = {{0, "a"}, {1, "b"}};  // survivors on two nodes: not one node any more, all move
+  got = PlaceBundles(Index(nodes), r);
+  EXPECT_EQ(got, Placed({"b", "b", "b"})) << Describe(got);
 }
 
 TEST(PlaceBundlesTest, SurvivorsPinThePrimaryAndCountAgainstIdleCapacity) {

@@ -153,6 +153,21 @@ void BundleProblem::Assign(int bundle, int node) {
 const char* BundleProblem::When() const { return capacity.idle() ? ", even with every node idle" : " now"; }
 
 std::string PlaceStrictPack(BundleProblem& p) {
+  const std::vector<int> survivors_nodes = UsedNodes(p);
+  const bool survivors = std::any_of(p.node_of.begin(), p.node_of.end(), [](int n) { return n != kUnplaced; });
+  if (survivors) {
+    // The survivors' node, if they share one that holds the rest: they keep running.
+    std::vector<int> rest = p.Unplaced();
+    const bool one_known_node = survivors_nodes.size() == 1 &&
+                                std::find(p.node_of.begin(), p.node_of.end(), kFixedElsewhere) == p.node_of.end();
+    if (one_known_node && BestNodeForAll(p, rest, SumOf(p, rest), survivors_nodes) == survivors_nodes.front()) {
+      for (int b : rest) p.Assign(b, survivors_nodes.front());
+      return "";
+    }
+    // Else every bundle moves to one node.
+    std::fill(p.node_of.begin(), p.node_of.end(), kUnplaced);
+    p.capacity.Reset();
+  }
   std::vector<int> all = p.Unplaced();
   const ResourceSet demand = SumOf(p, all);
   int node = BestNodeForAll(p, all, demand, {});

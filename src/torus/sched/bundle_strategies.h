@@ -25,6 +25,7 @@ class CapacityView {
   const ResourceSet& Free(int node) const;
   bool Fits(int node, const ResourceSet& demand) const { return Free(node).Contains(demand); }
   void Take(int node, const ResourceSet& demand);
+  void Reset() { left_.clear(); }  // forgets every Take
   bool idle() const { return idle_; }
 
  private:
