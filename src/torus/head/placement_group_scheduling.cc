@@ -93,7 +93,9 @@ bool PlacementGroupManager::TrySchedule(const std::string& id, Lock& lock) {
       const sched::BundleAlternative& chosen =
           alternative == 0 ? g->bundle_request.primary : g->bundle_request.fallbacks[alternative - 1];
       for (size_t i = 0; i < placed->node_ids.size(); ++i) {
-        if (request.fixed.contains(static_cast<int>(i))) continue;
+        // A survivor stays unless the policy moved it (STRICT_PACK moves all when its node cannot take the rest).
+        auto fixed = request.fixed.find(static_cast<int>(i));
+        if (fixed != request.fixed.end() && fixed->second == placed->node_ids[i]) continue;
         HeldBundle b;
         b.index = static_cast<int>(i);
         b.ledger_index = b.index;
@@ -197,7 +199,15 @@ bool PlacementGroupManager::TrySchedule(const std::string& id, Lock& lock) {
     return false;
   }
   if (g->kind == PgKind::kBundles) {
-    std::erase_if(g->bundles, [](const HeldBundle& b) { return b.lost; });
+    std::set<int> replaced;
+    for (const HeldBundle& b : fresh) replaced.insert(b.index);
+    std::vector<HeldBundle> moved;
+    for (const HeldBundle& b : g->bundles) {
+      if (!b.lost && replaced.contains(b.index)) moved.push_back(b);
+    }
+    QueueReleaseLocked(moved);
+    if (!moved.empty()) dirty_ = true;
+    std::erase_if(g->bundles, [&](const HeldBundle& b) { return b.lost || replaced.contains(b.index); });
     g->bundles.insert(g->bundles.end(), fresh.begin(), fresh.end());
     std::sort(g->bundles.begin(), g->bundles.end(),
               [](const HeldBundle& a, const HeldBundle& b) { return a.index < b.index; });
