@@ -113,7 +113,7 @@ def test_status_text_lists_slices(local_cluster):
         ("v6e-1", "TPU-V6E", "4x4", "v6e-16", "4/4"),
     ]
     for row in rows:
-        assert re.search(r"^\s+" + r"\s+".join(map(re.escape, row + ("READY",))) + r"$", text, re.M), (row, text)
+        assert re.search(r"^\s+" + r"\s+".join(map(re.escape, row + ("READY", "-"))) + r"$", text, re.M), (row, text)
     assert re.search(r"^\s+TPU\s+0\s+48$", text, re.M), text
     assert "Dead nodes" not in text
 

@@ -52,9 +52,10 @@ absl::Status ValidateAgentFlags(const AgentFlags& flags) {
 }
 
 std::vector<std::string> AgentArgs(const AgentFlags& flags, const std::string& address,
-                                   const std::string& token_file, const std::string& node_id) {
+                                   const std::string& token_file, const std::string& node_id,
+                                   const std::string& work_dir) {
   std::vector<std::string> args = {"--address", address, "--token-file", token_file, "--node-id", node_id,
-                                   "--node-ip", flags.node_ip};
+                                   "--node-ip", flags.node_ip, "--work-dir", work_dir};
   auto add = [&](const char* name, const std::string& value) {
     if (!value.empty()) {
       args.push_back(name);
@@ -148,7 +149,7 @@ int CmdStart(const StartFlags& flags) {
     env.erase("TORUS_TOKEN");
     auto pid = LaunchAgent({.session = *session,
                             .name = "local",
-                            .args = AgentArgs(flags.agent, address, token_file, node_id),
+                            .args = AgentArgs(flags.agent, address, token_file, node_id, *session + "/work"),
                             .env = env});
     if (!pid.ok()) {
       std::cerr << "torus start: " << pid.status().message() << "\n";

@@ -45,7 +45,8 @@ std::vector<std::string> SimulatedAgentArgs(const SimulatedHost& host, const std
                                             const std::string& session, const std::string& root) {
   std::vector<std::string> args = {"--address",   address, "--token-file", session + "/token", "--node-id",
                                    host.name,     "--node-ip", host.node_ip, "--dev-root", root,
-                                   "--metadata-url", "off", "--no-nvml"};
+                                   "--metadata-url", "off", "--no-nvml",
+                                   "--work-dir", absl::StrCat(session, "/hosts/", host.name, "/work")};
   if (host.num_cpus) {
     args.push_back("--num-cpus");
     args.push_back(FormatFixed(static_cast<int64_t>(*host.num_cpus * kResourceScale)));

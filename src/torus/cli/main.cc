@@ -138,7 +138,9 @@ int main(int argc, char** argv) {
   AddHeadOptions(cmd_reserve, head);
   cmd_reserve->add_option("--accelerator-type", slice.accelerator_type, "e.g. TPU-V6E")->required();
   cmd_reserve->add_option("--topology", slice.topology, "e.g. 4x4")->required();
-  cmd_reserve->add_option("--num-slices", slice.num_slices, "Distinct slices")->capture_default_str();
+  cmd_reserve->add_option("--num-slices", slice.num_slices, "Distinct slices")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   cmd_reserve->add_option("--chips-per-host", slice.chips_per_host, "Settles v5e/v6e 2x4 (1, 4 or 8)");
   cmd_reserve->add_flag("--per-chip", slice.per_chip, "One bundle per chip instead of per host");
   cmd_reserve->add_option("--label-selector", slice.label_selector,

@@ -127,7 +127,10 @@ absl::StatusOr<rpc::LedgerView> Client::GetNodeLedger(const std::string& node_id
     Prepare(ctx, 10'000);
     rpc::LedgerView ledger;
     grpc::Status s = stub->GetLedger(&ctx, rpc::GetLedgerRequest(), &ledger);
-    if (!s.ok()) return WithContext(s, target);
+    if (!s.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                          absl::StrCat("agent of node ", node_id, " at ", target, ": ", s.error_message()));
+    }
     return ledger;
   }
   return absl::NotFoundError(absl::StrCat("node ", node_id, " is not an ALIVE node of the cluster"));

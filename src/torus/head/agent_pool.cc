@@ -119,4 +119,99 @@ void AgentPool::Release(const std::vector<AgentBundles>& entries) {
       token_, rpc_timeout_);
 }
 
+namespace {
+
+template <typename Reply>
+absl::StatusOr<Reply> Unary(const std::string& token, std::chrono::milliseconds timeout,
+                            const std::function<grpc::Status(grpc::ClientContext*, Reply*)>& call) {
+  grpc::ClientContext ctx;
+  ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", token));
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  Reply reply;
+  grpc::Status s = call(&ctx, &reply);
+  if (!s.ok()) return rpc::FromGrpc(s);
+  return reply;
+}
+
+}  // namespace
+
+absl::StatusOr<rpc::StartWorkerReply> AgentPool::StartWorker(const std::string& target,
+                                                             const rpc::StartWorkerRequest& request) {
+  return Unary<rpc::StartWorkerReply>(token_, rpc_timeout_, [&](grpc::ClientContext* ctx, rpc::StartWorkerReply* r) {
+    return StubFor(target)->StartWorker(ctx, request, r);
+  });
+}
+
+std::vector<absl::StatusOr<rpc::StartWorkerReply>> AgentPool::StartWorkers(
+    const std::vector<std::pair<std::string, rpc::StartWorkerRequest>>& targets_and_requests) {
+  std::vector<absl::StatusOr<rpc::StartWorkerReply>> out(targets_and_requests.size(),
+                                                         absl::UnknownError("not started"));
+  std::vector<rpc::StartWorkerReply> replies(targets_and_requests.size());
+  std::vector<absl::Status> statuses = RunAll<rpc::StartWorkerRequest, rpc::StartWorkerReply>(
+      targets_and_requests.size(),
+      [&](size_t i, grpc::ClientContext* ctx, rpc::StartWorkerRequest* req, rpc::StartWorkerReply* reply,
+          std::function<void(grpc::Status)> done) {
+        *req = targets_and_requests[i].second;
+        StubFor(targets_and_requests[i].first)
+            ->async()
+            ->StartWorker(ctx, req, reply, [done = std::move(done), reply, &replies, i](grpc::Status s) {
+              replies[i] = *reply;
+              done(s);
+            });
+      },
+      token_, rpc_timeout_);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (statuses[i].ok()) {
+      out[i] = replies[i];
+    } else {
+      out[i] = statuses[i];
+    }
+  }
+  return out;
+}
+
+absl::Status AgentPool::StopWorker(const std::string& target, const std::string& worker_id, int64_t grace_ms) {
+  rpc::StopWorkerRequest request;
+  request.set_worker_id(worker_id);
+  request.set_grace_ms(grace_ms);
+  return Unary<rpc::StopWorkerReply>(token_, rpc_timeout_,
+                                     [&](grpc::ClientContext* ctx, rpc::StopWorkerReply* r) {
+                                       return StubFor(target)->StopWorker(ctx, request, r);
+                                     })
+      .status();
+}
+
+void AgentPool::StopOwner(const std::vector<std::string>& targets, const std::string& owner, int64_t grace_ms) {
+  RunAll<rpc::StopOwnerRequest, rpc::StopOwnerReply>(
+      targets.size(),
+      [&](size_t i, grpc::ClientContext* ctx, rpc::StopOwnerRequest* req, rpc::StopOwnerReply* reply,
+          std::function<void(grpc::Status)> done) {
+        req->set_owner(owner);
+        req->set_grace_ms(grace_ms);
+        StubFor(targets[i])->async()->StopOwner(ctx, req, reply, std::move(done));
+      },
+      token_, rpc_timeout_);
+}
+
+absl::StatusOr<rpc::ReadWorkerLogReply> AgentPool::ReadWorkerLog(const std::string& target,
+                                                                 const std::string& worker_id, int64_t offset,
+                                                                 int64_t max_bytes) {
+  rpc::ReadWorkerLogRequest request;
+  request.set_worker_id(worker_id);
+  request.set_offset(offset);
+  request.set_max_bytes(max_bytes);
+  return Unary<rpc::ReadWorkerLogReply>(token_, rpc_timeout_,
+                                        [&](grpc::ClientContext* ctx, rpc::ReadWorkerLogReply* r) {
+                                          return StubFor(target)->ReadWorkerLog(ctx, request, r);
+                                        });
+}
+
+absl::StatusOr<int> AgentPool::FreePort(const std::string& target) {
+  auto reply = Unary<rpc::FreePortReply>(token_, rpc_timeout_, [&](grpc::ClientContext* ctx, rpc::FreePortReply* r) {
+    return StubFor(target)->FreePort(ctx, rpc::FreePortRequest(), r);
+  });
+  if (!reply.ok()) return reply.status();
+  return reply->port();
+}
+
 }  // namespace torus::head

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "torus/node.grpc.pb.h"
 
 namespace torus::head {
@@ -37,6 +38,18 @@ class AgentPool {
   // Releases the listed bundles (by index) of each entry's ledger group; errors are ignored (a dead agent holds
   // nothing any more).
   void Release(const std::vector<AgentBundles>& entries);
+
+  // Worker control on one agent (blocking, with the pool's deadline).
+  absl::StatusOr<rpc::StartWorkerReply> StartWorker(const std::string& target, const rpc::StartWorkerRequest& request);
+  // Starts many workers in parallel; one result per request, in order.
+  std::vector<absl::StatusOr<rpc::StartWorkerReply>> StartWorkers(
+      const std::vector<std::pair<std::string, rpc::StartWorkerRequest>>& targets_and_requests);
+  absl::Status StopWorker(const std::string& target, const std::string& worker_id, int64_t grace_ms);
+  // Stops every worker of `owner` on each target, in parallel.
+  void StopOwner(const std::vector<std::string>& targets, const std::string& owner, int64_t grace_ms);
+  absl::StatusOr<rpc::ReadWorkerLogReply> ReadWorkerLog(const std::string& target, const std::string& worker_id,
+                                                        int64_t offset, int64_t max_bytes);
+  absl::StatusOr<int> FreePort(const std::string& target);
 
  private:
   rpc::NodeService::Stub* StubFor(const std::string& target);

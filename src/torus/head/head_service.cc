@@ -231,4 +231,18 @@ grpc::ServerUnaryReactor* HeadServiceImpl::ListPlacementGroups(grpc::CallbackSer
   return Finish(ctx, grpc::Status::OK);
 }
 
+grpc::ServerUnaryReactor* HeadServiceImpl::WorkerExited(grpc::CallbackServerContext* ctx,
+                                                        const rpc::WorkerExitedRequest* request,
+                                                        rpc::WorkerExitedReply* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  if (request->worker_id().empty()) {
+    return Finish(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker_id is required"));
+  }
+  if (worker_exit_handler_) {
+    worker_exit_handler_(request->node_id(), request->worker_id(), request->owner(), request->exit_code(),
+                         request->signal());
+  }
+  return Finish(ctx, grpc::Status::OK);
+}
+
 }  // namespace torus::head

@@ -50,6 +50,14 @@ class HeadServiceImpl final : public rpc::HeadService::CallbackService {
   grpc::ServerUnaryReactor* ListPlacementGroups(grpc::CallbackServerContext* ctx,
                                                 const rpc::ListPlacementGroupsRequest* request,
                                                 rpc::PlacementGroupList* reply) override;
+  grpc::ServerUnaryReactor* WorkerExited(grpc::CallbackServerContext* ctx, const rpc::WorkerExitedRequest* request,
+                                         rpc::WorkerExitedReply* reply) override;
+
+  // Where worker exit reports go (owner prefix "job:" or "run:"); set before serving.
+  using WorkerExitHandler =
+      std::function<void(const std::string& node_id, const std::string& worker_id, const std::string& owner,
+                         int exit_code, int signal)>;
+  void SetWorkerExitHandler(WorkerExitHandler handler) { worker_exit_handler_ = std::move(handler); }
 
  private:
   // OK when the call carries the cluster token; UNAUTHENTICATED otherwise.
@@ -57,6 +65,7 @@ class HeadServiceImpl final : public rpc::HeadService::CallbackService {
 
   NodeRegistry* registry_;
   PlacementGroupManager* groups_;
+  WorkerExitHandler worker_exit_handler_;
   const Clock* clock_;
   const HeadServiceOptions options_;
   const int64_t start_time_ms_;

@@ -4,22 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "torus/head/head_service.h"
+#include "torus/head/http_util.h"
 #include "torus/rpc/auth.h"
 #include "torus/rpc/status_json.h"
 
 namespace torus::head {
-namespace {
-
-void SendJson(httplib::Response& res, int code, const nlohmann::json& body) {
-  res.status = code;
-  res.set_content(body.dump(2), "application/json");
-}
-
-void SendError(httplib::Response& res, int code, const std::string& message) {
-  SendJson(res, code, {{"error", message}});
-}
-
-}  // namespace
 
 HttpApi::HttpApi(const NodeRegistry* registry, const PlacementGroupManager* groups, const Clock* clock,
                  std::string token, std::string cluster_id)
@@ -31,9 +20,12 @@ HttpApi::HttpApi(const NodeRegistry* registry, const PlacementGroupManager* grou
 
 HttpApi::~HttpApi() { Stop(); }
 
+void HttpApi::AddRoutes(std::function<void(httplib::Server&)> add) { extra_routes_.push_back(std::move(add)); }
+
 absl::StatusOr<int> HttpApi::Start(const std::string& host, int port) {
   server_ = std::make_unique<httplib::Server>();
   RegisterRoutes();
+  for (const auto& add : extra_routes_) add(*server_);
   int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
   if (bound <= 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen for HTTP on ", host, ":", port));
@@ -50,6 +42,8 @@ void HttpApi::Stop() {
 void HttpApi::RegisterRoutes() {
   server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (req.path.rfind("/api/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+    // Workers report with their run's own token, checked by that route.
+    if (IsRunReportPath(req.path)) return httplib::Server::HandlerResponse::Unhandled;
     std::string header = req.get_header_value("Authorization");
     if (header.empty()) {
       SendError(res, 401, "missing cluster token; send 'Authorization: Bearer <token>'");

@@ -16,7 +16,9 @@
 
 #include <memory>
 #include <string>
+#include <functional>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "torus/common/clock.h"
@@ -35,6 +37,9 @@ class HttpApi {
           std::string cluster_id);
   ~HttpApi();  // stops serving
 
+  // Lets another component add its routes (e.g. the Jobs API); call before Start.
+  void AddRoutes(std::function<void(httplib::Server&)> add);
+
   // Binds host:port (0 = any free port) and serves on a background thread; returns the bound port.
   absl::StatusOr<int> Start(const std::string& host, int port);
   void Stop();
@@ -47,6 +52,7 @@ class HttpApi {
   const Clock* clock_;
   const std::string token_;
   const std::string cluster_id_;
+  std::vector<std::function<void(httplib::Server&)>> extra_routes_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
 };

@@ -15,6 +15,9 @@
 #include "torus/head/failure_detector.h"
 #include "torus/head/head_service.h"
 #include "torus/head/http_api.h"
+#include "torus/head/job_manager.h"
+#include "torus/head/jobs_http.h"
+#include "torus/head/task_queue.h"
 #include "torus/head/placement_group_manager.h"
 #include "torus/head/node_registry.h"
 #include "torus/rpc/auth.h"
@@ -62,11 +65,19 @@ int Run(const HeadFlags& flags) {
   torus::head::AgentPool agents(*token, std::chrono::milliseconds(flags.agent_rpc_timeout_ms));
   torus::head::PlacementGroupManager groups(&registry, &agents, &clock,
                                             {.prepare_ttl = std::chrono::milliseconds(flags.prepare_ttl_ms)});
-  registry.SetDeathListener([&groups](const std::string& id, const std::string& reason) {
+  torus::head::TaskQueue tasks;
+  torus::head::JobManager jobs(&registry, &groups, &agents, &tasks, &clock,
+                               {.head_host = flags.host, .head_address = "", .token = *token});
+  groups.AddStateListener([&jobs](const std::string& id, torus::head::PgState state) { jobs.OnGroupState(id, state); });
+  registry.SetDeathListener([&groups, &jobs](const std::string& id, const std::string& reason) {
     spdlog::warn("node {} is DEAD: {}", id, reason);
     groups.NotifyNodeDead(id);
+    jobs.OnNodeDead(id);
   });
-  registry.SetRegistrationListener([&groups](const std::string&) { groups.NotifyClusterChanged(); });
+  registry.SetRegistrationListener([&groups, &jobs](const std::string&) {
+    groups.NotifyClusterChanged();
+    jobs.OnClusterChanged();
+  });
   groups.Start();
   std::string cluster_id = token->substr(0, 12);
   torus::head::HeadServiceImpl service(
@@ -76,6 +87,10 @@ int Run(const HeadFlags& flags) {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(absl::StrCat(flags.host, ":", flags.port), grpc::InsecureServerCredentials(), &bound_port);
+  service.SetWorkerExitHandler([&jobs](const std::string& node_id, const std::string& worker_id,
+                                       const std::string& owner, int exit_code, int signal) {
+    if (owner.rfind("job:", 0) == 0) jobs.OnWorkerExited(node_id, worker_id, exit_code, signal);
+  });
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(16 << 20);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -84,7 +99,12 @@ int Run(const HeadFlags& flags) {
     return 1;
   }
   std::string address = absl::StrCat(flags.host, ":", bound_port);
+  jobs.SetHeadAddress(address);
   torus::head::HttpApi http(&registry, &groups, &clock, *token, cluster_id);
+  http.AddRoutes([&jobs, &flags](httplib::Server& server) {
+    torus::head::RegisterJobRoutes(server, &jobs,
+                                   {.session_name = std::filesystem::path(flags.session_dir).filename().string()});
+  });
   auto http_port = http.Start(flags.host, flags.dashboard_port);
   if (!http_port.ok()) {
     spdlog::error("{} (is --dashboard-port in use?)", std::string(http_port.status().message()));
@@ -114,6 +134,7 @@ int Run(const HeadFlags& flags) {
   detector.Stop();
   http.Stop();
   groups.Stop();
+  tasks.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;
 }

@@ -50,6 +50,22 @@ void PlacementGroupManager::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void PlacementGroupManager::AddStateListener(StateListener listener) { listeners_.push_back(std::move(listener)); }
+
+void PlacementGroupManager::FlushEvents(Lock& lock) {
+  if (events_.empty() || listeners_.empty()) {
+    events_.clear();
+    return;
+  }
+  std::vector<std::pair<std::string, PgState>> events;
+  events.swap(events_);
+  lock.unlock();
+  for (const auto& [id, state] : events) {
+    for (const StateListener& listener : listeners_) listener(id, state);
+  }
+  lock.lock();
+}
+
 void PlacementGroupManager::NotifyClusterChanged() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -152,7 +168,7 @@ PlacementGroupManager::ViewOr PlacementGroupManager::Remove(const std::string& i
   std::vector<std::pair<std::function<void(ViewOr)>, ViewOr>> finished;
   ViewOr result;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Lock lock(mu_);
     PlacementGroup* g = FindLocked(id_or_name);
     if (g == nullptr) return absl::NotFoundError(absl::StrCat("placement group ", id_or_name, " does not exist"));
     if (g->Live()) {
@@ -170,6 +186,7 @@ PlacementGroupManager::ViewOr PlacementGroupManager::Remove(const std::string& i
       dirty_ = true;
     }
     result = View(*g);
+    FlushEvents(lock);
   }
   cv_.notify_all();
   for (auto& [done, view] : finished) done(std::move(view));
@@ -209,6 +226,7 @@ std::vector<rpc::PlacementGroupView> PlacementGroupManager::Waiting() const {
 void PlacementGroupManager::SetStateLocked(PlacementGroup& group, PgState state, const std::string& message) {
   if (group.state == state && !group.history.empty() && group.history.back().message == message) return;
   group.state = state;
+  events_.emplace_back(group.id, state);
   group.history.push_back({clock_->WallMillis(), PgStateName(state), message});
   // Keep the history bounded for long-lived groups that flap.
   if (group.history.size() > 100) group.history.erase(group.history.begin() + 1);
@@ -255,6 +273,7 @@ void PlacementGroupManager::Run() {
     ReleaseQueued(lock);
     ExpireTimeoutsLocked();
     ScheduleWaiting(lock);
+    FlushEvents(lock);
     std::vector<std::pair<std::function<void(ViewOr)>, ViewOr>> finished;
     FinishWaitersLocked(finished, /*all_due=*/true);
     if (!finished.empty()) {

@@ -73,6 +73,11 @@ class PlacementGroupManager {
   // Groups waiting (PENDING or RESCHEDULING), oldest first.
   std::vector<rpc::PlacementGroupView> Waiting() const;
 
+  // Called (on the scheduler thread or a caller's, never under the manager's lock) after a group changes state,
+  // with its id and new state. Set before Start; used by jobs and gang runs that own groups.
+  using StateListener = std::function<void(const std::string& id, PgState state)>;
+  void AddStateListener(StateListener listener);
+
   // Events from the registry.
   void NotifyClusterChanged();
   void NotifyNodeDead(const std::string& node_id);
@@ -99,6 +104,8 @@ class PlacementGroupManager {
   void QueueReleaseLocked(const std::vector<HeldBundle>& bundles);
   void FinishWaitersLocked(std::vector<std::pair<std::function<void(ViewOr)>, ViewOr>>& out, bool all_due);
   int64_t NextWakeMicrosLocked() const;
+  // Delivers queued state events to the listeners; unlocks `lock` meanwhile.
+  void FlushEvents(Lock& lock);
 
   const NodeRegistry* registry_;
   AgentPool* agents_;
@@ -112,6 +119,8 @@ class PlacementGroupManager {
   std::vector<std::string> dead_nodes_;                             // guarded by mu_
   std::vector<HeldBundle> to_release_;                              // guarded by mu_
   std::vector<Waiter> waiters_;                                     // guarded by mu_
+  std::vector<std::pair<std::string, PgState>> events_;             // guarded by mu_
+  std::vector<StateListener> listeners_;                            // set before Start
   uint64_t next_seq_ = 1;                                           // guarded by mu_
   bool dirty_ = false;                                              // guarded by mu_
   bool stopping_ = false;                                           // guarded by mu_

@@ -135,6 +135,11 @@ AgentExit Agent::Run() {
         last_error.clear();
         if (reply.action() == rpc::HeartbeatReply::REREGISTER) {
           spdlog::warn("head does not know incarnation {}; registering again", incarnation_);
+          // The head gave up on this incarnation (declared it dead, or restarted): what it placed here is
+          // forgotten and may already run elsewhere, so this host drops it before joining again.
+          int dropped = ledger_->Clear();
+          if (dropped > 0) spdlog::warn("dropped {} bundles the head no longer tracks", dropped);
+          if (on_forgotten_) on_forgotten_();
           reregister = true;
         }
         continue;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -29,6 +30,8 @@ class Agent {
   // Serves until Stop(); returns kUnauthenticated if the head refuses the token on the very first attempt.
   AgentExit Run();
   void Stop();
+  // Called when the head has forgotten this incarnation (after the ledger is cleared), e.g. to stop its workers.
+  void SetOnForgotten(std::function<void()> callback) { on_forgotten_ = std::move(callback); }
   // Wakes the heartbeat loop so that a ledger change reaches the head now rather than at the next period.
   void NotifyLedgerChanged();
 
@@ -44,6 +47,7 @@ class Agent {
   const std::string token_;
   BundleLedger* ledger_;
   const int agent_port_;
+  std::function<void()> on_forgotten_;
   uint64_t incarnation_ = 0;
   uint64_t reported_ledger_version_ = 0;
   int64_t period_ms_ = 500;

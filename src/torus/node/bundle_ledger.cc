@@ -107,6 +107,14 @@ int BundleLedger::Release(const std::string& group_id, const std::vector<int>& i
   return released;
 }
 
+int BundleLedger::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = static_cast<int>(entries_.size());
+  entries_.clear();
+  if (n > 0) ++version_;
+  return n;
+}
+
 int BundleLedger::Expire() {
   std::lock_guard<std::mutex> lock(mu_);
   return ExpireLocked(clock_->NowMicros());

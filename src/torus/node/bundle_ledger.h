@@ -50,6 +50,8 @@ class BundleLedger {
   void Cancel(const std::string& group_id, uint64_t attempt);
   // Releases bundles of a group, prepared or committed; empty `indices` = all of them. Returns how many.
   int Release(const std::string& group_id, const std::vector<int>& indices);
+  // Drops everything (the head that placed it has forgotten it); returns how many bundles.
+  int Clear();
   // Drops expired prepares; returns how many.
   int Expire();
 

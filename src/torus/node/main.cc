@@ -1,8 +1,10 @@
-// torus-node: the per-host agent. Parses flags, detects the host, and keeps it registered with the head.
+// torus-node: the per-host agent. Parses flags, detects the host, keeps it registered with the head, and runs the
+// workers the head asks for.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -14,8 +16,10 @@
 #include "torus/common/clock.h"
 #include "torus/node/agent.h"
 #include "torus/node/bundle_ledger.h"
-#include "torus/node/node_service.h"
+#include "torus/node/exit_reporter.h"
 #include "torus/node/node_identity.h"
+#include "torus/node/node_service.h"
+#include "torus/node/worker_supervisor.h"
 #include "torus/rpc/auth.h"
 
 extern char** environ;
@@ -40,7 +44,11 @@ struct NodeFlags {
   std::optional<int> chips_per_host;
   std::optional<std::string> slice_name;
   bool no_nvml = false;
+  std::string work_dir;
 };
+
+// Workers get SIGTERM on agent shutdown and SIGKILL this long after.
+constexpr int64_t kShutdownGraceMicros = 3'000'000;
 
 torus::EnvMap ProcessEnvironment() {
   torus::EnvMap env;
@@ -143,6 +151,17 @@ int Run(const NodeFlags& flags) {
                identity->summary);
   spdlog::info("resources {} labels {}", identity->resources.ToJson(), torus::FormatLabels(identity->labels));
 
+  const std::string work_dir =
+      flags.work_dir.empty() ? absl::StrCat("/tmp/torus/node_", identity->node_id) : flags.work_dir;
+  const std::string worker_log_dir = work_dir + "/workers";
+  std::error_code dir_error;
+  std::filesystem::create_directories(worker_log_dir, dir_error);
+  if (dir_error) {
+    std::cerr << "torus-node: --work-dir: cannot create " << worker_log_dir << ": " << dir_error.message() << "\n";
+    return 1;
+  }
+  spdlog::info("work dir {} (worker logs in {})", work_dir, worker_log_dir);
+
   torus::RealClock clock;
   const int chips = static_cast<int>(identity->resources.GetFixed(torus::kResourceTpu) / torus::kResourceScale);
   torus::node::BundleLedger ledger(&clock, identity->resources, chips);
@@ -151,8 +170,13 @@ int Run(const NodeFlags& flags) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   auto channel = grpc::CreateCustomChannel(flags.address, grpc::InsecureChannelCredentials(), args);
+  torus::node::ExitReporter exit_reporter(torus::node::MakeHeadExitSender(channel, token, identity->node_id));
+  torus::node::WorkerSupervisor workers(&clock, worker_log_dir, options.env,
+                                        [&exit_reporter](const torus::node::WorkerExit& exit) {
+                                          exit_reporter.Report(exit);
+                                        });
   std::unique_ptr<torus::node::Agent> agent_holder;
-  torus::node::NodeServiceImpl service(&ledger, token, [&agent_holder] {
+  torus::node::NodeServiceImpl service(&ledger, &workers, flags.node_ip, token, [&agent_holder] {
     if (agent_holder) agent_holder->NotifyLedgerChanged();
   });
   grpc::ServerBuilder builder;
@@ -170,14 +194,19 @@ int Run(const NodeFlags& flags) {
   agent_holder = std::make_unique<torus::node::Agent>(*identity, channel, token, &ledger, agent_port);
   torus::node::Agent& agent = *agent_holder;
 
-  std::thread signal_thread([&agent] {
+  std::thread signal_thread([&agent, &workers, &exit_reporter] {
     sigset_t signals;
     sigemptyset(&signals);
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
     int sig = 0;
     sigwait(&signals, &sig);
-    spdlog::info("signal {}: unregistering and stopping", sig);
+    spdlog::info("signal {}: stopping workers, unregistering and stopping", sig);
+    // Workers go first, while the head still hears about their exits.
+    if (int stopped = workers.StopAll(kShutdownGraceMicros); stopped > 0) {
+      spdlog::info("stopped {} worker{}", stopped, stopped == 1 ? "" : "s");
+      exit_reporter.WaitIdle(std::chrono::seconds(1));
+    }
     agent.Stop();
   });
   torus::node::AgentExit exit = agent.Run();
@@ -227,6 +256,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({1, 4, 8}));
   app.add_option("--slice-name", flags.slice_name, "Override the TPU slice name (TPU_NAME)");
   app.add_flag("--no-nvml", flags.no_nvml, "Do not load NVML; count GPUs from device files only");
+  app.add_option("--work-dir", flags.work_dir,
+                 "Directory for this agent's files; worker logs go to <work-dir>/workers/ "
+                 "[default: /tmp/torus/node_<node-id>]");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

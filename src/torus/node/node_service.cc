@@ -1,5 +1,11 @@
 #include "torus/node/node_service.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "torus/rpc/convert.h"
@@ -9,8 +15,91 @@ namespace torus::node {
 
 using rpc::FinishCall;
 
-NodeServiceImpl::NodeServiceImpl(BundleLedger* ledger, std::string token, std::function<void()> on_change)
-    : ledger_(ledger), token_(std::move(token)), on_change_(std::move(on_change)) {}
+namespace {
+
+constexpr int64_t kMaxGraceMs = 3'600'000;
+
+grpc::Status InvalidArgument(const std::string& message) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+}
+
+grpc::Status CheckGrace(int64_t grace_ms) {
+  if (grace_ms < 0 || grace_ms > kMaxGraceMs) {
+    return InvalidArgument(absl::StrCat("grace_ms must be 0..", kMaxGraceMs, " (got ", grace_ms, ")"));
+  }
+  return grpc::Status::OK;
+}
+
+void ToProto(const WorkerInfo& info, rpc::WorkerView* view) {
+  view->set_worker_id(info.worker_id);
+  view->set_owner(info.owner);
+  view->set_pid(info.pid);
+  view->set_running(info.running);
+  view->set_exit_code(info.exit_code);
+  view->set_signal(info.signal);
+  view->set_start_time_ms(info.start_time_ms);
+  view->set_end_time_ms(info.end_time_ms);
+  view->set_log_path(info.log_path);
+}
+
+}  // namespace
+
+bool IsReservedPort(int port) {
+  return (port >= 8431 && port <= 8438) || (port >= 8471 && port <= 8479) || port == 8081;
+}
+
+absl::StatusOr<int> PickFreePort(const std::string& ip) {
+  addrinfo hints;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
+  addrinfo* addresses = nullptr;
+  int rc = getaddrinfo(ip.c_str(), "0", &hints, &addresses);
+  if (rc == EAI_NONAME) {  // a host name rather than an address
+    hints.ai_flags = AI_PASSIVE;
+    rc = getaddrinfo(ip.c_str(), "0", &hints, &addresses);
+  }
+  if (rc != 0 || addresses == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve node address ", ip, ": ", gai_strerror(rc)));
+  }
+  absl::Status last = absl::ResourceExhaustedError("no free port outside the TPU runtime's ports after 32 tries");
+  for (int attempt = 0; attempt < 32; ++attempt) {
+    int fd = socket(addresses->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      last = absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
+      break;
+    }
+    sockaddr_storage bound;
+    socklen_t length = sizeof(bound);
+    int port = 0;
+    if (bind(fd, addresses->ai_addr, addresses->ai_addrlen) != 0) {
+      last = absl::UnavailableError(absl::StrCat("cannot bind ", ip, ":0: ", std::strerror(errno)));
+    } else if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
+      last = absl::UnavailableError(absl::StrCat("getsockname: ", std::strerror(errno)));
+    } else if (bound.ss_family == AF_INET6) {
+      port = ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+    } else {
+      port = ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    }
+    close(fd);
+    if (port == 0) break;
+    if (!IsReservedPort(port)) {
+      freeaddrinfo(addresses);
+      return port;
+    }
+  }
+  freeaddrinfo(addresses);
+  return last;
+}
+
+NodeServiceImpl::NodeServiceImpl(BundleLedger* ledger, WorkerSupervisor* workers, std::string node_ip,
+                                 std::string token, std::function<void()> on_change)
+    : ledger_(ledger),
+      workers_(workers),
+      node_ip_(std::move(node_ip)),
+      token_(std::move(token)),
+      on_change_(std::move(on_change)) {}
 
 grpc::ServerUnaryReactor* NodeServiceImpl::PrepareBundles(grpc::CallbackServerContext* ctx,
                                                           const rpc::PrepareBundlesRequest* request,
@@ -82,6 +171,80 @@ grpc::ServerUnaryReactor* NodeServiceImpl::GetLedger(grpc::CallbackServerContext
     for (int chip : e.bundle.chips) spec->add_chips(chip);
   }
   rpc::ToProto(ledger_->total(), reply->mutable_resources_total());
+  return FinishCall(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerContext* ctx,
+                                                       const rpc::StartWorkerRequest* request,
+                                                       rpc::StartWorkerReply* reply) {
+  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  WorkerSpec spec{.worker_id = request->worker_id(),
+                  .owner = request->owner(),
+                  .argv = {request->argv().begin(), request->argv().end()},
+                  .env_set = {request->env_set().begin(), request->env_set().end()},
+                  .env_unset = {request->env_unset().begin(), request->env_unset().end()},
+                  .cwd = request->cwd()};
+  auto started = workers_->Start(spec);
+  if (!started.ok()) {
+    spdlog::info("start of worker {} refused: {}", request->worker_id(), std::string(started.status().message()));
+    return FinishCall(ctx, rpc::ToGrpc(started.status()));
+  }
+  reply->set_pid(started->pid);
+  reply->set_log_path(started->log_path);
+  return FinishCall(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* NodeServiceImpl::StopWorker(grpc::CallbackServerContext* ctx,
+                                                      const rpc::StopWorkerRequest* request,
+                                                      rpc::StopWorkerReply* reply) {
+  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (absl::Status s = ValidateWorkerId(request->worker_id()); !s.ok()) return FinishCall(ctx, rpc::ToGrpc(s));
+  if (grpc::Status s = CheckGrace(request->grace_ms()); !s.ok()) return FinishCall(ctx, s);
+  auto was_running = workers_->Stop(request->worker_id(), request->grace_ms() * 1000);
+  if (!was_running.ok()) return FinishCall(ctx, rpc::ToGrpc(was_running.status()));
+  reply->set_was_running(*was_running);
+  return FinishCall(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* NodeServiceImpl::StopOwner(grpc::CallbackServerContext* ctx,
+                                                     const rpc::StopOwnerRequest* request,
+                                                     rpc::StopOwnerReply* reply) {
+  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (request->owner().empty()) return FinishCall(ctx, InvalidArgument("owner must not be empty"));
+  if (grpc::Status s = CheckGrace(request->grace_ms()); !s.ok()) return FinishCall(ctx, s);
+  reply->set_stopped(workers_->StopOwner(request->owner(), request->grace_ms() * 1000));
+  return FinishCall(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLog(grpc::CallbackServerContext* ctx,
+                                                         const rpc::ReadWorkerLogRequest* request,
+                                                         rpc::ReadWorkerLogReply* reply) {
+  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (absl::Status s = ValidateWorkerId(request->worker_id()); !s.ok()) return FinishCall(ctx, rpc::ToGrpc(s));
+  if (request->offset() < 0) return FinishCall(ctx, InvalidArgument("offset must be >= 0"));
+  if (request->max_bytes() < 0) return FinishCall(ctx, InvalidArgument("max_bytes must be >= 0 (0 = 1 MiB)"));
+  auto chunk = workers_->ReadLog(request->worker_id(), request->offset(), request->max_bytes());
+  if (!chunk.ok()) return FinishCall(ctx, rpc::ToGrpc(chunk.status()));
+  reply->set_data(std::move(chunk->data));
+  reply->set_next_offset(chunk->next_offset);
+  reply->set_finished(chunk->finished);
+  return FinishCall(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* NodeServiceImpl::ListWorkers(grpc::CallbackServerContext* ctx,
+                                                       const rpc::ListWorkersRequest* request,
+                                                       rpc::ListWorkersReply* reply) {
+  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  for (const WorkerInfo& info : workers_->List()) ToProto(info, reply->add_workers());
+  return FinishCall(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* NodeServiceImpl::FreePort(grpc::CallbackServerContext* ctx,
+                                                    const rpc::FreePortRequest* request, rpc::FreePortReply* reply) {
+  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  auto port = PickFreePort(node_ip_);
+  if (!port.ok()) return FinishCall(ctx, rpc::ToGrpc(port.status()));
+  reply->set_port(*port);
   return FinishCall(ctx, grpc::Status::OK);
 }
 

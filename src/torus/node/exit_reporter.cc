@@ -1,0 +1,128 @@
+#include "torus/node/exit_reporter.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "torus/head.grpc.pb.h"
+#include "torus/rpc/auth.h"
+#include "torus/rpc/convert.h"
+
+namespace torus::node {
+
+ReportOutcome ClassifyReportReply(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return ReportOutcome::kDelivered;
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kUnimplemented:
+      return ReportOutcome::kRejected;
+    default:
+      return ReportOutcome::kRetry;
+  }
+}
+
+ExitReporter::ExitReporter(SendFn send, ExitReporterOptions options)
+    : send_(std::move(send)), options_(options) {
+  sender_ = std::thread([this] { SenderLoop(); });
+}
+
+ExitReporter::~ExitReporter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (!queue_.empty()) spdlog::warn("{} worker exit reports not delivered to the head", queue_.size());
+  }
+  cv_.notify_all();
+  sender_.join();
+}
+
+void ExitReporter::Report(const WorkerExit& exit) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= std::max<size_t>(options_.max_queued, 1)) {
+      // Keep the report in flight; drop the oldest waiting one.
+      auto victim = queue_.begin() + (in_flight_ ? 1 : 0);
+      if (victim != queue_.end()) {
+        spdlog::warn("exit report queue full: dropped the report of worker {}", victim->worker_id);
+        queue_.erase(victim);
+      }
+    }
+    queue_.push_back(exit);
+  }
+  cv_.notify_all();
+}
+
+bool ExitReporter::WaitIdle(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [this] { return queue_.empty() && !in_flight_; });
+}
+
+size_t ExitReporter::Pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
+void ExitReporter::SenderLoop() {
+  int64_t backoff_ms = options_.initial_backoff_ms;
+  std::string last_error;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    const WorkerExit exit = queue_.front();
+    in_flight_ = true;
+    lock.unlock();
+    const absl::Status status = send_(exit);
+    lock.lock();
+    in_flight_ = false;
+    const ReportOutcome outcome = ClassifyReportReply(status);
+    if (outcome == ReportOutcome::kRetry) {
+      std::string error = absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
+      if (error != last_error) {
+        spdlog::warn("cannot report the exit of worker {} to the head ({}); will retry", exit.worker_id, error);
+      }
+      last_error = std::move(error);
+      cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return stopping_; });
+      backoff_ms = std::min(backoff_ms * 2, options_.max_backoff_ms);
+      continue;
+    }
+    if (!last_error.empty()) spdlog::info("head reachable again for exit reports");
+    last_error.clear();
+    backoff_ms = options_.initial_backoff_ms;
+    if (outcome == ReportOutcome::kRejected) {
+      if (status.code() == absl::StatusCode::kUnimplemented) {
+        spdlog::info("head does not track workers: exit of worker {} not reported", exit.worker_id);
+      } else {
+        spdlog::warn("head refused the exit report of worker {} ({}: {}); dropped", exit.worker_id,
+                     absl::StatusCodeToString(status.code()), std::string(status.message()));
+      }
+    }
+    queue_.pop_front();
+    cv_.notify_all();
+  }
+}
+
+ExitReporter::SendFn MakeHeadExitSender(std::shared_ptr<grpc::Channel> channel, std::string token,
+                                        std::string node_id) {
+  std::shared_ptr<rpc::HeadService::Stub> stub = rpc::HeadService::NewStub(channel);
+  return [stub, token = std::move(token), node_id = std::move(node_id)](const WorkerExit& exit) {
+    rpc::WorkerExitedRequest request;
+    request.set_node_id(node_id);
+    request.set_worker_id(exit.worker_id);
+    request.set_owner(exit.owner);
+    request.set_exit_code(exit.exit_code);
+    request.set_signal(exit.signal);
+    request.set_end_time_ms(exit.end_time_ms);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", token));
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    rpc::WorkerExitedReply reply;
+    return rpc::FromGrpc(stub->WorkerExited(&ctx, request, &reply));
+  };
+}
+
+}  // namespace torus::node

@@ -1,0 +1,75 @@
+// ExitReporter: tells the head that workers exited, in the order they did. One sender thread delivers the oldest
+// report until the head acknowledges it, retrying with backoff while the head is unreachable or restarting; a
+// report the head refuses for good (unknown worker, bad request, or a head that does not track workers) is
+// dropped with a log line.
+//
+// Thread-safety: thread-safe. `send` runs on the sender thread only.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "grpcpp/grpcpp.h"
+#include "torus/node/worker_supervisor.h"
+
+namespace torus::node {
+
+// What becomes of a report after the head answered.
+enum class ReportOutcome {
+  kDelivered,  // OK
+  kRejected,   // the head will never take it: NOT_FOUND, INVALID_ARGUMENT, ALREADY_EXISTS, OUT_OF_RANGE, UNIMPLEMENTED
+  kRetry,      // anything else: unreachable, timed out, restarting, not registered yet (FAILED_PRECONDITION)
+};
+ReportOutcome ClassifyReportReply(const absl::Status& status);
+
+struct ExitReporterOptions {
+  int64_t initial_backoff_ms = 100;
+  int64_t max_backoff_ms = 2000;
+  size_t max_queued = 10000;  // beyond this the oldest reports are dropped
+};
+
+class ExitReporter {
+ public:
+  // Delivers one report; the status is the head's answer.
+  using SendFn = std::function<absl::Status(const WorkerExit&)>;
+
+  explicit ExitReporter(SendFn send, ExitReporterOptions options = {});
+  // Stops the sender; reports not yet delivered are dropped.
+  ~ExitReporter();
+
+  ExitReporter(const ExitReporter&) = delete;
+  ExitReporter& operator=(const ExitReporter&) = delete;
+
+  // Queues a report and wakes the sender.
+  void Report(const WorkerExit& exit);
+  // Blocks until every queued report was delivered or dropped, or `timeout` passed; true when none is left.
+  bool WaitIdle(std::chrono::milliseconds timeout);
+  // Reports queued or in flight.
+  size_t Pending() const;
+
+ private:
+  void SenderLoop();
+
+  const SendFn send_;
+  const ExitReporterOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;                        // new report, idle, or stopping
+  std::deque<WorkerExit> queue_;                      // guarded by mu_; front() is in flight while sending
+  bool in_flight_ = false;                            // guarded by mu_
+  bool stopping_ = false;                             // guarded by mu_
+  std::thread sender_;
+};
+
+// The agent's sender: HeadService.WorkerExited over `channel`, with the cluster token, as node `node_id`.
+ExitReporter::SendFn MakeHeadExitSender(std::shared_ptr<grpc::Channel> channel, std::string token,
+                                        std::string node_id);
+
+}  // namespace torus::node

@@ -1,0 +1,209 @@
+// The agent's worker RPCs over a real in-process gRPC server on loopback.
+#include "torus/node/node_service.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "torus/rpc/auth.h"
+
+namespace torus::node {
+namespace {
+
+constexpr char kToken[] = "secret";
+
+class NodeServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "torus_node_service_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    ResourceSet total;
+    total.Set("CPU", 4);
+    ledger_ = std::make_unique<BundleLedger>(&clock_, total, 0);
+    workers_ = std::make_unique<WorkerSupervisor>(&clock_, dir_ + "/workers", EnvMap{{"PATH", "/usr/bin:/bin"}},
+                                                  [this](const WorkerExit& e) {
+                                                    {
+                                                      std::lock_guard<std::mutex> lock(mu_);
+                                                      exited_.push_back(e.worker_id);
+                                                    }
+                                                    cv_.notify_all();
+                                                  });
+    service_ = std::make_unique<NodeServiceImpl>(ledger_.get(), workers_.get(), "127.0.0.1", kToken, [] {});
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    stub_ = rpc::NodeService::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    server_->Shutdown();
+    service_.reset();
+    workers_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token = kToken) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    if (!token.empty()) ctx->AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", token));
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    return ctx;
+  }
+
+  bool WaitExited(const std::string& id) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(20),
+                        [&] { return std::find(exited_.begin(), exited_.end(), id) != exited_.end(); });
+  }
+
+  grpc::Status Start(const std::string& id, std::vector<std::string> argv, rpc::StartWorkerReply* reply,
+                     const std::string& owner = "job") {
+    rpc::StartWorkerRequest request;
+    request.set_worker_id(id);
+    request.set_owner(owner);
+    for (auto& a : argv) request.add_argv(a);
+    return stub_->StartWorker(Ctx().get(), request, reply);
+  }
+
+  FakeClock clock_;
+  std::string dir_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> exited_;
+  std::unique_ptr<BundleLedger> ledger_;
+  std::unique_ptr<WorkerSupervisor> workers_;
+  std::unique_ptr<NodeServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<rpc::NodeService::Stub> stub_;
+};
+
+TEST_F(NodeServiceTest, WorkerCallsNeedTheToken) {
+  rpc::StartWorkerRequest request;
+  request.set_worker_id("w");
+  request.add_argv("true");
+  rpc::StartWorkerReply reply;
+  EXPECT_EQ(stub_->StartWorker(Ctx("").get(), request, &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(stub_->StartWorker(Ctx("wrong").get(), request, &reply).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  rpc::ListWorkersReply list;
+  EXPECT_EQ(stub_->ListWorkers(Ctx("").get(), rpc::ListWorkersRequest(), &list).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  rpc::FreePortReply port;
+  EXPECT_EQ(stub_->FreePort(Ctx("").get(), rpc::FreePortRequest(), &port).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(NodeServiceTest, StartListReadLog) {
+  rpc::StartWorkerReply started;
+  grpc::Status s = Start("w1", {"/bin/sh", "-c", "echo hello; exit 4"}, &started);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GT(started.pid(), 0);
+  EXPECT_EQ(started.log_path(), dir_ + "/workers/w1.log");
+  ASSERT_TRUE(WaitExited("w1"));
+
+  rpc::ListWorkersReply list;
+  ASSERT_TRUE(stub_->ListWorkers(Ctx().get(), rpc::ListWorkersRequest(), &list).ok());
+  ASSERT_EQ(list.workers_size(), 1);
+  const rpc::WorkerView& view = list.workers(0);
+  EXPECT_EQ(view.worker_id(), "w1");
+  EXPECT_EQ(view.owner(), "job");
+  EXPECT_EQ(view.pid(), started.pid());
+  EXPECT_FALSE(view.running());
+  EXPECT_EQ(view.exit_code(), 4);
+  EXPECT_EQ(view.signal(), 0);
+  EXPECT_EQ(view.log_path(), started.log_path());
+
+  rpc::ReadWorkerLogRequest read;
+  read.set_worker_id("w1");
+  rpc::ReadWorkerLogReply log;
+  ASSERT_TRUE(stub_->ReadWorkerLog(Ctx().get(), read, &log).ok());
+  EXPECT_EQ(log.data(), "hello\n");
+  EXPECT_EQ(log.next_offset(), 6);
+  EXPECT_TRUE(log.finished());
+
+  read.set_worker_id("absent");
+  EXPECT_EQ(stub_->ReadWorkerLog(Ctx().get(), read, &log).error_code(), grpc::StatusCode::NOT_FOUND);
+  read.set_worker_id("w1");
+  read.set_offset(-1);
+  EXPECT_EQ(stub_->ReadWorkerLog(Ctx().get(), read, &log).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(NodeServiceTest, StartErrors) {
+  rpc::StartWorkerReply reply;
+  grpc::Status s = Start("bad/id", {"true"}, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "worker_id 'bad/id' must be 1-128 characters of [0-9A-Za-z_.-]");
+  s = Start("w", {}, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  s = Start("w", {"no-such-binary-xyz"}, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("no-such-binary-xyz"), std::string::npos) << s.error_message();
+  ASSERT_TRUE(Start("w", {"sleep", "30"}, &reply).ok());
+  EXPECT_EQ(Start("w", {"true"}, &reply).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+}
+
+TEST_F(NodeServiceTest, StopWorkerAndOwner) {
+  rpc::StartWorkerReply reply;
+  ASSERT_TRUE(Start("a", {"sleep", "30"}, &reply, "A").ok());
+  ASSERT_TRUE(Start("b", {"sleep", "30"}, &reply, "B").ok());
+
+  rpc::StopWorkerRequest stop;
+  stop.set_worker_id("a");
+  stop.set_grace_ms(-1);
+  rpc::StopWorkerReply stopped;
+  EXPECT_EQ(stub_->StopWorker(Ctx().get(), stop, &stopped).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  stop.set_grace_ms(5000);
+  ASSERT_TRUE(stub_->StopWorker(Ctx().get(), stop, &stopped).ok());
+  EXPECT_TRUE(stopped.was_running());
+  ASSERT_TRUE(WaitExited("a"));
+  stop.set_worker_id("nobody");
+  EXPECT_EQ(stub_->StopWorker(Ctx().get(), stop, &stopped).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  rpc::StopOwnerRequest by_owner;
+  rpc::StopOwnerReply owner_reply;
+  EXPECT_EQ(stub_->StopOwner(Ctx().get(), by_owner, &owner_reply).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  by_owner.set_owner("B");
+  by_owner.set_grace_ms(5000);
+  ASSERT_TRUE(stub_->StopOwner(Ctx().get(), by_owner, &owner_reply).ok());
+  EXPECT_EQ(owner_reply.stopped(), 1);
+  ASSERT_TRUE(WaitExited("b"));
+}
+
+TEST_F(NodeServiceTest, FreePortIsBindableAndNotReserved) {
+  rpc::FreePortReply reply;
+  ASSERT_TRUE(stub_->FreePort(Ctx().get(), rpc::FreePortRequest(), &reply).ok());
+  EXPECT_GT(reply.port(), 0);
+  EXPECT_LT(reply.port(), 65536);
+  EXPECT_FALSE(IsReservedPort(reply.port()));
+
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(reply.port());
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  close(fd);
+}
+
+TEST(FreePortTest, ReservedPorts) {
+  for (int port : {8431, 8435, 8438, 8471, 8476, 8479, 8081}) EXPECT_TRUE(IsReservedPort(port)) << port;
+  for (int port : {8430, 8439, 8470, 8480, 8080, 8082, 6380}) EXPECT_FALSE(IsReservedPort(port)) << port;
+  auto port = PickFreePort("192.0.2.1");  // TEST-NET-1: not an address of this host
+  EXPECT_EQ(port.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(port.status().message().find("cannot bind 192.0.2.1:0"), std::string::npos) << port.status();
+}
+
+}  // namespace
+}  // namespace torus::node

@@ -1,0 +1,601 @@
+#include "torus/node/worker_supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+extern char** environ;
+
+namespace torus::node {
+namespace {
+
+constexpr int64_t kMaxLogChunk = 1 << 20;
+constexpr size_t kMaxOwnerLength = 256;
+
+// What a child that could not exec writes to the report pipe before it exits.
+enum ChildStage : int { kStageSession = 1, kStageStdio = 2, kStageCwd = 3, kStageExec = 4 };
+struct ChildReport {
+  int stage;
+  int error;
+};
+
+// Everything the child needs, prepared before fork so that the child only makes async-signal-safe calls.
+struct ChildPlan {
+  pid_t parent;
+  int report_fd;
+  int stdin_fd;
+  int log_fd;
+  const char* cwd;  // nullptr = stay
+  const char* file;
+  char* const* argv;
+  char* const* envp;
+};
+
+[[noreturn]] void ChildFail(const ChildPlan& plan, int stage) {
+  ChildReport report{stage, errno};
+  ssize_t ignored = write(plan.report_fd, &report, sizeof(report));
+  (void)ignored;
+  _exit(127);
+}
+
+// Runs in the forked child: async-signal-safe calls only (no allocation, no locks, no logging).
+[[noreturn]] void RunChild(const ChildPlan& plan) {
+  // Die with the spawner thread; if the agent already went between fork and prctl, nobody is left to see us.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != plan.parent) _exit(127);
+  if (setsid() < 0) ChildFail(plan, kStageSession);
+  if (dup2(plan.stdin_fd, STDIN_FILENO) < 0 || dup2(plan.log_fd, STDOUT_FILENO) < 0 ||
+      dup2(plan.log_fd, STDERR_FILENO) < 0) {
+    ChildFail(plan, kStageStdio);
+  }
+  if (plan.cwd != nullptr && chdir(plan.cwd) != 0) ChildFail(plan, kStageCwd);
+  // The agent blocks SIGTERM/SIGINT in every thread and ignores SIGPIPE; both would survive exec.
+  struct sigaction default_action;
+  memset(&default_action, 0, sizeof(default_action));
+  default_action.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &default_action, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Descriptors the agent left inheritable (sockets, files) are not the worker's business.
+  close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  // execvpe searches the PATH of `environ`: make that the worker's.
+  environ = const_cast<char**>(plan.envp);
+  execvpe(plan.file, plan.argv, plan.envp);
+  ChildFail(plan, kStageExec);
+}
+
+bool ValidEnvName(const std::string& name) {
+  return !name.empty() && name.find('=') == std::string::npos && name.find('\0') == std::string::npos;
+}
+
+bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
+
+std::string ErrnoText(int error) { return std::strerror(error); }
+
+absl::Status ValidateSpec(const WorkerSpec& spec) {
+  if (absl::Status s = ValidateWorkerId(spec.worker_id); !s.ok()) return s;
+  if (spec.owner.size() > kMaxOwnerLength || HasNul(spec.owner)) {
+    return absl::InvalidArgumentError(absl::StrCat("owner must be at most ", kMaxOwnerLength, " characters"));
+  }
+  if (spec.argv.empty() || spec.argv[0].empty()) {
+    return absl::InvalidArgumentError("argv must name a program to run (argv[0] is empty)");
+  }
+  for (size_t i = 0; i < spec.argv.size(); ++i) {
+    if (HasNul(spec.argv[i])) return absl::InvalidArgumentError(absl::StrCat("argv[", i, "] contains a NUL byte"));
+  }
+  for (const auto& [name, value] : spec.env_set) {
+    if (!ValidEnvName(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("env_set: bad variable name '", name, "' (non-empty, without '=' or NUL)"));
+    }
+    if (HasNul(value)) return absl::InvalidArgumentError(absl::StrCat("env_set: value of ", name, " contains NUL"));
+  }
+  for (const std::string& name : spec.env_unset) {
+    if (!ValidEnvName(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("env_unset: bad variable name '", name, "' (non-empty, without '=' or NUL)"));
+    }
+  }
+  if (HasNul(spec.cwd)) return absl::InvalidArgumentError("cwd contains a NUL byte");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateWorkerId(const std::string& worker_id) {
+  bool ok = !worker_id.empty() && worker_id.size() <= 128;
+  for (char c : worker_id) {
+    ok = ok && ((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' ||
+                c == '.' || c == '-');
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("worker_id '", worker_id, "' must be 1-128 characters of [0-9A-Za-z_.-]"));
+}
+
+struct WorkerSupervisor::SpawnRequest {
+  std::string worker_id;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // KEY=VALUE
+  std::string path_var;          // the worker's PATH, for error messages
+  std::string cwd;
+  int log_fd = -1;
+  int stdin_fd = -1;
+  std::promise<absl::StatusOr<pid_t>> result;
+};
+
+WorkerSupervisor::WorkerSupervisor(const Clock* clock, std::string log_root, EnvMap base_env,
+                                   std::function<void(const WorkerExit&)> on_exit, SupervisorOptions options)
+    : clock_(clock),
+      log_root_(std::move(log_root)),
+      base_env_(std::move(base_env)),
+      on_exit_(std::move(on_exit)),
+      options_{std::max(1, options.max_finished)} {
+  spawner_ = std::thread([this] { SpawnerLoop(); });
+  reaper_ = std::thread([this] { ReaperLoop(); });
+  timer_ = std::thread([this] { TimerLoop(); });
+}
+
+WorkerSupervisor::~WorkerSupervisor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down_ = true;
+    for (const auto& [pid, id] : live_pids_) {
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);  // in case it had not reached setsid yet
+    }
+    for (pid_t pgid : pending_kills_) kill(-pgid, SIGKILL);
+    pending_kills_.clear();
+  }
+  spawner_cv_.notify_all();
+  timer_cv_.notify_all();
+  reaper_cv_.notify_all();
+  spawner_.join();
+  timer_.join();
+  reaper_.join();
+}
+
+absl::StatusOr<StartedWorker> WorkerSupervisor::Start(const WorkerSpec& spec) {
+  if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
+
+  EnvMap env = base_env_;
+  for (const auto& [name, value] : spec.env_set) env[name] = value;
+  for (const std::string& name : spec.env_unset) env.erase(name);
+
+  SpawnRequest request;
+  request.worker_id = spec.worker_id;
+  request.argv = spec.argv;
+  request.cwd = spec.cwd;
+  for (const auto& [name, value] : env) request.env.push_back(absl::StrCat(name, "=", value));
+  auto path = env.find("PATH");
+  request.path_var = path == env.end() ? "(unset: /bin:/usr/bin)" : path->second;
+
+  std::error_code ec;
+  std::filesystem::create_directories(log_root_, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create log directory ", log_root_, ": ", ec.message()));
+  const std::string log_path = absl::StrCat(log_root_, "/", spec.worker_id, ".log");
+  request.log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (request.log_fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot open log file ", log_path, ": ", ErrnoText(errno)));
+  }
+  request.stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (request.stdin_fd < 0) {
+    int error = errno;
+    close(request.log_fd);
+    return absl::InternalError(absl::StrCat("cannot open /dev/null: ", ErrnoText(error)));
+  }
+  auto close_fds = [&request] {
+    close(request.log_fd);
+    close(request.stdin_fd);
+  };
+
+  std::future<absl::StatusOr<pid_t>> result = request.result.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_) {
+      close_fds();
+      return absl::UnavailableError("the agent is shutting down");
+    }
+    auto it = workers_.find(spec.worker_id);
+    if (it != workers_.end()) {
+      if (it->second.info.running) {
+        close_fds();
+        return absl::AlreadyExistsError(absl::StrCat("worker ", spec.worker_id, " is already running (pid ",
+                                                     it->second.info.pid, ")"));
+      }
+      finished_order_.erase(it->second.finished_pos);
+      workers_.erase(it);
+    }
+    Record& record = workers_[spec.worker_id];
+    record.info.worker_id = spec.worker_id;
+    record.info.owner = spec.owner;
+    record.info.running = true;
+    record.info.start_time_ms = clock_->WallMillis();
+    record.info.log_path = log_path;
+    spawn_queue_.push_back(&request);
+  }
+  spawner_cv_.notify_one();
+  absl::StatusOr<pid_t> pid = result.get();
+  close_fds();
+  if (!pid.ok()) return pid.status();
+  return StartedWorker{*pid, log_path};
+}
+
+void WorkerSupervisor::SpawnerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    spawner_cv_.wait(lock, [this] { return shutting_down_ || !spawn_queue_.empty(); });
+    if (spawn_queue_.empty()) return;
+    SpawnRequest* request = spawn_queue_.front();
+    spawn_queue_.pop_front();
+    lock.unlock();
+    Spawn(*request);
+    lock.lock();
+  }
+}
+
+void WorkerSupervisor::Spawn(SpawnRequest& request) {
+  std::vector<char*> argv;
+  for (std::string& arg : request.argv) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (std::string& kv : request.env) envp.push_back(kv.data());
+  envp.push_back(nullptr);
+
+  auto fail = [this, &request](absl::Status status) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      workers_.erase(request.worker_id);
+    }
+    request.result.set_value(std::move(status));
+  };
+
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    fail(absl::InternalError(absl::StrCat("cannot create a pipe: ", ErrnoText(errno))));
+    return;
+  }
+  const ChildPlan plan{getpid(),
+                       report[1],
+                       request.stdin_fd,
+                       request.log_fd,
+                       request.cwd.empty() ? nullptr : request.cwd.c_str(),
+                       argv[0],
+                       argv.data(),
+                       envp.data()};
+  pid_t pid = -1;
+  int fork_error = 0;
+  bool shutting_down = false;
+  {
+    // Registered under the lock in the same step as the fork, so that the reaper always knows the pid.
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down = shutting_down_;
+    if (!shutting_down) {
+      pid = fork();
+      if (pid == 0) RunChild(plan);
+      fork_error = errno;
+      if (pid > 0) {
+        workers_[request.worker_id].info.pid = pid;
+        live_pids_[pid] = request.worker_id;
+      }
+    }
+  }
+  close(report[1]);
+  if (pid < 0) {
+    close(report[0]);
+    fail(shutting_down ? absl::UnavailableError("the agent is shutting down")
+                       : absl::InternalError(absl::StrCat("fork failed: ", ErrnoText(fork_error))));
+    return;
+  }
+  reaper_cv_.notify_all();
+
+  // EOF means exec succeeded (the pipe is close-on-exec); a report means the child failed and exits.
+  ChildReport child_report{};
+  ssize_t n;
+  do {
+    n = read(report[0], &child_report, sizeof(child_report));
+  } while (n < 0 && errno == EINTR);
+  close(report[0]);
+
+  if (n == static_cast<ssize_t>(sizeof(child_report))) {
+    // The reaper discards the pid: its record is gone (or belongs to a later start of the same id).
+    const std::string why = ErrnoText(child_report.error);
+    switch (child_report.stage) {
+      case kStageExec:
+        fail(absl::FailedPreconditionError(
+            request.argv[0].find('/') == std::string::npos
+                ? absl::StrCat("cannot execute '", request.argv[0], "': ", why, " (searched PATH=",
+                               request.path_var, ")")
+                : absl::StrCat("cannot execute '", request.argv[0], "': ", why)));
+        return;
+      case kStageCwd:
+        fail(absl::FailedPreconditionError(
+            absl::StrCat("cannot enter working directory '", request.cwd, "': ", why)));
+        return;
+      default:
+        fail(absl::InternalError(absl::StrCat("cannot prepare the worker process (step ", child_report.stage,
+                                              "): ", why)));
+        return;
+    }
+  }
+
+  std::optional<WorkerExit> early_exit;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Record& record = workers_[request.worker_id];
+    record.exec_confirmed = true;
+    if (record.reaped_early) {
+      early_exit = FinishLocked(record, record.early_wait_status);
+    } else if (record.pending_stop_grace >= 0) {
+      StopLocked(record, record.pending_stop_grace);
+    }
+  }
+  spdlog::info("worker {} started: pid {}, log {}", request.worker_id, pid,
+               absl::StrCat(log_root_, "/", request.worker_id, ".log"));
+  request.result.set_value(pid);
+  if (early_exit) {
+    exit_cv_.notify_all();
+    on_exit_(*early_exit);
+  }
+}
+
+void WorkerSupervisor::ReaperLoop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      reaper_cv_.wait(lock, [this] { return shutting_down_ || !live_pids_.empty(); });
+      if (live_pids_.empty()) return;
+    }
+    // Look before reaping: while the leader is an unreaped zombie its pid, and so its group id, cannot be reused.
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOWAIT) != 0) {
+      if (errno == EINTR) continue;
+      // ECHILD: something else in this process reaped our children; their fate is unknown.
+      const std::string why = ErrnoText(errno);
+      std::vector<WorkerExit> lost;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        spdlog::error("waitid: {}; marking {} workers as lost", why, live_pids_.size());
+        for (const auto& [pid, id] : live_pids_) {
+          auto it = workers_.find(id);
+          if (it == workers_.end() || it->second.info.pid != pid) continue;
+          if (!it->second.exec_confirmed) {
+            it->second.reaped_early = true;
+            it->second.early_wait_status = 127 << 8;
+          } else {
+            lost.push_back(FinishLocked(it->second, 255 << 8));
+          }
+        }
+        live_pids_.clear();
+      }
+      exit_cv_.notify_all();
+      for (const WorkerExit& e : lost) on_exit_(e);
+      continue;
+    }
+    const pid_t pid = info.si_pid;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // A natural exit takes what the worker left in its group along; a stopped group keeps its grace.
+      if (live_pids_.count(pid) > 0 && pending_kills_.count(pid) == 0) kill(-pid, SIGKILL);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+
+    std::optional<WorkerExit> exit;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pending_kills_.count(pid) > 0 && kill(-pid, 0) != 0 && errno == ESRCH) pending_kills_.erase(pid);
+      auto live = live_pids_.find(pid);
+      if (live != live_pids_.end()) {
+        auto it = workers_.find(live->second);
+        live_pids_.erase(live);
+        if (it != workers_.end() && it->second.info.pid == pid && it->second.info.running) {
+          if (it->second.exec_confirmed) {
+            exit = FinishLocked(it->second, status);
+          } else {
+            it->second.reaped_early = true;
+            it->second.early_wait_status = status;
+          }
+        }
+      }
+    }
+    exit_cv_.notify_all();
+    if (exit) on_exit_(*exit);
+  }
+}
+
+void WorkerSupervisor::TimerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!shutting_down_) {
+    if (kill_timers_.empty()) {
+      timer_cv_.wait(lock);
+      continue;
+    }
+    const KillTimer next = kill_timers_.top();
+    const int64_t now = clock_->NowMicros();
+    if (next.deadline_micros > now) {
+      timer_cv_.wait_for(lock, std::chrono::microseconds(next.deadline_micros - now));
+      continue;
+    }
+    kill_timers_.pop();
+    if (pending_kills_.erase(next.pgid) > 0) {
+      // A pid is only reused after its group is empty: this reaches a stranger only after a pid wraparound
+      // within the grace period.
+      if (kill(-next.pgid, SIGKILL) == 0) spdlog::info("process group {} outlived its grace: killed", next.pgid);
+      exit_cv_.notify_all();
+    }
+  }
+}
+
+WorkerExit WorkerSupervisor::FinishLocked(Record& record, int wait_status) {
+  WorkerInfo& info = record.info;
+  info.running = false;
+  if (WIFSIGNALED(wait_status)) {
+    info.signal = WTERMSIG(wait_status);
+  } else {
+    info.exit_code = WEXITSTATUS(wait_status);
+  }
+  info.end_time_ms = clock_->WallMillis();
+  record.finished_pos = finished_order_.insert(finished_order_.end(), info.worker_id);
+  WorkerExit exit{info.worker_id, info.owner, info.pid, info.exit_code, info.signal, info.end_time_ms};
+  spdlog::info("worker {} (pid {}) exited: {}", info.worker_id, info.pid,
+               info.signal != 0 ? absl::StrCat("signal ", info.signal) : absl::StrCat("code ", info.exit_code));
+  PruneFinishedLocked();
+  return exit;
+}
+
+void WorkerSupervisor::PruneFinishedLocked() {
+  while (finished_order_.size() > static_cast<size_t>(options_.max_finished)) {
+    workers_.erase(finished_order_.front());
+    finished_order_.pop_front();
+  }
+}
+
+void WorkerSupervisor::StopLocked(Record& record, int64_t grace_micros) {
+  if (!record.exec_confirmed) {
+    // Still starting: the spawner applies the stop once exec is confirmed.
+    grace_micros = std::max<int64_t>(grace_micros, 0);
+    if (record.pending_stop_grace < 0 || grace_micros < record.pending_stop_grace) {
+      record.pending_stop_grace = grace_micros;
+    }
+    return;
+  }
+  const pid_t pgid = record.info.pid;
+  if (grace_micros <= 0) {
+    kill(-pgid, SIGKILL);
+    return;
+  }
+  kill(-pgid, SIGTERM);
+  kill_timers_.push({clock_->NowMicros() + grace_micros, pgid});
+  pending_kills_.insert(pgid);
+  timer_cv_.notify_all();
+}
+
+absl::StatusOr<bool> WorkerSupervisor::Stop(const std::string& worker_id, int64_t grace_micros) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return absl::NotFoundError(absl::StrCat("no worker ", worker_id, " on this node"));
+  if (!it->second.info.running) return false;
+  StopLocked(it->second, grace_micros);
+  return true;
+}
+
+int WorkerSupervisor::StopOwner(const std::string& owner, int64_t grace_micros) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int stopped = 0;
+  for (auto& [id, record] : workers_) {
+    if (record.info.running && record.info.owner == owner) {
+      StopLocked(record, grace_micros);
+      ++stopped;
+    }
+  }
+  return stopped;
+}
+
+bool WorkerSupervisor::AllStoppedLocked() const {
+  if (!pending_kills_.empty()) return false;
+  for (const auto& [id, record] : workers_) {
+    if (record.info.running) return false;
+  }
+  return true;
+}
+
+int WorkerSupervisor::StopAll(int64_t grace_micros) {
+  std::unique_lock<std::mutex> lock(mu_);
+  int stopped = 0;
+  for (auto& [id, record] : workers_) {
+    if (record.info.running) {
+      StopLocked(record, grace_micros);
+      ++stopped;
+    }
+  }
+  const auto wait = std::chrono::microseconds(std::max<int64_t>(2 * grace_micros, 1'000'000));
+  if (!exit_cv_.wait_for(lock, wait, [this] { return AllStoppedLocked(); })) {
+    spdlog::warn("workers still running {} ms after they were stopped",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(wait).count());
+  }
+  return stopped;
+}
+
+absl::StatusOr<LogChunk> WorkerSupervisor::ReadLog(const std::string& worker_id, int64_t offset,
+                                                   int64_t max_bytes) const {
+  if (offset < 0) return absl::InvalidArgumentError("offset must be >= 0");
+  if (max_bytes <= 0 || max_bytes > kMaxLogChunk) max_bytes = kMaxLogChunk;
+  std::string path;
+  bool running = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end() || !it->second.exec_confirmed) {
+      return absl::NotFoundError(absl::StrCat("no worker ", worker_id, " on this node"));
+    }
+    path = it->second.info.log_path;
+    running = it->second.info.running;
+  }
+  // `running` was read first: a finished worker's leader wrote everything before we looked.
+  LogChunk chunk;
+  chunk.next_offset = offset;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      chunk.finished = !running;
+      return chunk;
+    }
+    return absl::InternalError(absl::StrCat("cannot read ", path, ": ", ErrnoText(errno)));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int error = errno;
+    close(fd);
+    return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", ErrnoText(error)));
+  }
+  const int64_t size = st.st_size;
+  const int64_t want = std::clamp<int64_t>(size - offset, 0, max_bytes);
+  chunk.data.resize(want);
+  int64_t got = 0;
+  while (got < want) {
+    ssize_t n = pread(fd, chunk.data.data() + got, want - got, offset + got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += n;
+  }
+  close(fd);
+  chunk.data.resize(got);
+  chunk.next_offset = offset + got;
+  chunk.finished = !running && chunk.next_offset >= size;
+  return chunk;
+}
+
+std::vector<WorkerInfo> WorkerSupervisor::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<WorkerInfo> out;
+  for (const auto& [id, record] : workers_) {
+    if (record.exec_confirmed) out.push_back(record.info);
+  }
+  return out;
+}
+
+int WorkerSupervisor::RunningCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const auto& [id, record] : workers_) n += record.exec_confirmed && record.info.running;
+  return n;
+}
+
+}  // namespace torus::node

@@ -1,0 +1,178 @@
+// WorkerSupervisor: starts the agent's worker processes and watches them until they exit.
+//
+// Each worker runs in its own session (so a stop signals its whole process group), with stdin from /dev/null and
+// stdout + stderr appended to `<log_root>/<worker_id>.log`. Workers die with the agent: they are forked by one
+// long-lived spawner thread and ask the kernel for SIGKILL when it goes (PR_SET_PDEATHSIG follows the forking
+// *thread*, which is why RPC threads never fork). One reaper thread collects exits; when a worker's leader exits,
+// whatever it left in its process group is killed too, so no orphan keeps holding chips or ports. A timer thread
+// turns an unanswered SIGTERM into SIGKILL after the grace period.
+//
+// The supervisor owns child reaping for the whole process: nothing else in it may wait for children.
+//
+// Thread-safety: thread-safe. `on_exit` runs on the supervisor's own threads, outside its lock, once per worker
+// that started; it must not block for long, and may call back into the supervisor.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <list>
+#include <map>
+#include <mutex>
+#include <queue>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "torus/accel/tpu_detect.h"
+#include "torus/common/clock.h"
+
+namespace torus::node {
+
+// What to start. (Members default to empty so that designated initializers may leave them out.)
+struct WorkerSpec {
+  std::string worker_id{};                       // 1-128 of [0-9A-Za-z_.-], unique among running workers
+  std::string owner{};                           // the job or run it belongs to (may be empty)
+  std::vector<std::string> argv{};               // argv[0] is looked up in the worker's PATH
+  std::map<std::string, std::string> env_set{};  // added to (or replacing in) the base environment
+  std::vector<std::string> env_unset{};          // removed from it
+  std::string cwd{};                             // empty = the agent's working directory
+};
+
+struct StartedWorker {
+  pid_t pid = 0;
+  std::string log_path;
+};
+
+struct WorkerExit {
+  std::string worker_id{};
+  std::string owner{};
+  pid_t pid = 0;
+  int exit_code = 0;  // valid when signal == 0
+  int signal = 0;     // the signal that killed it, or 0
+  int64_t end_time_ms = 0;
+};
+
+struct WorkerInfo {
+  std::string worker_id;
+  std::string owner;
+  pid_t pid = 0;
+  bool running = false;
+  int exit_code = 0;
+  int signal = 0;
+  int64_t start_time_ms = 0;
+  int64_t end_time_ms = 0;  // 0 while running
+  std::string log_path;
+};
+
+struct LogChunk {
+  std::string data;
+  int64_t next_offset = 0;
+  bool finished = false;  // the worker has exited and the log was read to its end
+};
+
+struct SupervisorOptions {
+  int max_finished = 1000;  // records of exited workers kept for List and ReadLog; the oldest go first
+};
+
+class WorkerSupervisor {
+ public:
+  // `clock` times stops and stamps starts and exits; `log_root` is created on demand; `base_env` is the
+  // environment every worker starts from (normally the agent's own).
+  WorkerSupervisor(const Clock* clock, std::string log_root, EnvMap base_env,
+                   std::function<void(const WorkerExit&)> on_exit, SupervisorOptions options = {});
+  // Kills every worker still running (SIGKILL to its group) and waits for them to be reaped.
+  ~WorkerSupervisor();
+
+  WorkerSupervisor(const WorkerSupervisor&) = delete;
+  WorkerSupervisor& operator=(const WorkerSupervisor&) = delete;
+
+  // Starts a worker and returns once it has exec'ed. InvalidArgument for a bad id, argv, environment name or cwd
+  // (naming the field); AlreadyExists when a running worker has the id (a finished one is replaced);
+  // FailedPrecondition when the program cannot be executed (naming argv[0] and why) or cwd cannot be entered.
+  absl::StatusOr<StartedWorker> Start(const WorkerSpec& spec);
+
+  // SIGTERM to the worker's process group, SIGKILL after `grace_micros` if it still runs (at once when <= 0).
+  // Returns whether it was running; NotFound for an unknown id.
+  absl::StatusOr<bool> Stop(const std::string& worker_id, int64_t grace_micros);
+  // Stop for every running worker of `owner`; returns how many were signalled.
+  int StopOwner(const std::string& owner, int64_t grace_micros);
+  // Stops every running worker and waits until all have exited or 2 x grace has passed. Returns how many were
+  // signalled.
+  int StopAll(int64_t grace_micros);
+
+  // Up to `max_bytes` (<= 0 or more than 1 MiB: 1 MiB) of the worker's log from `offset`. NotFound for an unknown
+  // id, InvalidArgument for a negative offset.
+  absl::StatusOr<LogChunk> ReadLog(const std::string& worker_id, int64_t offset, int64_t max_bytes) const;
+
+  // Every known worker, running and finished, ordered by id.
+  std::vector<WorkerInfo> List() const;
+  int RunningCount() const;
+
+ private:
+  struct Record {
+    WorkerInfo info;
+    bool exec_confirmed = false;      // the spawner saw exec succeed; until then the record only holds the id
+    bool reaped_early = false;        // the reaper collected it before exec was confirmed
+    int early_wait_status = 0;        // its wait status then
+    int64_t pending_stop_grace = -1;  // a Stop that came while starting, applied once exec is confirmed
+    std::list<std::string>::iterator finished_pos;  // into finished_order_, once finished
+  };
+  struct SpawnRequest;
+  struct KillTimer {
+    int64_t deadline_micros;
+    pid_t pgid;
+    bool operator>(const KillTimer& o) const { return deadline_micros > o.deadline_micros; }
+  };
+
+  void SpawnerLoop();
+  void ReaperLoop();
+  void TimerLoop();
+  // Forks and execs one worker, then settles its record; fulfils the request's promise.
+  void Spawn(SpawnRequest& request);
+  // Marks a worker finished from a wait status and returns its exit for on_exit. REQUIRES: mu_ held.
+  WorkerExit FinishLocked(Record& record, int wait_status);
+  // SIGTERM to the group now and SIGKILL at grace, or SIGKILL at once when grace <= 0; a worker still starting
+  // is stopped as soon as it has exec'ed. REQUIRES: mu_ held, record running.
+  void StopLocked(Record& record, int64_t grace_micros);
+  // Drops the oldest finished records beyond the limit. REQUIRES: mu_ held.
+  void PruneFinishedLocked();
+  bool AllStoppedLocked() const;
+
+  const Clock* clock_;
+  const std::string log_root_;
+  const EnvMap base_env_;
+  const std::function<void(const WorkerExit&)> on_exit_;
+  const SupervisorOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable reaper_cv_;   // children to wait for, or shutting down
+  std::condition_variable spawner_cv_;  // spawn requests, or shutting down
+  std::condition_variable timer_cv_;    // kill timers, or shutting down
+  std::condition_variable exit_cv_;     // a worker finished, or a stopped group was killed or found empty
+  std::map<std::string, Record> workers_;   // running (and starting) and finished; guarded by mu_
+  std::map<pid_t, std::string> live_pids_;  // forked and not yet reaped, to worker id; guarded by mu_
+  std::list<std::string> finished_order_;   // finished worker ids, oldest first; guarded by mu_
+  std::deque<SpawnRequest*> spawn_queue_;   // guarded by mu_
+  // SIGKILL deadlines of stopped groups; a group counts only while its pgid is in pending_kills_ (a group found
+  // empty is dropped from the set, its queue entry then ignored). Both guarded by mu_.
+  std::priority_queue<KillTimer, std::vector<KillTimer>, std::greater<KillTimer>> kill_timers_;
+  std::set<pid_t> pending_kills_;
+  bool shutting_down_ = false;  // guarded by mu_
+
+  std::thread spawner_;
+  std::thread reaper_;
+  std::thread timer_;
+};
+
+// OK when `worker_id` is 1-128 of [0-9A-Za-z_.-]; InvalidArgument naming the accepted form otherwise.
+absl::Status ValidateWorkerId(const std::string& worker_id);
+
+}  // namespace torus::node

@@ -1,0 +1,410 @@
+#include "torus/node/worker_supervisor.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace torus::node {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr int64_t kSecond = 1'000'000;
+
+// Collects on_exit calls; lets a test wait for one.
+class ExitCollector {
+ public:
+  void Record(const WorkerExit& exit) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      exits_.push_back(exit);
+    }
+    cv_.notify_all();
+  }
+  std::optional<WorkerExit> WaitFor(const std::string& id, milliseconds timeout = seconds(20)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::optional<WorkerExit> found;
+    cv_.wait_for(lock, timeout, [&] {
+      for (const WorkerExit& e : exits_) {
+        if (e.worker_id == id) found = e;
+      }
+      return found.has_value();
+    });
+    return found;
+  }
+  size_t Count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return exits_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<WorkerExit> exits_;
+};
+
+// True when `pid` no longer runs (gone, or a zombie nobody has reaped yet).
+bool ProcessGone(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() || text[paren + 2] == 'Z' || text[paren + 2] == 'X';
+}
+
+bool WaitGone(pid_t pid, milliseconds timeout = seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!ProcessGone(pid)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
+class WorkerSupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "torus_workers_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    supervisor_ = std::make_unique<WorkerSupervisor>(
+        &clock_, dir_ + "/logs", EnvMap{{"PATH", "/usr/bin:/bin"}, {"BASE", "base"}, {"DROP", "drop"}},
+        [this](const WorkerExit& e) { exits_.Record(e); });
+  }
+  void TearDown() override {
+    supervisor_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  absl::StatusOr<StartedWorker> StartShell(const std::string& id, const std::string& script,
+                                           const std::string& owner = "job1") {
+    return supervisor_->Start({.worker_id = id, .owner = owner, .argv = {"/bin/sh", "-c", script}});
+  }
+
+  std::string Log(const std::string& id) {
+    auto chunk = supervisor_->ReadLog(id, 0, 0);
+    return chunk.ok() ? chunk->data : "<" + std::string(chunk.status().message()) + ">";
+  }
+
+  // Polls the log until it contains `needle` (the worker's own progress is the only signal we have).
+  bool WaitForLog(const std::string& id, const std::string& needle, milliseconds timeout = seconds(10)) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (Log(id).find(needle) == std::string::npos) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return true;
+  }
+
+  std::optional<WorkerInfo> Find(const std::string& id) {
+    for (const WorkerInfo& w : supervisor_->List()) {
+      if (w.worker_id == id) return w;
+    }
+    return std::nullopt;
+  }
+
+  RealClock clock_;
+  std::string dir_;
+  ExitCollector exits_;
+  std::unique_ptr<WorkerSupervisor> supervisor_;
+};
+
+TEST_F(WorkerSupervisorTest, ReportsExitCodeAndCapturesOutput) {
+  auto started = StartShell("w1", "echo hi; echo oops >&2; exit 3");
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_GT(started->pid, 0);
+  EXPECT_EQ(started->log_path, dir_ + "/logs/w1.log");
+
+  auto exit = exits_.WaitFor("w1");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code, 3);
+  EXPECT_EQ(exit->signal, 0);
+  EXPECT_EQ(exit->owner, "job1");
+  EXPECT_EQ(exit->pid, started->pid);
+  EXPECT_GT(exit->end_time_ms, 0);
+
+  auto info = Find("w1");
+  ASSERT_TRUE(info.has_value());
+  EXPECT_FALSE(info->running);
+  EXPECT_EQ(info->exit_code, 3);
+  EXPECT_EQ(info->pid, started->pid);
+  EXPECT_GE(info->end_time_ms, info->start_time_ms);
+  EXPECT_EQ(Log("w1"), "hi\noops\n");
+  EXPECT_EQ(supervisor_->RunningCount(), 0);
+}
+
+TEST_F(WorkerSupervisorTest, EnvironmentIsBasePlusSetMinusUnset) {
+  auto started = supervisor_->Start({.worker_id = "env",
+                                     .argv = {"env"},  // found through the worker's PATH
+                                     .env_set = {{"ADDED", "a b=c"}, {"BASE", "overridden"}},
+                                     .env_unset = {"DROP", "NOT_THERE"}});
+  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_TRUE(exits_.WaitFor("env").has_value());
+  std::string log = Log("env");
+  EXPECT_NE(log.find("ADDED=a b=c\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("BASE=overridden\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("PATH=/usr/bin:/bin\n"), std::string::npos) << log;
+  EXPECT_EQ(log.find("DROP="), std::string::npos) << log;
+}
+
+TEST_F(WorkerSupervisorTest, RunsInCwdWithStdinFromDevNull) {
+  std::filesystem::create_directories(dir_ + "/work dir");
+  auto started = supervisor_->Start(
+      {.worker_id = "cwd", .argv = {"/bin/sh", "-c", "pwd; cat; echo done"}, .cwd = dir_ + "/work dir"});
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto exit = exits_.WaitFor("cwd");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code, 0);
+  EXPECT_EQ(Log("cwd"), std::filesystem::canonical(dir_ + "/work dir").string() + "\ndone\n");
+}
+
+TEST_F(WorkerSupervisorTest, StopSendsSigtermToANormalProcess) {
+  auto started = supervisor_->Start({.worker_id = "sleeper", .argv = {"sleep", "30"}});
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto was_running = supervisor_->Stop("sleeper", 30 * kSecond);
+  ASSERT_TRUE(was_running.ok());
+  EXPECT_TRUE(*was_running);
+  auto exit = exits_.WaitFor("sleeper");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->signal, SIGTERM);
+  // Stopping a finished worker is not an error.
+  was_running = supervisor_->Stop("sleeper", kSecond);
+  ASSERT_TRUE(was_running.ok());
+  EXPECT_FALSE(*was_running);
+  EXPECT_EQ(supervisor_->Stop("nobody", kSecond).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(WorkerSupervisorTest, StopEscalatesToSigkillAfterGrace) {
+  auto started = StartShell("stubborn", "trap '' TERM; echo ready; sleep 30");
+  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_TRUE(WaitForLog("stubborn", "ready"));
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(supervisor_->Stop("stubborn", 200'000).ok());
+  auto exit = exits_.WaitFor("stubborn");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->signal, SIGKILL);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(200));
+}
+
+TEST_F(WorkerSupervisorTest, StopKillsTheWholeProcessGroup) {
+  auto started = StartShell("group", "sleep 30 & echo child=$!; wait");
+  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_TRUE(WaitForLog("group", "\n"));
+  std::string log = Log("group");
+  ASSERT_EQ(log.rfind("child=", 0), 0u) << log;
+  const pid_t child = std::stoi(log.substr(6));
+  EXPECT_FALSE(ProcessGone(child));
+
+  ASSERT_TRUE(supervisor_->Stop("group", 10 * kSecond).ok());
+  auto exit = exits_.WaitFor("group");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->signal, SIGTERM);
+  EXPECT_TRUE(WaitGone(child));
+}
+
+TEST_F(WorkerSupervisorTest, GroupLeftoversDieWhenTheWorkerExits) {
+  auto started = StartShell("leaver", "sleep 30 & echo child=$!; exit 0");
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto exit = exits_.WaitFor("leaver");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code, 0);
+  std::string log = Log("leaver");
+  ASSERT_EQ(log.rfind("child=", 0), 0u) << log;
+  EXPECT_TRUE(WaitGone(std::stoi(log.substr(6))));
+}
+
+TEST_F(WorkerSupervisorTest, MissingBinaryFailsStartNamingIt) {
+  auto started = supervisor_->Start({.worker_id = "missing", .argv = {"no-such-binary-xyz", "--flag"}});
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(started.status().message(),
+            "cannot execute 'no-such-binary-xyz': No such file or directory (searched PATH=/usr/bin:/bin)");
+
+  started = supervisor_->Start({.worker_id = "missing", .argv = {dir_ + "/nothing"}});
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.status().message(),
+            "cannot execute '" + dir_ + "/nothing': No such file or directory");
+
+  // The failed start leaves no record and no exit report; the id is free again at once.
+  EXPECT_FALSE(Find("missing").has_value());
+  EXPECT_EQ(supervisor_->ReadLog("missing", 0, 0).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(StartShell("missing", "exit 0").ok());
+  ASSERT_TRUE(exits_.WaitFor("missing").has_value());
+  EXPECT_EQ(exits_.Count(), 1u);
+}
+
+TEST_F(WorkerSupervisorTest, BadCwdFailsStart) {
+  auto started = supervisor_->Start({.worker_id = "cwd", .argv = {"true"}, .cwd = dir_ + "/absent"});
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(started.status().message(),
+            "cannot enter working directory '" + dir_ + "/absent': No such file or directory");
+}
+
+TEST_F(WorkerSupervisorTest, ValidatesSpec) {
+  struct Case {
+    WorkerSpec spec;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{.worker_id = "", .argv = {"true"}}, "worker_id '' must be 1-128 characters of [0-9A-Za-z_.-]"},
+      {{.worker_id = "a/b", .argv = {"true"}}, "worker_id 'a/b' must be 1-128 characters of [0-9A-Za-z_.-]"},
+      {{.worker_id = std::string(129, 'x'), .argv = {"true"}},
+       "worker_id '" + std::string(129, 'x') + "' must be 1-128 characters of [0-9A-Za-z_.-]"},
+      {{.worker_id = "ok", .argv = {}}, "argv must name a program to run (argv[0] is empty)"},
+      {{.worker_id = "ok", .argv = {"true"}, .env_set = {{"A=B", "1"}}},
+       "env_set: bad variable name 'A=B' (non-empty, without '=' or NUL)"},
+      {{.worker_id = "ok", .argv = {"true"}, .env_unset = {""}},
+       "env_unset: bad variable name '' (non-empty, without '=' or NUL)"},
+      {{.worker_id = "ok", .argv = {"true", std::string("a\0b", 3)}}, "argv[1] contains a NUL byte"},
+  };
+  for (const Case& c : cases) {
+    auto started = supervisor_->Start(c.spec);
+    ASSERT_FALSE(started.ok()) << c.message;
+    EXPECT_EQ(started.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(started.status().message(), c.message);
+  }
+  EXPECT_TRUE(ValidateWorkerId(std::string(128, 'x')).ok());
+  EXPECT_TRUE(ValidateWorkerId("job-1.rank_0").ok());
+}
+
+TEST_F(WorkerSupervisorTest, ReadLogHonoursOffsets) {
+  ASSERT_TRUE(StartShell("log", "printf abcdefghij").ok());
+  ASSERT_TRUE(exits_.WaitFor("log").has_value());
+
+  auto chunk = supervisor_->ReadLog("log", 0, 4);
+  ASSERT_TRUE(chunk.ok());
+  EXPECT_EQ(chunk->data, "abcd");
+  EXPECT_EQ(chunk->next_offset, 4);
+  EXPECT_FALSE(chunk->finished);
+
+  chunk = supervisor_->ReadLog("log", 4, 100);
+  ASSERT_TRUE(chunk.ok());
+  EXPECT_EQ(chunk->data, "efghij");
+  EXPECT_EQ(chunk->next_offset, 10);
+  EXPECT_TRUE(chunk->finished);
+
+  chunk = supervisor_->ReadLog("log", 25, 100);
+  ASSERT_TRUE(chunk.ok());
+  EXPECT_EQ(chunk->data, "");
+  EXPECT_EQ(chunk->next_offset, 25);
+  EXPECT_TRUE(chunk->finished);
+
+  EXPECT_EQ(supervisor_->ReadLog("log", -1, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(supervisor_->ReadLog("other", 0, 0).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(WorkerSupervisorTest, RunningLogIsNotFinished) {
+  ASSERT_TRUE(StartShell("live", "echo first; sleep 30").ok());
+  ASSERT_TRUE(WaitForLog("live", "first\n"));
+  auto chunk = supervisor_->ReadLog("live", 0, 0);
+  ASSERT_TRUE(chunk.ok());
+  EXPECT_EQ(chunk->data, "first\n");
+  EXPECT_FALSE(chunk->finished);
+  ASSERT_TRUE(supervisor_->Stop("live", 0).ok());
+  auto exit = exits_.WaitFor("live");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->signal, SIGKILL);
+}
+
+TEST_F(WorkerSupervisorTest, DuplicateRunningIdIsRejectedFinishedIsReplaced) {
+  ASSERT_TRUE(StartShell("dup", "echo one; sleep 30").ok());
+  auto again = StartShell("dup", "echo two");
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+
+  ASSERT_TRUE(supervisor_->Stop("dup", kSecond).ok());
+  ASSERT_TRUE(exits_.WaitFor("dup").has_value());
+  auto second = StartShell("dup", "echo two");
+  ASSERT_TRUE(second.ok()) << second.status();
+  // The record is the new run; the log is appended to.
+  auto info = Find("dup");
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->pid, second->pid);
+  ASSERT_TRUE(WaitForLog("dup", "two\n"));
+  EXPECT_EQ(Log("dup"), "one\ntwo\n");
+}
+
+TEST_F(WorkerSupervisorTest, StopOwnerStopsOnlyThatOwner) {
+  ASSERT_TRUE(StartShell("a1", "sleep 30", "A").ok());
+  ASSERT_TRUE(StartShell("a2", "sleep 30", "A").ok());
+  ASSERT_TRUE(StartShell("b1", "sleep 30", "B").ok());
+  EXPECT_EQ(supervisor_->StopOwner("A", kSecond), 2);
+  ASSERT_TRUE(exits_.WaitFor("a1").has_value());
+  ASSERT_TRUE(exits_.WaitFor("a2").has_value());
+  auto b1 = Find("b1");
+  ASSERT_TRUE(b1.has_value());
+  EXPECT_TRUE(b1->running);
+  EXPECT_EQ(supervisor_->RunningCount(), 1);
+  EXPECT_EQ(supervisor_->StopOwner("A", kSecond), 0);
+}
+
+TEST_F(WorkerSupervisorTest, StopAllWaitsForEveryWorker) {
+  ASSERT_TRUE(StartShell("s1", "sleep 30").ok());
+  ASSERT_TRUE(StartShell("s2", "trap '' TERM; echo ready; sleep 30").ok());
+  ASSERT_TRUE(WaitForLog("s2", "ready"));
+  EXPECT_EQ(supervisor_->StopAll(200'000), 2);
+  EXPECT_EQ(supervisor_->RunningCount(), 0);
+  for (const WorkerInfo& w : supervisor_->List()) EXPECT_FALSE(w.running) << w.worker_id;
+  EXPECT_EQ(exits_.Count(), 2u);
+}
+
+TEST_F(WorkerSupervisorTest, BlockedAndIgnoredSignalsAreNotInherited) {
+  // The agent blocks SIGTERM in every thread and ignores SIGPIPE; neither may reach a worker.
+  supervisor_.reset();  // one supervisor per process reaps children
+  sigset_t term, old_mask;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &term, &old_mask), 0);
+  auto old_pipe = signal(SIGPIPE, SIG_IGN);
+  supervisor_ = std::make_unique<WorkerSupervisor>(&clock_, dir_ + "/logs", EnvMap{{"PATH", "/usr/bin:/bin"}},
+                                                   [this](const WorkerExit& e) { exits_.Record(e); });
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  signal(SIGPIPE, old_pipe);
+
+  ASSERT_TRUE(supervisor_->Start({.worker_id = "t", .argv = {"sleep", "30"}}).ok());
+  ASSERT_TRUE(supervisor_->Stop("t", 30 * kSecond).ok());
+  auto exit = exits_.WaitFor("t");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->signal, SIGTERM);
+
+  ASSERT_TRUE(supervisor_->Start({.worker_id = "masks", .argv = {"grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"}})
+                  .ok());
+  ASSERT_TRUE(exits_.WaitFor("masks").has_value());
+  EXPECT_EQ(Log("masks"), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}
+
+TEST_F(WorkerSupervisorTest, KeepsOnlyTheNewestFinishedRecords) {
+  supervisor_.reset();  // one supervisor per process reaps children
+  supervisor_ = std::make_unique<WorkerSupervisor>(
+      &clock_, dir_ + "/logs", EnvMap{{"PATH", "/usr/bin:/bin"}}, [this](const WorkerExit& e) { exits_.Record(e); },
+      SupervisorOptions{.max_finished = 3});
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = "f" + std::to_string(i);
+    ASSERT_TRUE(StartShell(id, "exit 0").ok());
+    ASSERT_TRUE(exits_.WaitFor(id).has_value());
+  }
+  std::vector<std::string> ids;
+  for (const WorkerInfo& w : supervisor_->List()) ids.push_back(w.worker_id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"f2", "f3", "f4"}));
+}
+
+TEST_F(WorkerSupervisorTest, DestructorKillsRunningWorkers) {
+  auto started = StartShell("left", "sleep 30");
+  ASSERT_TRUE(started.ok());
+  supervisor_.reset();
+  EXPECT_TRUE(ProcessGone(started->pid));
+  EXPECT_TRUE(exits_.WaitFor("left", milliseconds(0)).has_value());
+}
+
+}  // namespace
+}  // namespace torus::node
