@@ -17,6 +17,8 @@
 #include "torus/head/http_api.h"
 #include "torus/head/job_manager.h"
 #include "torus/head/jobs_http.h"
+#include "torus/head/run_manager.h"
+#include "torus/head/runs_http.h"
 #include "torus/head/task_queue.h"
 #include "torus/head/placement_group_manager.h"
 #include "torus/head/node_registry.h"
@@ -34,7 +36,23 @@ struct HeadFlags {
   int64_t node_timeout_ms = 3000;
   int64_t agent_rpc_timeout_ms = 2000;
   int64_t prepare_ttl_ms = 10'000;
+  std::string python_path;
+  int64_t stop_grace_ms = 2000;
 };
+
+// The python/ directory with torus_train.py: beside the source tree of a build (build/bin/../../python) or an
+// install (bin/../share/torus/python).
+std::string DefaultPythonPath() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (auto candidate : {exe.parent_path() / "../../python", exe.parent_path() / "../share/torus/python"}) {
+    if (std::filesystem::exists(candidate / "torus_train.py", ec)) {
+      return std::filesystem::weakly_canonical(candidate, ec).string();
+    }
+  }
+  return "";
+}
 
 // Writes `contents` to `path` atomically (temp file + rename), so readers never see half a file.
 bool WriteFileAtomically(const std::string& path, const std::string& contents) {
@@ -68,7 +86,12 @@ int Run(const HeadFlags& flags) {
   torus::head::TaskQueue tasks;
   torus::head::JobManager jobs(&registry, &groups, &agents, &tasks, &clock,
                                {.head_host = flags.host, .head_address = "", .token = *token});
-  groups.AddStateListener([&jobs](const std::string& id, torus::head::PgState state) { jobs.OnGroupState(id, state); });
+  torus::head::RunManager runs(&registry, &groups, &agents, &tasks, &clock,
+                               {.python_path = flags.python_path, .stop_grace_ms = flags.stop_grace_ms});
+  groups.AddStateListener([&jobs, &runs](const std::string& id, torus::head::PgState state) {
+    jobs.OnGroupState(id, state);
+    runs.OnGroupState(id, state);
+  });
   registry.SetDeathListener([&groups, &jobs](const std::string& id, const std::string& reason) {
     spdlog::warn("node {} is DEAD: {}", id, reason);
     groups.NotifyNodeDead(id);
@@ -87,9 +110,10 @@ int Run(const HeadFlags& flags) {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(absl::StrCat(flags.host, ":", flags.port), grpc::InsecureServerCredentials(), &bound_port);
-  service.SetWorkerExitHandler([&jobs](const std::string& node_id, const std::string& worker_id,
+  service.SetWorkerExitHandler([&jobs, &runs](const std::string& node_id, const std::string& worker_id,
                                        const std::string& owner, int exit_code, int signal) {
     if (owner.rfind("job:", 0) == 0) jobs.OnWorkerExited(node_id, worker_id, exit_code, signal);
+    if (owner.rfind("run:", 0) == 0) runs.OnWorkerExited(node_id, worker_id, exit_code, signal);
   });
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(16 << 20);
@@ -105,12 +129,14 @@ int Run(const HeadFlags& flags) {
     torus::head::RegisterJobRoutes(server, &jobs,
                                    {.session_name = std::filesystem::path(flags.session_dir).filename().string()});
   });
+  http.AddRoutes([&runs](httplib::Server& server) { torus::head::RegisterRunRoutes(server, &runs); });
   auto http_port = http.Start(flags.host, flags.dashboard_port);
   if (!http_port.ok()) {
     spdlog::error("{} (is --dashboard-port in use?)", std::string(http_port.status().message()));
     return 1;
   }
   std::string http_address = absl::StrCat(flags.host, ":", *http_port);
+  runs.SetReportBaseUrl("http://" + http_address);
   if (!WriteFileAtomically(flags.session_dir + "/dashboard_address", http_address + "\n") ||
       !WriteFileAtomically(flags.session_dir + "/head_address", address + "\n")) {
     spdlog::error("cannot write addresses into {}", flags.session_dir);
@@ -173,6 +199,12 @@ int main(int argc, char** argv) {
                  "Deadline of each call to an agent (prepare, commit, release)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{10}, int64_t{600'000}));
+  flags.python_path = DefaultPythonPath();
+  app.add_option("--python-path", flags.python_path, "Directory with torus_train.py, put on gang workers' PYTHONPATH")
+      ->capture_default_str();
+  app.add_option("--stop-grace-ms", flags.stop_grace_ms, "Gang workers get SIGKILL this long after SIGTERM")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{600'000}));
   app.add_option("--prepare-ttl-ms", flags.prepare_ttl_ms,
                  "Agents drop a prepared reservation not committed within this time")
       ->capture_default_str()

@@ -105,6 +105,26 @@ PlacementGroupManager::ViewOr PlacementGroupManager::ReserveSlices(const rpc::Sl
   return Submit(std::move(group), spec.name());
 }
 
+PlacementGroupManager::ViewOr PlacementGroupManager::SubmitBundles(sched::BundleRequest request,
+                                                                   const std::string& name) {
+  if (absl::Status s = sched::ValidateBundleRequest(request); !s.ok()) return s;
+  auto group = std::make_unique<PlacementGroup>();
+  group->kind = PgKind::kBundles;
+  group->request_text = DescribeBundleRequest(request);
+  group->bundle_request = std::move(request);
+  return Submit(std::move(group), name);
+}
+
+PlacementGroupManager::ViewOr PlacementGroupManager::SubmitSlices(sched::SliceGroupRequest request,
+                                                                  const std::string& name) {
+  if (absl::Status s = sched::ValidateSliceGroupRequest(request); !s.ok()) return s;
+  auto group = std::make_unique<PlacementGroup>();
+  group->kind = PgKind::kSlices;
+  group->request_text = DescribeSliceRequest(request);
+  group->slice_request = std::move(request);
+  return Submit(std::move(group), name);
+}
+
 PlacementGroupManager::ViewOr PlacementGroupManager::Submit(std::unique_ptr<PlacementGroup> group,
                                                             const std::string& name) {
   if (name.size() > 128) return absl::InvalidArgumentError("name must be at most 128 characters");

@@ -60,6 +60,10 @@ class PlacementGroupManager {
   ViewOr CreatePlacementGroup(const rpc::PlacementGroupSpec& spec);
   ViewOr ReserveSlices(const rpc::SliceGroupSpec& spec);
 
+  // The same for requests already validated in scheduling-core form (used by gang runs).
+  ViewOr SubmitBundles(sched::BundleRequest request, const std::string& name);
+  ViewOr SubmitSlices(sched::SliceGroupRequest request, const std::string& name);
+
   // By id or name; NotFound otherwise.
   ViewOr Get(const std::string& id_or_name) const;
   // Calls `done` (on some thread) once the group is CREATED, FAILED or REMOVED, or when `wait_ms` passes.

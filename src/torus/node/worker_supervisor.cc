@@ -347,10 +347,7 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
   spdlog::info("worker {} started: pid {}, log {}", request.worker_id, pid,
                absl::StrCat(log_root_, "/", request.worker_id, ".log"));
   request.result.set_value(pid);
-  if (early_exit) {
-    exit_cv_.notify_all();
-    on_exit_(*early_exit);
-  }
+  if (early_exit) DeliverExit(*early_exit);
 }
 
 void WorkerSupervisor::ReaperLoop() {
@@ -384,7 +381,7 @@ void WorkerSupervisor::ReaperLoop() {
         live_pids_.clear();
       }
       exit_cv_.notify_all();
-      for (const WorkerExit& e : lost) on_exit_(e);
+      for (const WorkerExit& e : lost) DeliverExit(e);
       continue;
     }
     const pid_t pid = info.si_pid;
@@ -416,8 +413,17 @@ void WorkerSupervisor::ReaperLoop() {
       }
     }
     exit_cv_.notify_all();
-    if (exit) on_exit_(*exit);
+    if (exit) DeliverExit(*exit);
   }
+}
+
+void WorkerSupervisor::DeliverExit(const WorkerExit& exit) {
+  on_exit_(exit);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --exits_in_delivery_;
+  }
+  exit_cv_.notify_all();
 }
 
 void WorkerSupervisor::TimerLoop() {
@@ -454,6 +460,7 @@ WorkerExit WorkerSupervisor::FinishLocked(Record& record, int wait_status) {
   info.end_time_ms = clock_->WallMillis();
   record.finished_pos = finished_order_.insert(finished_order_.end(), info.worker_id);
   WorkerExit exit{info.worker_id, info.owner, info.pid, info.exit_code, info.signal, info.end_time_ms};
+  ++exits_in_delivery_;
   spdlog::info("worker {} (pid {}) exited: {}", info.worker_id, info.pid,
                info.signal != 0 ? absl::StrCat("signal ", info.signal) : absl::StrCat("code ", info.exit_code));
   PruneFinishedLocked();
@@ -509,7 +516,7 @@ int WorkerSupervisor::StopOwner(const std::string& owner, int64_t grace_micros) 
 }
 
 bool WorkerSupervisor::AllStoppedLocked() const {
-  if (!pending_kills_.empty()) return false;
+  if (!pending_kills_.empty() || exits_in_delivery_ > 0) return false;
   for (const auto& [id, record] : workers_) {
     if (record.info.running) return false;
   }

@@ -10,7 +10,7 @@
 // The supervisor owns child reaping for the whole process: nothing else in it may wait for children.
 //
 // Thread-safety: thread-safe. `on_exit` runs on the supervisor's own threads, outside its lock, once per worker
-// that started; it must not block for long, and may call back into the supervisor.
+// that started; it must not block for long, and may call back into the supervisor (except StopAll).
 #pragma once
 
 #include <sys/types.h>
@@ -104,8 +104,8 @@ class WorkerSupervisor {
   absl::StatusOr<bool> Stop(const std::string& worker_id, int64_t grace_micros);
   // Stop for every running worker of `owner`; returns how many were signalled.
   int StopOwner(const std::string& owner, int64_t grace_micros);
-  // Stops every running worker and waits until all have exited or 2 x grace has passed. Returns how many were
-  // signalled.
+  // Stops every running worker and waits until all have exited (their on_exit returned, their groups are gone) or
+  // 2 x grace (at least 1 s) has passed. Returns how many were signalled. Not to be called from on_exit.
   int StopAll(int64_t grace_micros);
 
   // Up to `max_bytes` (<= 0 or more than 1 MiB: 1 MiB) of the worker's log from `offset`. NotFound for an unknown
@@ -137,8 +137,11 @@ class WorkerSupervisor {
   void TimerLoop();
   // Forks and execs one worker, then settles its record; fulfils the request's promise.
   void Spawn(SpawnRequest& request);
-  // Marks a worker finished from a wait status and returns its exit for on_exit. REQUIRES: mu_ held.
+  // Marks a worker finished from a wait status and returns its exit, which the caller must pass to DeliverExit
+  // once it has released mu_. REQUIRES: mu_ held.
   WorkerExit FinishLocked(Record& record, int wait_status);
+  // Calls on_exit. REQUIRES: mu_ not held.
+  void DeliverExit(const WorkerExit& exit);
   // SIGTERM to the group now and SIGKILL at grace, or SIGKILL at once when grace <= 0; a worker still starting
   // is stopped as soon as it has exec'ed. REQUIRES: mu_ held, record running.
   void StopLocked(Record& record, int64_t grace_micros);
@@ -165,6 +168,7 @@ class WorkerSupervisor {
   // empty is dropped from the set, its queue entry then ignored). Both guarded by mu_.
   std::priority_queue<KillTimer, std::vector<KillTimer>, std::greater<KillTimer>> kill_timers_;
   std::set<pid_t> pending_kills_;
+  int exits_in_delivery_ = 0;    // finished workers whose on_exit has not returned yet; guarded by mu_
   bool shutting_down_ = false;  // guarded by mu_
 
   std::thread spawner_;

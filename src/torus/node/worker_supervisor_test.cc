@@ -318,6 +318,7 @@ TEST_F(WorkerSupervisorTest, RunningLogIsNotFinished) {
 
 TEST_F(WorkerSupervisorTest, DuplicateRunningIdIsRejectedFinishedIsReplaced) {
   ASSERT_TRUE(StartShell("dup", "echo one; sleep 30").ok());
+  ASSERT_TRUE(WaitForLog("dup", "one\n"));
   auto again = StartShell("dup", "echo two");
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
