@@ -12,7 +12,41 @@ namespace torus::cli {
 struct HeadFlags {
   std::optional<std::string> address;
   std::optional<std::string> token;
+  std::optional<std::string> dashboard_address;  // the head's HTTP API (jobs, runs)
 };
+
+struct JobSubmitFlags {
+  std::vector<std::string> command;
+  bool no_wait = false;
+  std::string submission_id;
+  std::string resources;       // JSON object
+  std::string label_selector;  // JSON object
+  std::vector<std::string> env;
+  std::string working_dir;
+};
+
+struct TrainFlags {
+  std::vector<std::string> command;
+  std::optional<int> num_workers;
+  std::string accelerator_type;
+  std::string topology;
+  int num_slices = 1;
+  std::optional<int> chips_per_host;
+  bool use_gpu = false;
+  std::string resources_per_worker;  // JSON object
+  std::string placement_strategy;
+  std::string label_selector;        // JSON object
+  std::vector<std::string> fallbacks;
+  int max_failures = 0;
+  std::string name;
+  std::string storage_path;
+  std::optional<int> checkpoints_to_keep;
+  std::vector<std::string> env;
+  std::string working_dir;
+  bool no_wait = false;
+};
+
+class HttpClient;
 
 // Flags passed through to an agent.
 struct AgentFlags {
@@ -95,5 +129,19 @@ int CmdSliceReserve(const HeadFlags& head, const SliceReserveFlags& flags);
 int CmdPgList(const HeadFlags& head, bool include_removed, bool json);
 int CmdPgGet(const HeadFlags& head, const std::string& id, double wait_s, bool json);
 int CmdPgRemove(const HeadFlags& head, const std::string& id);
+
+int CmdJobSubmit(const HeadFlags& head, const JobSubmitFlags& flags);
+int CmdJobStatus(const HeadFlags& head, const std::string& id, bool json);
+int CmdJobLogs(const HeadFlags& head, const std::string& id, bool follow, std::optional<int> rank, int attempt);
+int CmdJobStop(const HeadFlags& head, const std::string& id);
+int CmdJobList(const HeadFlags& head, bool json);
+int CmdJobDelete(const HeadFlags& head, const std::string& id);
+
+int CmdTrain(const HeadFlags& head, const TrainFlags& flags);
+int CmdTrainStatus(const HeadFlags& head, const std::string& id, bool json);
+int CmdTrainStop(const HeadFlags& head, const std::string& id);
+int CmdTrainList(const HeadFlags& head, bool json);
+// Prints a run's output: every rank with a "[rank N] " prefix, or one rank bare; `follow` until it ends.
+int FollowRunLogs(HttpClient& http, const std::string& id, bool follow, std::optional<int> rank, int attempt);
 
 }  // namespace torus::cli

@@ -13,6 +13,12 @@ void AddHeadOptions(CLI::App* cmd, torus::cli::HeadFlags& head) {
   cmd->add_option("--token", head.token, "Cluster token [default: $TORUS_TOKEN, else the latest session's]");
 }
 
+void AddHttpOptions(CLI::App* cmd, torus::cli::HeadFlags& head) {
+  cmd->add_option("--dashboard-address", head.dashboard_address,
+                  "Head HTTP HOST:PORT [default: $TORUS_DASHBOARD_ADDRESS, else the latest session]");
+  cmd->add_option("--token", head.token, "Cluster token [default: $TORUS_TOKEN, else the latest session's]");
+}
+
 void AddAgentOptions(CLI::App* cmd, torus::cli::AgentFlags& agent) {
   cmd->add_option("--labels", agent.labels,
                   "Node labels k=v,k2=v2 (of torus.io/ keys only market-type, node-group, availability-zone, "
@@ -159,6 +165,98 @@ int main(int argc, char** argv) {
   cmd_ledger->add_option("NODE_ID", node_id, "The node")->required();
   cmd_ledger->add_flag("--json", json, "Print JSON");
   cmd_ledger->callback([&] { rc = torus::cli::CmdNodeLedger(head, node_id, json); });
+
+  // ---- jobs ----
+  auto* cmd_job = app.add_subcommand("job", "Jobs: one entrypoint command, supervised (Ray Jobs API)");
+  cmd_job->require_subcommand(1);
+  torus::cli::JobSubmitFlags job_submit;
+  auto* cmd_job_submit = cmd_job->add_subcommand("submit", "Run CMD as a job; waits and streams its output");
+  AddHttpOptions(cmd_job_submit, head);
+  cmd_job_submit->add_flag("--no-wait", job_submit.no_wait, "Print the job id and return");
+  cmd_job_submit->add_option("--submission-id", job_submit.submission_id, "Job id [default: raysubmit_...]");
+  cmd_job_submit->add_option("--resources", job_submit.resources, "Entrypoint resources, e.g. '{\"CPU\": 1}'");
+  cmd_job_submit->add_option("--label-selector", job_submit.label_selector, "JSON selector of the node to run on");
+  cmd_job_submit->add_option("--env", job_submit.env, "KEY=VALUE for the entrypoint (repeatable)");
+  cmd_job_submit->add_option("--working-dir", job_submit.working_dir, "Directory on the node to run in");
+  cmd_job_submit->add_option("CMD", job_submit.command, "The command, after --")->required();
+  cmd_job_submit->callback([&] { rc = torus::cli::CmdJobSubmit(head, job_submit); });
+
+  std::string job_id;
+  auto* cmd_job_status = cmd_job->add_subcommand("status", "A job's status and message");
+  AddHttpOptions(cmd_job_status, head);
+  cmd_job_status->add_option("ID", job_id, "Job id")->required();
+  cmd_job_status->add_flag("--json", json, "Print JSON (JobDetails)");
+  cmd_job_status->callback([&] { rc = torus::cli::CmdJobStatus(head, job_id, json); });
+
+  bool follow = false;
+  std::optional<int> log_rank;
+  int log_attempt = 0;
+  auto* cmd_job_logs = cmd_job->add_subcommand("logs", "Output of a job, or of a run (all ranks, or --rank)");
+  AddHttpOptions(cmd_job_logs, head);
+  cmd_job_logs->add_option("ID", job_id, "Job id or run id")->required();
+  cmd_job_logs->add_flag("--follow,-f", follow, "Keep printing until it ends");
+  cmd_job_logs->add_option("--rank", log_rank, "Runs: only this rank");
+  cmd_job_logs->add_option("--attempt", log_attempt, "Runs: this attempt [default: the latest]");
+  cmd_job_logs->callback([&] { rc = torus::cli::CmdJobLogs(head, job_id, follow, log_rank, log_attempt); });
+
+  auto* cmd_job_stop = cmd_job->add_subcommand("stop", "Stop a job (SIGTERM, SIGKILL 3 s later) or a run");
+  AddHttpOptions(cmd_job_stop, head);
+  cmd_job_stop->add_option("ID", job_id, "Job id or run id")->required();
+  cmd_job_stop->callback([&] { rc = torus::cli::CmdJobStop(head, job_id); });
+
+  auto* cmd_job_list = cmd_job->add_subcommand("list", "Every job");
+  AddHttpOptions(cmd_job_list, head);
+  cmd_job_list->add_flag("--json", json, "Print JSON");
+  cmd_job_list->callback([&] { rc = torus::cli::CmdJobList(head, json); });
+
+  auto* cmd_job_delete = cmd_job->add_subcommand("delete", "Forget an ended job");
+  AddHttpOptions(cmd_job_delete, head);
+  cmd_job_delete->add_option("ID", job_id, "Job id")->required();
+  cmd_job_delete->callback([&] { rc = torus::cli::CmdJobDelete(head, job_id); });
+
+  // ---- gang runs ----
+  torus::cli::TrainFlags train;
+  auto* cmd_train = app.add_subcommand("train", "Run CMD as a gang: one worker per host (or chip) of a slice group");
+  cmd_train->require_subcommand(0, 1);
+  AddHttpOptions(cmd_train, head);
+  cmd_train->add_option("--num-workers", train.num_workers, "Workers [TPU: derived from the shape]");
+  cmd_train->add_option("--accelerator-type", train.accelerator_type, "TPU type, e.g. TPU-V6E (sets use_tpu)");
+  cmd_train->add_option("--topology", train.topology, "TPU topology, e.g. 4x4");
+  cmd_train->add_option("--num-slices", train.num_slices, "TPU slices (multislice when > 1)")->capture_default_str();
+  cmd_train->add_option("--chips-per-host", train.chips_per_host, "Settles v5e/v6e 2x4");
+  cmd_train->add_flag("--use-gpu", train.use_gpu, "One GPU per worker unless --resources-per-worker says otherwise");
+  cmd_train->add_option("--resources-per-worker", train.resources_per_worker,
+                        "JSON, e.g. '{\"TPU\": 1}' for one worker per chip");
+  cmd_train->add_option("--placement-strategy", train.placement_strategy, "Non-TPU: PACK, SPREAD, STRICT_*");
+  cmd_train->add_option("--label-selector", train.label_selector, "JSON selector every worker's host must match");
+  cmd_train->add_option("--fallback", train.fallbacks, "TYPE:TOPOLOGY[:NUM_SLICES], tried in order (repeatable)");
+  cmd_train->add_option("--max-failures", train.max_failures, "Restarts allowed (-1 = unlimited)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1000000));
+  cmd_train->add_option("--name", train.name, "Run name [default: from the script]");
+  cmd_train->add_option("--storage-path", train.storage_path, "Shared directory for checkpoints [/tmp/torus/runs]");
+  cmd_train->add_option("--checkpoints-to-keep", train.checkpoints_to_keep, "Keep the newest N checkpoints");
+  cmd_train->add_option("--env", train.env, "KEY=VALUE for every worker (repeatable)");
+  cmd_train->add_option("--working-dir", train.working_dir, "Directory the workers run in");
+  cmd_train->add_flag("--no-wait", train.no_wait, "Print the run id and return");
+  cmd_train->add_option("CMD", train.command, "The worker command, after --");
+  cmd_train->callback([&] {
+    if (cmd_train->get_subcommands().empty()) rc = torus::cli::CmdTrain(head, train);
+  });
+  std::string run_id;
+  auto* cmd_train_status = cmd_train->add_subcommand("status", "A run: status, attempts, metrics, checkpoints");
+  AddHttpOptions(cmd_train_status, head);
+  cmd_train_status->add_option("RUN", run_id, "Run id or name")->required();
+  cmd_train_status->add_flag("--json", json, "Print JSON");
+  cmd_train_status->callback([&] { rc = torus::cli::CmdTrainStatus(head, run_id, json); });
+  auto* cmd_train_stop = cmd_train->add_subcommand("stop", "Stop a run (every worker)");
+  AddHttpOptions(cmd_train_stop, head);
+  cmd_train_stop->add_option("RUN", run_id, "Run id or name")->required();
+  cmd_train_stop->callback([&] { rc = torus::cli::CmdTrainStop(head, run_id); });
+  auto* cmd_train_list = cmd_train->add_subcommand("list", "Every run");
+  AddHttpOptions(cmd_train_list, head);
+  cmd_train_list->add_flag("--json", json, "Print JSON");
+  cmd_train_list->callback([&] { rc = torus::cli::CmdTrainList(head, json); });
 
   torus::cli::UpFlags up;
   auto* cmd_up = app.add_subcommand("up", "Start a local simulated cluster from a spec (see examples/clusters)");

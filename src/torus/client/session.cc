@@ -67,4 +67,28 @@ absl::StatusOr<HeadEndpoint> ResolveHead(std::optional<std::string> address, std
   return endpoint;
 }
 
+absl::StatusOr<HeadEndpoint> ResolveHttp(std::optional<std::string> address, std::optional<std::string> token,
+                                         const std::string& root) {
+  if (!address) {
+    const char* env = std::getenv("TORUS_DASHBOARD_ADDRESS");
+    if (env != nullptr && env[0] != '\0') address = env;
+  }
+  if (!address) {
+    auto session = LatestSessionDir(root);
+    if (!session.ok()) {
+      return absl::NotFoundError(absl::StrCat("cannot find the head's HTTP address: no --dashboard-address or "
+                                              "TORUS_DASHBOARD_ADDRESS and ", session.status().message()));
+    }
+    auto a = ReadTrimmed(*session + "/dashboard_address");
+    if (!a.ok()) {
+      return absl::NotFoundError(absl::StrCat("session ", *session,
+                                              " has no dashboard_address; pass --dashboard-address HOST:PORT"));
+    }
+    address = *a;
+  }
+  auto head = ResolveHead(std::string("unused"), token, root);
+  if (!head.ok()) return head.status();
+  return HeadEndpoint{*address, head->token};
+}
+
 }  // namespace torus::client

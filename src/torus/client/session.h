@@ -29,6 +29,10 @@ struct HeadEndpoint {
 absl::StatusOr<HeadEndpoint> ResolveHead(std::optional<std::string> address, std::optional<std::string> token,
                                          const std::string& root);
 
+// The head's HTTP address (host:port) and token: TORUS_DASHBOARD_ADDRESS / TORUS_TOKEN, else the latest session.
+absl::StatusOr<HeadEndpoint> ResolveHttp(std::optional<std::string> address, std::optional<std::string> token,
+                                         const std::string& root);
+
 // Reads a small text file and trims it; NotFound names the path.
 absl::StatusOr<std::string> ReadTrimmed(const std::string& path);
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "torus/head/http_util.h"
 
@@ -173,6 +174,25 @@ void RegisterJobRoutes(httplib::Server& server, JobManager* jobs, JobsHttpOption
       offset = chunk->next_offset();
     }
     SendJson(res, 200, {{"logs", text}});
+  });
+
+  // torus's own incremental form, for following: {"data", "next_offset", "finished"}.
+  server.Get(R"(/api/v0/jobs/([^/]+)/logs)", [jobs](const httplib::Request& req, httplib::Response& res) {
+    int64_t offset = 0;
+    if (req.has_param("offset") && (!absl::SimpleAtoi(req.get_param_value("offset"), &offset) || offset < 0)) {
+      return SendError(res, 400, "query parameter offset must be a non-negative integer");
+    }
+    auto chunk = jobs->ReadLog(req.matches[1], offset, 1 << 20);
+    if (!chunk.ok()) {
+      return SendError(res, chunk.status().code() == absl::StatusCode::kNotFound ? 404 : 500,
+                       std::string(chunk.status().message()));
+    }
+    auto job = jobs->Get(req.matches[1]);
+    SendJson(res, 200,
+             {{"data", chunk->data()},
+              {"next_offset", chunk->next_offset()},
+              {"finished", chunk->finished()},
+              {"status", job.ok() ? JobStatusName(job->status) : "UNKNOWN"}});
   });
 
   server.Post(R"(/api/jobs/([^/]+)/stop)", [jobs](const httplib::Request& req, httplib::Response& res) {
