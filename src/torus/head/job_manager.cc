@@ -191,7 +191,7 @@ absl::StatusOr<rpc::ReadWorkerLogReply> JobManager::ReadLog(const std::string& i
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("Job ", id, " does not exist"));
-    if (it->second.target.empty()) {
+    if (it->second.target.empty() || it->second.pid == 0) {  // not started (yet)
       rpc::ReadWorkerLogReply empty;
       empty.set_next_offset(offset);
       empty.set_finished(it->second.Terminal());
