@@ -9,8 +9,10 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libcpp-httplib-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-pytest
+  python3 python3-pytest python3-numpy
 )
+# PyTorch (Debian's CPU build) for the example training job and the end-to-end tests.
+if [ "${WITH_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
