@@ -193,6 +193,12 @@ int Run(const NodeFlags& flags) {
   spdlog::info("agent service listening on {}:{}", flags.node_ip, agent_port);
   agent_holder = std::make_unique<torus::node::Agent>(*identity, channel, token, &ledger, agent_port);
   torus::node::Agent& agent = *agent_holder;
+  // The head forgot this incarnation (declared it dead, or restarted): its workers may already run elsewhere.
+  agent.SetOnForgotten([&workers] {
+    for (const auto& w : workers.List()) {
+      if (w.running) workers.Stop(w.worker_id, 3'000'000).IgnoreError();
+    }
+  });
 
   std::thread signal_thread([&agent, &workers, &exit_reporter] {
     sigset_t signals;

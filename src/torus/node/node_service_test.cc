@@ -29,7 +29,7 @@ class NodeServiceTest : public ::testing::Test {
     ResourceSet total;
     total.Set("CPU", 4);
     ledger_ = std::make_unique<BundleLedger>(&clock_, total, 0);
-    workers_ = std::make_unique<WorkerSupervisor>(&clock_, dir_ + "/workers", EnvMap{{"PATH", "/usr/bin:/bin"}},
+    workers_ = std::make_unique<WorkerSupervisor>(&real_clock_, dir_ + "/workers", EnvMap{{"PATH", "/usr/bin:/bin"}},
                                                   [this](const WorkerExit& e) {
                                                     {
                                                       std::lock_guard<std::mutex> lock(mu_);
@@ -76,7 +76,8 @@ class NodeServiceTest : public ::testing::Test {
     return stub_->StartWorker(Ctx().get(), request, reply);
   }
 
-  FakeClock clock_;
+  FakeClock clock_;       // the ledger's
+  RealClock real_clock_;  // the supervisor's: it times real processes
   std::string dir_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -337,6 +337,8 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     Record& record = workers_[request.worker_id];
+    // Logged under the lock, so that it always comes before the exit's line.
+    spdlog::info("worker {} started: pid {}, log {}", request.worker_id, pid, record.info.log_path);
     record.exec_confirmed = true;
     if (record.reaped_early) {
       early_exit = FinishLocked(record, record.early_wait_status);
@@ -344,8 +346,6 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
       StopLocked(record, record.pending_stop_grace);
     }
   }
-  spdlog::info("worker {} started: pid {}, log {}", request.worker_id, pid,
-               absl::StrCat(log_root_, "/", request.worker_id, ".log"));
   request.result.set_value(pid);
   if (early_exit) DeliverExit(*early_exit);
 }
