@@ -225,10 +225,25 @@ void JobManager::OnGroupState(const std::string& group_id, PgState state) {
 }
 
 void JobManager::OnClusterChanged() {
+  {
+    // Registrations arrive in bursts (a 10,000-node cluster starting); place at most once per burst, and only when
+    // a job is waiting for a node.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (placement_queued_) return;
+    bool waiting = std::any_of(jobs_.begin(), jobs_.end(), [](const auto& kv) {
+      return kv.second.status == JobStatus::kPending && kv.second.request.resources.empty() && kv.second.target.empty();
+    });
+    if (!waiting) return;
+    placement_queued_ = true;
+  }
   tasks_->Post([this] { TryPlaceUnreserved(); });
 }
 
 void JobManager::TryPlaceUnreserved() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    placement_queued_ = false;
+  }
   // Jobs that reserve nothing run on the head host's agent when it matches their selector, else on the lowest-id
   // alive node that does.
   std::vector<NodeRecord> nodes = registry_->Records(/*include_dead=*/false);

@@ -105,6 +105,7 @@ class JobManager {
   mutable std::mutex mu_;
   std::map<std::string, Job> jobs_;                  // guarded by mu_
   std::map<std::string, std::string> job_of_group_;  // group id -> job id; guarded by mu_
+  bool placement_queued_ = false;                    // guarded by mu_
 };
 
 // Validates a submission (entrypoint present, TPU amount per semantics §7, selector, names). Pure.
