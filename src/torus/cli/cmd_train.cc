@@ -57,15 +57,19 @@ class RankPrinter {
   std::map<int, std::string> partial_;
 };
 
-// Reads what is new of each rank of `attempt`; returns whether anything came.
-bool Drain(HttpClient& http, const std::string& id, int attempt, int ranks, std::optional<int> only,
-           std::map<int, int64_t>& offsets, RankPrinter& printer) {
+// Reads what is new of each rank of `attempt` (or only rank `only`); returns whether anything came. An error is
+// returned only for the one rank asked for; with all ranks, a lost host's log is skipped and the others go on.
+absl::StatusOr<bool> Drain(HttpClient& http, const std::string& id, int attempt, int ranks, std::optional<int> only,
+                           std::map<int, int64_t>& offsets, RankPrinter& printer) {
   bool any = false;
-  for (int r = 0; r < ranks; ++r) {
+  for (int r = 0; r < (only ? *only + 1 : ranks); ++r) {
     if (only && *only != r) continue;
     auto chunk = http.Get(absl::StrCat("/api/v0/runs/", UrlEncode(id), "/logs?rank=", r, "&attempt=", attempt,
                                        "&offset=", offsets[r]));
-    if (!chunk.ok()) continue;  // a lost host's log is gone; the others go on
+    if (!chunk.ok()) {
+      if (only) return chunk.status();
+      continue;
+    }
     std::string data = (*chunk)["data"].get<std::string>();
     offsets[r] = (*chunk)["next_offset"].get<int64_t>();
     if (!data.empty()) {
@@ -89,8 +93,10 @@ int FollowRunLogs(HttpClient& http, const std::string& id, bool follow, std::opt
     const std::string status = (*run)["status"].get<std::string>();
     if (attempt != shown_attempt && attempt > 0) {
       if (shown_attempt > 0) {
-        Drain(http, id, shown_attempt, static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size()), rank,
-              offsets, printer);
+        auto drained = Drain(http, id, shown_attempt,
+                             static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size()), rank, offsets,
+                             printer);
+        if (!drained.ok()) return Fail("logs", drained.status());
         printer.Flush(!rank.has_value());
         const auto& ended = (*run)["attempts"][shown_attempt - 1];
         std::cerr << "[torus] attempt " << shown_attempt << " ended: " << ended["end_reason"].get<std::string>()
@@ -106,7 +112,9 @@ int FollowRunLogs(HttpClient& http, const std::string& id, bool follow, std::opt
     bool any = false;
     if (shown_attempt > 0) {
       const int ranks = static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size());
-      any = Drain(http, id, shown_attempt, ranks, rank, offsets, printer);
+      auto drained = Drain(http, id, shown_attempt, ranks, rank, offsets, printer);
+      if (!drained.ok()) return Fail("logs", drained.status());
+      any = *drained;
     }
     if (!follow || (IsTerminal(status) && !any)) {
       printer.Flush(!rank.has_value());

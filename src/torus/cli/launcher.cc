@@ -45,8 +45,13 @@ absl::StatusOr<pid_t> LaunchAgent(const AgentLaunch& launch) {
   std::filesystem::create_directories(launch.session + "/agents", ec);
   nlohmann::json saved = {{"name", launch.name}, {"args", launch.args}, {"env", launch.env}};
   {
-    std::ofstream out(absl::StrCat(launch.session, "/agents/", launch.name, ".json"));
+    // The saved environment may hold secrets of the launching shell: owner-only.
+    std::string path = absl::StrCat(launch.session, "/agents/", launch.name, ".json");
+    std::ofstream out(path);
     out << saved.dump(2) << "\n";
+    out.close();
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                                 std::filesystem::perm_options::replace, ec);
   }
   SpawnSpec spec{.argv = {SiblingBinary("torus-node")},
                  .env = launch.env,

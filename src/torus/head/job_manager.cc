@@ -191,7 +191,7 @@ absl::StatusOr<rpc::ReadWorkerLogReply> JobManager::ReadLog(const std::string& i
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("Job ", id, " does not exist"));
-    if (it->second.target.empty() || it->second.pid == 0) {  // not started (yet)
+    if (it->second.target.empty() || (it->second.pid == 0 && !it->second.Terminal())) {  // not started (yet)
       rpc::ReadWorkerLogReply empty;
       empty.set_next_offset(offset);
       empty.set_finished(it->second.Terminal());
@@ -216,6 +216,12 @@ void JobManager::OnGroupState(const std::string& group_id, PgState state) {
       if (job->second.status == JobStatus::kPending) {
         FinishLocked(job->second, JobStatus::kFailed, "The job's resources were released before it started.",
                      "JOB_SUPERVISOR_ACTOR_START_FAILURE");
+      } else if (job->second.status == JobStatus::kRunning) {
+        // Its reservation is gone (a user removed the group): the entrypoint must not run on unreserved resources.
+        std::string target = job->second.target, worker = job->second.worker_id();
+        FinishLocked(job->second, JobStatus::kFailed, "The job's reserved resources were released.",
+                     "JOB_SUPERVISOR_ACTOR_DIED");
+        tasks_->Post([this, target, worker] { agents_->StopWorker(target, worker, options_.stop_grace_ms).IgnoreError(); });
       }
       return;
     }
@@ -305,16 +311,21 @@ void JobManager::Launch(const std::string& id) {
   auto started = agents_->StartWorker(target, request);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.Terminal()) return;
+  if (it == jobs_.end()) return;
   Job& job = it->second;
   if (!started.ok()) {
     FinishLocked(job, JobStatus::kFailed, absl::StrCat("Job entrypoint failed to start: ", started.status().message()),
                  "JOB_ENTRYPOINT_COMMAND_START_ERROR");
     return;
   }
+  // A quick entrypoint may have exited (and been reported) before this reply; it still ran here.
   job.pid = started->pid();
-  job.status = JobStatus::kRunning;
   job.start_time_ms = clock_->WallMillis();
+  if (job.Terminal()) {
+    if (job.end_time_ms > 0) job.start_time_ms = std::min(job.start_time_ms, job.end_time_ms);
+    return;
+  }
+  job.status = JobStatus::kRunning;
   job.message = "Job is currently running.";
   spdlog::info("job {} running on node {} (pid {})", id, job.node_id, job.pid);
 }

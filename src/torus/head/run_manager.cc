@@ -129,6 +129,15 @@ void RunManager::OnGroupState(const std::string& group_id, PgState state) {
     std::string why = view.ok() && !view->history().empty() ? view->history().rbegin()->message() : "a host was lost";
     tasks_->Post([this, id, attempt, why] { FailAttempt(id, attempt, absl::StrCat("host lost: ", why)); });
   } else if (state == PgState::kFailed || state == PgState::kRemoved) {
+    // Whatever removed the group (a user's `torus pg remove`), the workers lose their reservation: stop them.
+    if (!run.attempts.empty()) {
+      std::set<std::string> targets;
+      for (const RankState& r : run.attempts.back().ranks) targets.insert(r.target);
+      std::string owner = absl::StrCat("run:", run.id, ":a", run.attempts.back().number);
+      tasks_->Post([this, targets, owner] {
+        agents_->StopOwner({targets.begin(), targets.end()}, owner, options_.stop_grace_ms);
+      });
+    }
     FinishLocked(run, run.stop_requested ? RunStatus::kStopped : RunStatus::kFailed,
                  run.stop_requested ? "stopped" : "the run's placement group was removed");
   }
@@ -280,13 +289,20 @@ void RunManager::OnWorkerExited(const std::string& node_id, const std::string& w
   size_t a = worker_id.rfind("-a");
   if (a == std::string::npos) return;
   Run* run = FindLocked(worker_id.substr(0, a));
-  if (run == nullptr || run->Terminal() || run->attempts.empty()) return;
+  if (run == nullptr) return;
+  for (RunAttempt& attempt : run->attempts) {
+    for (RankState& rank : attempt.ranks) {
+      if (rank.worker_id == worker_id) {
+        rank.exited = true;
+        rank.exit_code = exit_code;
+        rank.signal = signal;
+      }
+    }
+  }
+  if (run->Terminal() || run->attempts.empty()) return;
   RunAttempt& attempt = run->attempts.back();
   for (RankState& rank : attempt.ranks) {
     if (rank.worker_id != worker_id) continue;
-    rank.exited = true;
-    rank.exit_code = exit_code;
-    rank.signal = signal;
     if (run->status != RunStatus::kRunning) return;  // already stopping this attempt
     if (signal != 0 || exit_code != 0) {
       std::string id = run->id;
@@ -376,6 +392,12 @@ absl::StatusOr<bool> RunManager::Stop(const std::string& id_or_name) {
 
 absl::StatusOr<nlohmann::json> RunManager::Report(const std::string& id, const std::string& bearer,
                                                   const std::string& body) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Run* run = FindLocked(id);
+    if (run == nullptr || run->id != id) return absl::NotFoundError(absl::StrCat("run ", id, " does not exist"));
+    if (!rpc::BearerMatches(bearer, run->token)) return absl::UnauthenticatedError("wrong run token");
+  }
   auto j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError("body must be a JSON object");
   for (const char* field : {"rank", "attempt", "step"}) {
@@ -531,7 +553,8 @@ nlohmann::json RunManager::ToJson(const Run& run) const {
           {"message", run.message},
           {"failures", run.failures},
           {"max_failures", run.spec.run.max_failures},
-          {"num_workers", run.plan.num_workers},
+          {"num_workers", run.attempts.empty() ? run.plan.num_workers
+                                               : static_cast<int>(run.attempts.back().ranks.size())},
           {"group_id", run.group_id},
           {"storage_path", run.storage()},
           {"entrypoint", run.spec.entrypoint},
