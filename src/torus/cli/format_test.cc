@@ -44,10 +44,28 @@ TEST(FormatTest, StatusTable) {
   EXPECT_NE(out.find("Nodes: 1 alive, 1 dead"), std::string::npos) << out;
   EXPECT_NE(out.find("  CPU       2     8"), std::string::npos) << out;
   EXPECT_NE(out.find("  memory    0 B   16.0 GiB"), std::string::npos) << out;
-  EXPECT_NE(out.find("v6e-0  TPU-V6E  4x4       v6e-16    3/4    DEGRADED  worker 3 dead (node v6e-0-w3)"),
+  EXPECT_NE(out.find("v6e-0  TPU-V6E  4x4       v6e-16    3/4    DEGRADED  -        worker 3 dead (node v6e-0-w3)"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("cpu-0  127.0.1.9  no heartbeat for 3100 ms"), std::string::npos) << out;
+}
+
+TEST(FormatTest, StatusShowsHoldersAndPendingGroups) {
+  rpc::ClusterStatus s = Sample();
+  s.mutable_slices(0)->set_state(rpc::RESERVED);
+  s.mutable_slices(0)->set_reason("");
+  s.mutable_slices(0)->set_reserved_by("pg-1234");
+  auto* pending = s.add_pending();
+  pending->set_id("pg-5678");
+  pending->set_state("PENDING");
+  pending->set_request("TPU-V6E 4x4 x1, per host");
+  pending->set_reason("TPU-V6E 4x4 x1: 0 of 1 slices available (v6e-0 RESERVED by pg-1234)");
+  std::string out = FormatStatus(s, "127.0.0.1:6380");
+  EXPECT_NE(out.find("v6e-0  TPU-V6E  4x4       v6e-16    3/4    RESERVED  pg-1234"), std::string::npos) << out;
+  EXPECT_NE(out.find("Pending placement groups (1)\n  pg-5678  PENDING  TPU-V6E 4x4 x1, per host\n"
+                     "    TPU-V6E 4x4 x1: 0 of 1 slices available (v6e-0 RESERVED by pg-1234)\n"),
+            std::string::npos)
+      << out;
 }
 
 TEST(FormatTest, JsonUsesUnitsAndNames) {
