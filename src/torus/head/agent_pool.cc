@@ -68,14 +68,13 @@ rpc::NodeService::Stub* AgentPool::StubFor(const std::string& target) {
   return stub.get();
 }
 
-std::vector<absl::Status> AgentPool::Prepare(const std::vector<AgentBundles>& entries, uint64_t attempt,
-                                             std::chrono::milliseconds ttl) {
+std::vector<absl::Status> AgentPool::Prepare(const std::vector<AgentBundles>& entries, std::chrono::milliseconds ttl) {
   return RunAll<rpc::PrepareBundlesRequest, rpc::PrepareBundlesReply>(
       entries.size(),
       [&](size_t i, grpc::ClientContext* ctx, rpc::PrepareBundlesRequest* req, rpc::PrepareBundlesReply* reply,
           std::function<void(grpc::Status)> done) {
         req->set_group_id(entries[i].ledger_group);
-        req->set_attempt(attempt);
+        req->set_attempt(entries[i].attempt);
         req->set_ttl_ms(ttl.count());
         for (const auto& b : entries[i].bundles) *req->add_bundles() = b;
         StubFor(entries[i].target)->async()->PrepareBundles(ctx, req, reply, std::move(done));
@@ -83,25 +82,25 @@ std::vector<absl::Status> AgentPool::Prepare(const std::vector<AgentBundles>& en
       token_, rpc_timeout_);
 }
 
-std::vector<absl::Status> AgentPool::Commit(const std::vector<AgentBundles>& entries, uint64_t attempt) {
+std::vector<absl::Status> AgentPool::Commit(const std::vector<AgentBundles>& entries) {
   return RunAll<rpc::CommitBundlesRequest, rpc::CommitBundlesReply>(
       entries.size(),
       [&](size_t i, grpc::ClientContext* ctx, rpc::CommitBundlesRequest* req, rpc::CommitBundlesReply* reply,
           std::function<void(grpc::Status)> done) {
         req->set_group_id(entries[i].ledger_group);
-        req->set_attempt(attempt);
+        req->set_attempt(entries[i].attempt);
         StubFor(entries[i].target)->async()->CommitBundles(ctx, req, reply, std::move(done));
       },
       token_, rpc_timeout_);
 }
 
-void AgentPool::Cancel(const std::vector<AgentBundles>& entries, uint64_t attempt) {
+void AgentPool::Cancel(const std::vector<AgentBundles>& entries) {
   RunAll<rpc::CancelBundlesRequest, rpc::CancelBundlesReply>(
       entries.size(),
       [&](size_t i, grpc::ClientContext* ctx, rpc::CancelBundlesRequest* req, rpc::CancelBundlesReply* reply,
           std::function<void(grpc::Status)> done) {
         req->set_group_id(entries[i].ledger_group);
-        req->set_attempt(attempt);
+        req->set_attempt(entries[i].attempt);
         StubFor(entries[i].target)->async()->CancelBundles(ctx, req, reply, std::move(done));
       },
       token_, rpc_timeout_);

@@ -23,6 +23,7 @@ struct AgentBundles {
   std::string target;        // "address:agent_port"
   std::string ledger_group;  // the agent-side group id
   std::vector<rpc::BundleSpec> bundles;
+  uint64_t attempt = 0;      // the group's placement attempt (prepare, commit, cancel)
 };
 
 class AgentPool {
@@ -30,11 +31,10 @@ class AgentPool {
   AgentPool(std::string token, std::chrono::milliseconds rpc_timeout);
 
   // Prepares every entry; one status per entry, in order (DEADLINE_EXCEEDED for an agent that did not answer).
-  std::vector<absl::Status> Prepare(const std::vector<AgentBundles>& entries, uint64_t attempt,
-                                    std::chrono::milliseconds ttl);
-  std::vector<absl::Status> Commit(const std::vector<AgentBundles>& entries, uint64_t attempt);
-  // Cancels the prepares of `attempt`; errors are ignored (agents drop stale prepares on their own).
-  void Cancel(const std::vector<AgentBundles>& entries, uint64_t attempt);
+  std::vector<absl::Status> Prepare(const std::vector<AgentBundles>& entries, std::chrono::milliseconds ttl);
+  std::vector<absl::Status> Commit(const std::vector<AgentBundles>& entries);
+  // Cancels each entry's prepares of its attempt; errors are ignored (agents drop stale prepares on their own).
+  void Cancel(const std::vector<AgentBundles>& entries);
   // Releases the listed bundles (by index) of each entry's ledger group; errors are ignored (a dead agent holds
   // nothing any more).
   void Release(const std::vector<AgentBundles>& entries);

@@ -1,6 +1,7 @@
 #include "torus/head/placement_group_manager.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -389,26 +390,53 @@ void PlacementGroupManager::ScheduleWaiting(Lock& lock) {
   for (auto& [id, g] : groups_) {
     if (IsWaiting(*g)) waiting.push_back(g.get());
   }
+  if (waiting.empty()) return;
   std::sort(waiting.begin(), waiting.end(), [](const PlacementGroup* a, const PlacementGroup* b) {
     bool ar = a->state == PgState::kRescheduling, br = b->state == PgState::kRescheduling;
     return ar != br ? ar : a->seq < b->seq;
   });
   std::vector<std::string> ids;
   for (const PlacementGroup* g : waiting) ids.push_back(g->id);
+
+  // Groups that hold nothing yet are decided one after another against one accounting (each decision counted as
+  // held for the next), then reserved together: one round of prepares and one of commits for the whole batch.
+  // A group that already holds bundles (rescheduling) is placed on its own.
+  std::vector<PlacementDecision> batch;
+  std::optional<sched::IndexInput> shared;
+  const Targets where = AgentTargets();
+  auto flush = [&] {
+    ReserveBatch(batch, lock);
+    for (PlacementDecision& d : batch) ApplyLocked(d);
+    batch.clear();
+    shared.reset();
+  };
   for (const std::string& id : ids) {
-    if (stopping_) return;
+    if (stopping_) break;
     auto it = groups_.find(id);
     if (it == groups_.end() || !IsWaiting(*it->second)) continue;
     PlacementGroup& g = *it->second;
     const int64_t now = clock_->NowMicros();
     const bool old = now - g.created_micros > options_.fifo_after_ms * 1000;
     if (g.retry_at_micros > now) {
-      if (old) return;
+      if (old) break;
       continue;
     }
-    bool placed = TrySchedule(id, lock);
-    if (!placed && old) return;  // strict FIFO behind a request that has waited long
+    bool placed = false;
+    if (!g.bundles.empty() || !g.slices.empty()) {
+      flush();
+      placed = TrySchedule(id, lock);
+    } else {
+      if (!shared) shared = IndexInputLocked(g);
+      PlacementDecision d = DecideLocked(&g, *shared, where);
+      placed = d.placed;
+      if (placed) {
+        HoldInInput(d, *shared);
+        batch.push_back(std::move(d));
+      }
+    }
+    if (!placed && old) break;  // strict FIFO behind a request that has waited long
   }
+  flush();
 }
 
 }  // namespace torus::head

@@ -93,6 +93,18 @@ class PlacementGroupManager {
     std::function<void(ViewOr)> done;
   };
   using Lock = std::unique_lock<std::mutex>;
+  using Targets = std::map<std::string, std::pair<std::string, std::string>>;  // node id -> (address, agent)
+
+  // What one scheduling attempt of one group decided; reserved on the agents together with the rest of its batch.
+  struct PlacementDecision {
+    std::string id;
+    bool placed = false;
+    std::vector<HeldBundle> fresh;        // bundles to reserve now
+    std::vector<std::string> new_slices;  // the slices held afterwards (slice groups)
+    int alternative = 0;
+    uint64_t attempt = 0;
+    std::string refusal;                  // set by ReserveBatch when an agent refused or timed out
+  };
 
   ViewOr Submit(std::unique_ptr<PlacementGroup> group, const std::string& name);
   PlacementGroup* FindLocked(const std::string& id_or_name) const;
@@ -103,6 +115,15 @@ class PlacementGroupManager {
   void ScheduleWaiting(Lock& lock);
   // Tries to place one group; unlocks `lock` around agent RPCs. Returns true when it is CREATED afterwards.
   bool TrySchedule(const std::string& id, Lock& lock);
+  // Decides against `input` (the head's accounting); on no placement records the reason on the group.
+  PlacementDecision DecideLocked(PlacementGroup* group, const sched::IndexInput& input, const Targets& where);
+  // Counts a decision's bundles as held in `input`, so that later decisions of the same pass see them.
+  static void HoldInInput(const PlacementDecision& decision, sched::IndexInput& input);
+  // Two-phase reservation of a batch of decisions in one round of prepares and one of commits; unlocks `lock`.
+  void ReserveBatch(std::vector<PlacementDecision>& batch, Lock& lock);
+  // Records a reserved (or refused) decision on its group. Returns true when the group is CREATED.
+  bool ApplyLocked(PlacementDecision& decision);
+  Targets AgentTargets() const;
   sched::IndexInput IndexInputLocked(const PlacementGroup& placing) const;
   void SetStateLocked(PlacementGroup& group, PgState state, const std::string& message);
   void QueueReleaseLocked(const std::vector<HeldBundle>& bundles);

@@ -63,14 +63,18 @@ sched::IndexInput PlacementGroupManager::IndexInputLocked(const PlacementGroup& 
   return input;
 }
 
-bool PlacementGroupManager::TrySchedule(const std::string& id, Lock& lock) {
-  PlacementGroup* g = groups_.at(id).get();
-  sched::ClusterIndex index = sched::ClusterIndex::Build(IndexInputLocked(*g));
+std::map<std::string, std::pair<std::string, std::string>> PlacementGroupManager::AgentTargets() const {
   std::map<std::string, std::pair<std::string, std::string>> where;  // node id -> (address, agent target)
   for (const NodeRecord& r : registry_->Records(/*include_dead=*/false)) {
     where[r.info.node_id] = {r.info.address, absl::StrCat(r.info.address, ":", r.info.agent_port)};
   }
+  return where;
+}
 
+PlacementGroupManager::PlacementDecision PlacementGroupManager::DecideLocked(
+    PlacementGroup* g, const sched::IndexInput& input,
+    const std::map<std::string, std::pair<std::string, std::string>>& where) {
+  sched::ClusterIndex index = sched::ClusterIndex::Build(input);
   // Decide. New bundles go to `fresh`; a group's surviving bundles stay where they are.
   std::vector<HeldBundle> fresh;
   std::vector<std::string> new_slices;
@@ -142,65 +146,113 @@ bool PlacementGroupManager::TrySchedule(const std::string& id, Lock& lock) {
     }
   }
 
+  PlacementDecision decision;
+  decision.id = g->id;
   if (!reason.empty()) {
     g->reason = reason;
     if (g->state == PgState::kRescheduling || g->history.back().message != reason) {
       SetStateLocked(*g, PgState::kPending, reason);
     }
     g->retry_at_micros = 0;  // retried on the next cluster change
-    return false;
+    return decision;
   }
   for (HeldBundle& b : fresh) {
     auto it = where.find(b.node_id);
     if (it == where.end()) {  // died since the snapshot; the death event will wake us again
       g->reason = absl::StrCat("node ", b.node_id, " left while placing");
-      return false;
+      return decision;
     }
     b.address = it->second.first;
     b.target = it->second.second;
   }
+  decision.placed = true;
+  decision.fresh = std::move(fresh);
+  decision.new_slices = std::move(new_slices);
+  decision.alternative = alternative;
+  decision.attempt = ++g->attempt;
+  return decision;
 
-  // Two-phase reservation, without the lock.
-  const uint64_t attempt = ++g->attempt;
-  const std::vector<AgentBundles> calls = GroupByAgent(fresh);
+}
+
+void PlacementGroupManager::HoldInInput(const PlacementDecision& d, sched::IndexInput& input) {
+  std::map<std::string, ResourceSet> held;
+  for (const HeldBundle& b : d.fresh) {
+    held[b.node_id].Add(b.resources);
+    auto& chips = input.busy_chips[b.node_id];
+    chips.insert(chips.end(), b.chips.begin(), b.chips.end());
+  }
+  for (sched::NodeSnapshot& n : input.nodes) {
+    auto it = held.find(n.node_id);
+    if (it != held.end()) n.available.Subtract(it->second);
+  }
+  for (const std::string& s : d.new_slices) input.slice_holders[s] = d.id;
+}
+
+void PlacementGroupManager::ReserveBatch(std::vector<PlacementDecision>& batch, Lock& lock) {
+  if (batch.empty()) return;
+  // One round of prepares for every group of the batch, then one round of commits for those fully prepared.
+  std::vector<AgentBundles> calls;
+  std::vector<size_t> owner;  // calls[i] belongs to batch[owner[i]]
+  for (size_t d = 0; d < batch.size(); ++d) {
+    for (AgentBundles& call : GroupByAgent(batch[d].fresh)) {
+      call.attempt = batch[d].attempt;
+      calls.push_back(std::move(call));
+      owner.push_back(d);
+    }
+  }
   lock.unlock();
-  std::vector<absl::Status> prepared = agents_->Prepare(calls, attempt, options_.prepare_ttl);
-  std::string refusal;
-  for (size_t i = 0; i < calls.size() && refusal.empty(); ++i) {
-    if (!prepared[i].ok()) {
-      refusal = absl::StrCat("prepare refused by node ", calls[i].node_id, ": ", prepared[i].message());
+  std::vector<absl::Status> prepared = agents_->Prepare(calls, options_.prepare_ttl);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (!prepared[i].ok() && batch[owner[i]].refusal.empty()) {
+      batch[owner[i]].refusal =
+          absl::StrCat("prepare refused by node ", calls[i].node_id, ": ", prepared[i].message());
     }
   }
-  if (refusal.empty()) {
-    std::vector<absl::Status> committed = agents_->Commit(calls, attempt);
-    for (size_t i = 0; i < calls.size() && refusal.empty(); ++i) {
-      if (!committed[i].ok()) {
-        refusal = absl::StrCat("commit failed on node ", calls[i].node_id, ": ", committed[i].message());
-      }
+  std::vector<AgentBundles> to_commit, to_cancel;
+  std::vector<size_t> commit_owner;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (batch[owner[i]].refusal.empty()) {
+      to_commit.push_back(calls[i]);
+      commit_owner.push_back(owner[i]);
+    } else {
+      to_cancel.push_back(calls[i]);
     }
-    if (!refusal.empty()) agents_->Release(calls);
-  } else {
-    agents_->Cancel(calls, attempt);
   }
+  agents_->Cancel(to_cancel);
+  std::vector<absl::Status> committed = agents_->Commit(to_commit);
+  std::vector<AgentBundles> to_release;
+  for (size_t i = 0; i < to_commit.size(); ++i) {
+    if (!committed[i].ok() && batch[commit_owner[i]].refusal.empty()) {
+      batch[commit_owner[i]].refusal =
+          absl::StrCat("commit failed on node ", to_commit[i].node_id, ": ", committed[i].message());
+    }
+  }
+  for (size_t i = 0; i < to_commit.size(); ++i) {
+    if (!batch[commit_owner[i]].refusal.empty()) to_release.push_back(to_commit[i]);
+  }
+  agents_->Release(to_release);
   lock.lock();
+}
 
-  auto it = groups_.find(id);
+bool PlacementGroupManager::ApplyLocked(PlacementDecision& d) {
+  auto it = groups_.find(d.id);
   if (it == groups_.end() || !it->second->Live()) {
     // Removed (or timed out) while we reserved: give everything back.
-    if (refusal.empty()) QueueReleaseLocked(fresh);
+    if (d.refusal.empty()) QueueReleaseLocked(d.fresh);
+    dirty_ = true;
     return false;
   }
-  g = it->second.get();
-  if (!refusal.empty()) {
+  PlacementGroup* g = it->second.get();
+  if (!d.refusal.empty()) {
     g->backoff_ms = std::clamp<int64_t>(g->backoff_ms * 2, 50, options_.max_backoff_ms);
     g->retry_at_micros = clock_->NowMicros() + g->backoff_ms * 1000;
-    g->reason = absl::StrCat(refusal, "; retrying in ", g->backoff_ms, " ms");
+    g->reason = absl::StrCat(d.refusal, "; retrying in ", g->backoff_ms, " ms");
     SetStateLocked(*g, PgState::kPending, g->reason);
     return false;
   }
   if (g->kind == PgKind::kBundles) {
     std::set<int> replaced;
-    for (const HeldBundle& b : fresh) replaced.insert(b.index);
+    for (const HeldBundle& b : d.fresh) replaced.insert(b.index);
     std::vector<HeldBundle> moved;
     for (const HeldBundle& b : g->bundles) {
       if (!b.lost && replaced.contains(b.index)) moved.push_back(b);
@@ -208,15 +260,15 @@ bool PlacementGroupManager::TrySchedule(const std::string& id, Lock& lock) {
     QueueReleaseLocked(moved);
     if (!moved.empty()) dirty_ = true;
     std::erase_if(g->bundles, [&](const HeldBundle& b) { return b.lost || replaced.contains(b.index); });
-    g->bundles.insert(g->bundles.end(), fresh.begin(), fresh.end());
+    g->bundles.insert(g->bundles.end(), d.fresh.begin(), d.fresh.end());
     std::sort(g->bundles.begin(), g->bundles.end(),
               [](const HeldBundle& a, const HeldBundle& b) { return a.index < b.index; });
   } else {
     // Slice-major in the chosen order, then worker id and chip block as placed.
     std::vector<HeldBundle> all = std::move(g->bundles);
-    all.insert(all.end(), fresh.begin(), fresh.end());
+    all.insert(all.end(), d.fresh.begin(), d.fresh.end());
     g->bundles.clear();
-    for (const std::string& s : new_slices) {
+    for (const std::string& s : d.new_slices) {
       for (const HeldBundle& b : all) {
         if (b.slice_name == s) {
           g->bundles.push_back(b);
@@ -224,23 +276,31 @@ bool PlacementGroupManager::TrySchedule(const std::string& id, Lock& lock) {
         }
       }
     }
-    g->slices = new_slices;
+    g->slices = d.new_slices;
   }
-  g->alternative = alternative;
+  g->alternative = d.alternative;
   g->backoff_ms = 0;
   g->retry_at_micros = 0;
   g->reason.clear();
   std::set<std::string> nodes;
-  for (const HeldBundle& b : fresh) nodes.insert(b.node_id);
+  for (const HeldBundle& b : d.fresh) nodes.insert(b.node_id);
   std::string message =
       g->kind == PgKind::kSlices
           ? absl::StrCat("reserved slice", g->slices.size() == 1 ? " " : "s ", absl::StrJoin(g->slices, ", "),
-                         alternative > 0 ? absl::StrCat(" (fallback ", alternative, ")") : "")
-          : absl::StrCat("placed ", fresh.size(), " bundle", fresh.size() == 1 ? "" : "s", " on ",
+                         d.alternative > 0 ? absl::StrCat(" (fallback ", d.alternative, ")") : "")
+          : absl::StrCat("placed ", d.fresh.size(), " bundle", d.fresh.size() == 1 ? "" : "s", " on ",
                          absl::StrJoin(nodes, ", "),
-                         alternative > 0 ? absl::StrCat(" (fallback ", alternative, ")") : "");
+                         d.alternative > 0 ? absl::StrCat(" (fallback ", d.alternative, ")") : "");
   SetStateLocked(*g, PgState::kCreated, message);
   return true;
+}
+
+bool PlacementGroupManager::TrySchedule(const std::string& id, Lock& lock) {
+  PlacementGroup* g = groups_.at(id).get();
+  std::vector<PlacementDecision> batch = {DecideLocked(g, IndexInputLocked(*g), AgentTargets())};
+  if (!batch[0].placed) return false;
+  ReserveBatch(batch, lock);
+  return ApplyLocked(batch[0]);
 }
 
 }  // namespace torus::head
