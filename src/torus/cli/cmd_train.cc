@@ -14,21 +14,6 @@
 namespace torus::cli {
 namespace {
 
-int Fail(const std::string& command, const absl::Status& status) {
-  std::cerr << "torus " << command << ": " << status.message() << "\n";
-  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-}
-
-absl::StatusOr<std::unique_ptr<HttpClient>> Connect(const HeadFlags& head) {
-  auto endpoint = client::ResolveHttp(head.dashboard_address, head.token, client::TempRoot());
-  if (!endpoint.ok()) return endpoint.status();
-  return std::make_unique<HttpClient>(*endpoint);
-}
-
-bool IsTerminal(const std::string& status) {
-  return status == "SUCCEEDED" || status == "FAILED" || status == "STOPPED";
-}
-
 // Prints whole lines of each rank with a "[rank N] " prefix; keeps partial lines until they end.
 class RankPrinter {
  public:
@@ -88,7 +73,7 @@ int FollowRunLogs(HttpClient& http, const std::string& id, bool follow, std::opt
   RankPrinter printer;
   while (true) {
     auto run = http.Get("/api/v0/runs/" + UrlEncode(id));
-    if (!run.ok()) return Fail("logs", run.status());
+    if (!run.ok()) return FailCommand("logs", run.status());
     const int attempt = only_attempt > 0 ? only_attempt : (*run)["attempt"].get<int>();
     const std::string status = (*run)["status"].get<std::string>();
     if (attempt != shown_attempt && attempt > 0) {
@@ -96,7 +81,7 @@ int FollowRunLogs(HttpClient& http, const std::string& id, bool follow, std::opt
         auto drained = Drain(http, id, shown_attempt,
                              static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size()), rank, offsets,
                              printer);
-        if (!drained.ok()) return Fail("logs", drained.status());
+        if (!drained.ok()) return FailCommand("logs", drained.status());
         printer.Flush(!rank.has_value());
         const auto& ended = (*run)["attempts"][shown_attempt - 1];
         std::cerr << "[torus] attempt " << shown_attempt << " ended: " << ended["end_reason"].get<std::string>()
@@ -113,12 +98,12 @@ int FollowRunLogs(HttpClient& http, const std::string& id, bool follow, std::opt
     if (shown_attempt > 0) {
       const int ranks = static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size());
       auto drained = Drain(http, id, shown_attempt, ranks, rank, offsets, printer);
-      if (!drained.ok()) return Fail("logs", drained.status());
+      if (!drained.ok()) return FailCommand("logs", drained.status());
       any = *drained;
     }
-    if (!follow || (IsTerminal(status) && !any)) {
+    if (!follow || (IsTerminalStatus(status) && !any)) {
       printer.Flush(!rank.has_value());
-      if (follow || IsTerminal(status)) {
+      if (follow || IsTerminalStatus(status)) {
         std::cerr << "[torus] run " << (*run)["name"].get<std::string>() << " (" << id << ") " << status << ": "
                   << (*run)["message"].get<std::string>() << "\n";
       }
@@ -130,7 +115,7 @@ int FollowRunLogs(HttpClient& http, const std::string& id, bool follow, std::opt
 
 int CmdTrain(const HeadFlags& head, const TrainFlags& flags) {
   const std::string command = "train";
-  if (flags.command.empty()) return Fail(command, absl::InvalidArgumentError("give the command after --"));
+  if (flags.command.empty()) return FailCommand(command, absl::InvalidArgumentError("give the command after --"));
   nlohmann::json scaling = nlohmann::json::object();
   if (flags.num_workers) scaling["num_workers"] = *flags.num_workers;
   if (!flags.accelerator_type.empty() || !flags.topology.empty()) {
@@ -144,20 +129,20 @@ int CmdTrain(const HeadFlags& head, const TrainFlags& flags) {
   if (!flags.resources_per_worker.empty()) {
     auto parsed = nlohmann::json::parse(flags.resources_per_worker, nullptr, false);
     if (parsed.is_discarded() || !parsed.is_object()) {
-      return Fail(command, absl::InvalidArgumentError("--resources-per-worker: must be a JSON object, e.g. '{\"TPU\": 1}'"));
+      return FailCommand(command, absl::InvalidArgumentError("--resources-per-worker: must be a JSON object, e.g. '{\"TPU\": 1}'"));
     }
     scaling["resources_per_worker"] = parsed;
   }
   if (!flags.placement_strategy.empty()) scaling["placement_strategy"] = flags.placement_strategy;
   if (!flags.label_selector.empty()) {
     auto selector = ParseSelectorJson("--label-selector", flags.label_selector);
-    if (!selector.ok()) return Fail(command, selector.status());
+    if (!selector.ok()) return FailCommand(command, selector.status());
     scaling["label_selector"] = *selector;
   }
   nlohmann::json fallbacks = nlohmann::json::array();
   for (const std::string& text : flags.fallbacks) {
     auto shape = ParseFallbackShape(text);
-    if (!shape.ok()) return Fail(command, shape.status());
+    if (!shape.ok()) return FailCommand(command, shape.status());
     nlohmann::json f = {{"accelerator_type", shape->accelerator_type()}, {"topology", shape->topology()}};
     if (std::count(text.begin(), text.end(), ':') == 2) f["num_slices"] = shape->num_slices();
     fallbacks.push_back(f);
@@ -167,22 +152,16 @@ int CmdTrain(const HeadFlags& head, const TrainFlags& flags) {
   if (!flags.name.empty()) run_config["name"] = flags.name;
   if (!flags.storage_path.empty()) run_config["storage_path"] = flags.storage_path;
   if (flags.checkpoints_to_keep) run_config["checkpoints_to_keep"] = *flags.checkpoints_to_keep;
-  nlohmann::json env = nlohmann::json::object();
-  for (const std::string& kv : flags.env) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Fail(command, absl::InvalidArgumentError(absl::StrCat("--env \"", kv, "\": expected KEY=VALUE")));
-    }
-    env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  auto env = ParseEnvFlags(flags.env);
+  if (!env.ok()) return FailCommand(command, env.status());
   nlohmann::json body = {{"scaling_config", scaling}, {"run_config", run_config}, {"entrypoint", flags.command},
-                         {"env", env}};
+                         {"env", *env}};
   if (!flags.working_dir.empty()) body["working_dir"] = flags.working_dir;
 
-  auto http = Connect(head);
-  if (!http.ok()) return Fail(command, http.status());
+  auto http = ConnectHttp(head.dashboard_address, head.token);
+  if (!http.ok()) return FailCommand(command, http.status());
   auto reply = (*http)->Post("/api/v0/runs", body);
-  if (!reply.ok()) return Fail(command, reply.status());
+  if (!reply.ok()) return FailCommand(command, reply.status());
   std::string id = (*reply)["run_id"].get<std::string>();
   std::cerr << "[torus] run " << (*reply)["name"].get<std::string>() << " submitted as " << id << "\n";
   if (flags.no_wait) {
@@ -193,10 +172,10 @@ int CmdTrain(const HeadFlags& head, const TrainFlags& flags) {
 }
 
 int CmdTrainStatus(const HeadFlags& head, const std::string& id, bool json) {
-  auto http = Connect(head);
-  if (!http.ok()) return Fail("train status", http.status());
+  auto http = ConnectHttp(head.dashboard_address, head.token);
+  if (!http.ok()) return FailCommand("train status", http.status());
   auto run = (*http)->Get("/api/v0/runs/" + UrlEncode(id));
-  if (!run.ok()) return Fail("train status", run.status());
+  if (!run.ok()) return FailCommand("train status", run.status());
   if (json) {
     std::cout << run->dump(2) << "\n";
     return 0;
@@ -223,19 +202,19 @@ int CmdTrainStatus(const HeadFlags& head, const std::string& id, bool json) {
 }
 
 int CmdTrainStop(const HeadFlags& head, const std::string& id) {
-  auto http = Connect(head);
-  if (!http.ok()) return Fail("train stop", http.status());
+  auto http = ConnectHttp(head.dashboard_address, head.token);
+  if (!http.ok()) return FailCommand("train stop", http.status());
   auto reply = (*http)->Post("/api/v0/runs/" + UrlEncode(id) + "/stop", {});
-  if (!reply.ok()) return Fail("train stop", reply.status());
+  if (!reply.ok()) return FailCommand("train stop", reply.status());
   std::cout << id << ((*reply)["stopped"].get<bool>() ? " stopped" : " had already ended") << "\n";
   return 0;
 }
 
 int CmdTrainList(const HeadFlags& head, bool json) {
-  auto http = Connect(head);
-  if (!http.ok()) return Fail("train list", http.status());
+  auto http = ConnectHttp(head.dashboard_address, head.token);
+  if (!http.ok()) return FailCommand("train list", http.status());
   auto runs = (*http)->Get("/api/v0/runs");
-  if (!runs.ok()) return Fail("train list", runs.status());
+  if (!runs.ok()) return FailCommand("train list", runs.status());
   if (json) {
     std::cout << runs->dump(2) << "\n";
     return 0;

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <iostream>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -62,6 +64,34 @@ std::string UrlEncode(const std::string& text) {
     }
   }
   return out;
+}
+
+absl::StatusOr<std::unique_ptr<HttpClient>> ConnectHttp(const std::optional<std::string>& dashboard_address,
+                                                        const std::optional<std::string>& token) {
+  auto endpoint = client::ResolveHttp(dashboard_address, token, client::TempRoot());
+  if (!endpoint.ok()) return endpoint.status();
+  return std::make_unique<HttpClient>(*endpoint);
+}
+
+int FailCommand(const std::string& command, const absl::Status& status) {
+  std::cerr << "torus " << command << ": " << status.message() << "\n";
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+absl::StatusOr<nlohmann::json> ParseEnvFlags(const std::vector<std::string>& items) {
+  nlohmann::json env = nlohmann::json::object();
+  for (const std::string& kv : items) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--env \"", kv, "\": expected KEY=VALUE"));
+    }
+    env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+bool IsTerminalStatus(const std::string& status) {
+  return status == "SUCCEEDED" || status == "FAILED" || status == "STOPPED";
 }
 
 }  // namespace torus::cli

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
@@ -33,5 +35,18 @@ class HttpClient {
 
 // Percent-encodes a path segment or query value.
 std::string UrlEncode(const std::string& text);
+
+// A client of the head found through --dashboard-address/--token, the environment, or the latest session.
+absl::StatusOr<std::unique_ptr<HttpClient>> ConnectHttp(const std::optional<std::string>& dashboard_address,
+                                                        const std::optional<std::string>& token);
+
+// "torus COMMAND: message" on stderr; exit code 2 for bad input, else 1.
+int FailCommand(const std::string& command, const absl::Status& status);
+
+// Repeated `--env KEY=VALUE` flags as a JSON object; InvalidArgument names a malformed item.
+absl::StatusOr<nlohmann::json> ParseEnvFlags(const std::vector<std::string>& items);
+
+// SUCCEEDED, FAILED or STOPPED: a job or run that will not change again.
+bool IsTerminalStatus(const std::string& status);
 
 }  // namespace torus::cli
