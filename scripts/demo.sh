@@ -11,6 +11,8 @@ torus=build/bin/torus
 "$torus" up examples/clusters/local.yaml "$@"
 echo
 echo "== Training examples/train_torch.py on a TPU-V6E 4x4 slice (4 hosts, one worker each) =="
+# A run resumes from the checkpoints of an earlier run of the same name; the demo starts from scratch each time.
+rm -rf /tmp/torus/runs/demo
 "$torus" train --accelerator-type TPU-V6E --topology 4x4 --name demo --max-failures 2 \
   -- /usr/bin/python3 "$PWD/examples/train_torch.py" --steps 60 --checkpoint-every 10
 echo
