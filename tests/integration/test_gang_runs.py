@@ -561,3 +561,28 @@ def test_stopped_run_is_stopped_not_failed(torus, tmp_path):
     wait_until(lambda: not any(pid_alive(p) for p in pids), 5, message="every worker to exit")
     assert torus.ok("train", "stop", "sleepers").stdout == "sleepers had already ended\n"
     assert run_status(torus, "sleepers")["status"] == "STOPPED"
+
+
+def test_gpu_runs_sharing_a_host_get_distinct_gpus(torus, tmp_path):
+    """Two one-worker GPU runs pinned to the same 2-GPU host each see a GPU of their own."""
+    torus.up()
+    pin = ("--use-gpu", "--num-workers", "1", "--label-selector", json.dumps({"torus.io/node-id": "gpu-0"}))
+    first = start_train(torus, tmp_path, *pin, "--name", "gpu-a", command=["/usr/bin/python3", env_dump(tmp_path),
+                                                                           "/bin/sleep", "30"])
+    second = start_train(torus, tmp_path, *pin, "--name", "gpu-b", command=["/usr/bin/python3", env_dump(tmp_path),
+                                                                            "/bin/sleep", "30"])
+    try:
+        views = [wait_until(lambda n=n: (v := run_view(torus, n)) and v["status"] == "RUNNING" and v, 20,
+                            message=f"{n} to run") for n in ("gpu-a", "gpu-b")]
+        devices = []
+        for view in views:
+            env = wait_until(lambda view=view: [l for l in rank_logs(torus, view["run_id"], 0).splitlines()
+                                                if l.startswith("ENV ")], 10, message="the worker's environment")
+            devices.append(json.loads(env[0][len("ENV "):])["CUDA_VISIBLE_DEVICES"])
+            assert view["attempts"][-1]["ranks"][0]["node_id"] == "gpu-0"
+        assert sorted(devices) == ["0", "1"], devices
+    finally:
+        for name in ("gpu-a", "gpu-b"):
+            torus.run("train", "stop", name)
+        finish(first, 30)
+        finish(second, 30)

@@ -176,7 +176,17 @@ void RunManager::StartAttempt(const std::string& id) {
   std::vector<NodeRecord> records = registry_->Records(/*include_dead=*/false);
   for (const NodeRecord& r : records) nodes[r.info.node_id] = &r;
   std::vector<std::string> targets;
-  std::map<std::string, int> next_gpu;  // per node: GPU indices handed out in rank order
+  // GPU indices in use per node by the other runs' live workers; this attempt takes the lowest free ones.
+  std::map<std::string, std::set<int>> gpus_in_use;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [other_id, other] : runs_) {
+      if (other_id == id || other.Terminal() || other.attempts.empty()) continue;
+      for (const RankState& r : other.attempts.back().ranks) {
+        if (!r.exited) gpus_in_use[r.node_id].insert(r.gpus.begin(), r.gpus.end());
+      }
+    }
+  }
   for (const rpc::PlacedBundle& b : group->bundles()) {
     auto node = nodes.find(b.node_id());
     if (node == nodes.end()) return;  // died since; the group will be rescheduled
@@ -197,7 +207,12 @@ void RunManager::StartAttempt(const std::string& id) {
     }
     auto gpus = b.resources().find("GPU");
     if (gpus != b.resources().end()) {
-      for (int64_t g = 0; g < gpus->second / kResourceScale; ++g) p.gpus.push_back(next_gpu[b.node_id()]++);
+      std::set<int>& used = gpus_in_use[b.node_id()];
+      for (int64_t g = 0, index = 0; g < gpus->second / kResourceScale; ++g) {
+        while (used.contains(index)) ++index;
+        used.insert(index);
+        p.gpus.push_back(index);
+      }
     }
     input.ranks.push_back(std::move(p));
     targets.push_back(absl::StrCat(node->second->info.address, ":", node->second->info.agent_port));
@@ -253,6 +268,7 @@ void RunManager::StartAttempt(const std::string& id) {
       rank.worker_id = request.worker_id();
       rank.slice_name = input.ranks[r].slice_name;
       rank.chips = input.ranks[r].chips;
+      rank.gpus = input.ranks[r].gpus;
       attempt.ranks.push_back(rank);
       starts.emplace_back(targets[r], std::move(request));
     }
@@ -531,6 +547,7 @@ nlohmann::json RunManager::ToJson(const Run& run) const {
         rank["slice"] = r.slice_name;
         rank["chips"] = r.chips;
       }
+      if (!r.gpus.empty()) rank["gpus"] = r.gpus;
       if (r.exited) {
         rank["exit_code"] = r.exit_code;
         rank["signal"] = r.signal;

@@ -40,6 +40,7 @@ struct RankState {
   std::string worker_id;
   std::string slice_name;
   std::vector<int> chips;
+  std::vector<int> gpus;  // GPU indices on its host (CUDA_VISIBLE_DEVICES)
   bool exited = false;
   int exit_code = 0;
   int signal = 0;
