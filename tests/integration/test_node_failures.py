@@ -185,3 +185,24 @@ def test_restarted_head_gets_every_agent_back(torus):
     assert after["cluster_id"] == before["cluster_id"]
     assert {n["node_id"]: n["pid"] for n in after["nodes"]} == agent_pids
     assert all(pid_alive(pid) for pid in agent_pids.values())
+
+
+def test_what_workers_started_does_not_outlive_their_agent(torus, tmp_path):
+    """A worker dies with its agent (parent-death signal); what it started is killed when the agent restarts."""
+    torus.up(*FAST)
+    pid_file = tmp_path / "background.pid"
+    # The entrypoint runs as `/bin/sh -c CMD`; the inner shell and its background sleep are the worker's descendants.
+    torus.ok("job", "submit", "--no-wait", "--label-selector", '{"torus.io/node-id": "cpu-0"}', "--",
+             "sh", "-c", f"sleep 300 & echo $! > {pid_file}; echo $$ >> {pid_file}; wait")
+    descendants = wait_until(lambda: pid_file.exists() and len(pid_file.read_text().split()) == 2 and
+                             [int(p) for p in pid_file.read_text().split()], 10, message="the job to start")
+    assert all(pid_alive(p) for p in descendants)
+
+    os.kill(torus.pid_of("cpu-0"), signal.SIGKILL)
+    time.sleep(0.5)
+    assert all(pid_alive(p) for p in descendants), "descendants outlive the agent until it restarts"
+
+    torus.ok("node", "restart", "cpu-0")
+    wait_until(lambda: not any(pid_alive(p) for p in descendants), 10,
+               message="the restarted agent to kill what its workers left")
+    wait_until(lambda: node_state(torus.status(), "cpu-0") == "ALIVE", 10, message="cpu-0 to come back")

@@ -16,6 +16,7 @@
 #include "torus/common/clock.h"
 #include "torus/node/agent.h"
 #include "torus/node/bundle_ledger.h"
+#include "torus/node/leftovers.h"
 #include "torus/node/exit_reporter.h"
 #include "torus/node/node_identity.h"
 #include "torus/node/node_service.h"
@@ -161,6 +162,11 @@ int Run(const NodeFlags& flags) {
     return 1;
   }
   spdlog::info("work dir {} (worker logs in {})", work_dir, worker_log_dir);
+  if (int killed = torus::node::KillLeftoverWorkers(work_dir); killed > 0) {
+    spdlog::warn("killed {} processes left by an earlier run of this agent's workers", killed);
+  }
+  torus::EnvMap worker_env = options.env;
+  worker_env[torus::node::kWorkerMarkVariable] = work_dir;
 
   torus::RealClock clock;
   const int chips = static_cast<int>(identity->resources.GetFixed(torus::kResourceTpu) / torus::kResourceScale);
@@ -171,7 +177,7 @@ int Run(const NodeFlags& flags) {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   auto channel = grpc::CreateCustomChannel(flags.address, grpc::InsecureChannelCredentials(), args);
   torus::node::ExitReporter exit_reporter(torus::node::MakeHeadExitSender(channel, token, identity->node_id));
-  torus::node::WorkerSupervisor workers(&clock, worker_log_dir, options.env,
+  torus::node::WorkerSupervisor workers(&clock, worker_log_dir, worker_env,
                                         [&exit_reporter](const torus::node::WorkerExit& exit) {
                                           exit_reporter.Report(exit);
                                         });
