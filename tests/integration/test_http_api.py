@@ -86,3 +86,36 @@ def _one_node_spec(torus):
     spec = torus.root / "one-node.yaml"
     spec.write_text("head: {num_cpus: 1}\n")
     return spec
+
+
+def test_metrics_in_prometheus_text(torus):
+    import re
+    torus.up()
+    code, _ = get(torus, "/metrics")
+    assert code == 401
+    torus.ok("slice", "reserve", "--accelerator-type", "TPU-V6E", "--topology", "4x4", "--wait", "10")
+    code, text = get(torus, "/metrics", torus.token)
+    assert code == 200
+    sample = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"]*")*\})?'
+                        r' (-?[0-9.e+]+|NaN|[+-]Inf)$')
+    family = None
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            family = line.split()[2]
+        elif line.startswith("# TYPE "):
+            assert line.split()[2] == family and line.split()[3] in ("gauge", "counter"), line
+        else:
+            m = sample.match(line)
+            assert m, f"not an exposition line: {line!r}"
+            assert m.group(1) == family, line
+            values[line.rsplit(" ", 1)[0]] = float(line.rsplit(" ", 1)[1])
+    assert values['torus_nodes{state="ALIVE"}'] == 16
+    assert values['torus_slices{state="RESERVED"}'] == 1
+    assert values['torus_slices{state="READY"}'] == 3
+    assert values['torus_placement_groups{state="CREATED"}'] == 1
+    assert values['torus_resource_total{resource="TPU"}'] == 48
+    assert values['torus_resource_available{resource="TPU"}'] == 32  # one 16-chip slice reserved
+    assert values['torus_pending_requests'] == 0
+    assert values['torus_runs{status="RUNNING"}'] == 0
+    assert values['torus_gang_restarts_total'] == 0

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "torus/head/head_service.h"
 #include "torus/head/http_util.h"
+#include "torus/common/resources.h"
 #include "torus/rpc/auth.h"
 #include "torus/rpc/status_json.h"
 
@@ -21,6 +22,10 @@ HttpApi::HttpApi(const NodeRegistry* registry, const PlacementGroupManager* grou
 HttpApi::~HttpApi() { Stop(); }
 
 void HttpApi::AddRoutes(std::function<void(httplib::Server&)> add) { extra_routes_.push_back(std::move(add)); }
+
+void HttpApi::AddMetricsSource(std::function<void(PrometheusWriter&)> source) {
+  metrics_sources_.push_back(std::move(source));
+}
 
 absl::StatusOr<int> HttpApi::Start(const std::string& host, int port) {
   server_ = std::make_unique<httplib::Server>();
@@ -41,7 +46,7 @@ void HttpApi::Stop() {
 
 void HttpApi::RegisterRoutes() {
   server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path.rfind("/api/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+    if (req.path.rfind("/api/", 0) != 0 && req.path != "/metrics") return httplib::Server::HandlerResponse::Unhandled;
     // Workers report with their run's own token, checked by that route.
     if (IsRunReportPath(req.path)) return httplib::Server::HandlerResponse::Unhandled;
     std::string header = req.get_header_value("Authorization");
@@ -64,6 +69,36 @@ void HttpApi::RegisterRoutes() {
   };
 
   server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+
+  server_->Get("/metrics", [this, status](const httplib::Request&, httplib::Response& res) {
+    const rpc::ClusterStatus view = status(true);
+    PrometheusWriter w;
+    std::map<std::string, int> nodes = {{"ALIVE", 0}, {"DEAD", 0}};
+    for (const auto& n : view.nodes()) ++nodes[rpc::NodeStateName(n.state())];
+    w.Family("torus_nodes", "gauge", "Nodes by state.");
+    for (const auto& [state, count] : nodes) w.Sample("torus_nodes", {{"state", state}}, count);
+    std::map<std::string, int> slices = {{"READY", 0}, {"RESERVED", 0}, {"DEGRADED", 0}, {"INCOMPLETE", 0}};
+    for (const auto& s : view.slices()) ++slices[rpc::SliceStateName(s.state())];
+    w.Family("torus_slices", "gauge", "TPU slices by state.");
+    for (const auto& [state, count] : slices) w.Sample("torus_slices", {{"state", state}}, count);
+    w.Family("torus_resource_total", "gauge", "Resources of alive nodes (memory in bytes, TPU in chips).");
+    for (const auto& [name, fixed] : view.resources_total()) {
+      w.Sample("torus_resource_total", {{"resource", name}}, FromFixed(fixed));
+    }
+    w.Family("torus_resource_available", "gauge", "Unreserved resources of alive nodes.");
+    for (const auto& [name, fixed] : view.resources_available()) {
+      w.Sample("torus_resource_available", {{"resource", name}}, FromFixed(fixed));
+    }
+    std::map<std::string, int> groups = {{"PENDING", 0}, {"CREATED", 0}, {"RESCHEDULING", 0}, {"REMOVED", 0},
+                                         {"FAILED", 0}};
+    for (const auto& g : groups_->List(/*include_removed=*/true)) ++groups[g.state()];
+    w.Family("torus_placement_groups", "gauge", "Placement groups and slice groups by state.");
+    for (const auto& [state, count] : groups) w.Sample("torus_placement_groups", {{"state", state}}, count);
+    w.Family("torus_pending_requests", "gauge", "Placement groups waiting (PENDING or RESCHEDULING).");
+    w.Sample("torus_pending_requests", {}, view.pending_size());
+    for (const auto& source : metrics_sources_) source(w);
+    res.set_content(w.Text(), "text/plain; version=0.0.4");
+  });
 
   server_->Get("/api/v0/cluster", [status](const httplib::Request&, httplib::Response& res) {
     SendJson(res, 200, rpc::StatusToJson(status(true)));

@@ -7,8 +7,10 @@
 //   GET /api/v0/slices[?state=READY|INCOMPLETE|DEGRADED|RESERVED]
 //   GET /api/v0/slices/{name}
 //   GET /api/v0/placement_groups[?state=...], /api/v0/placement_groups/{id or name}
+//   GET /metrics                  Prometheus text: nodes, slices, resources, placement groups (and what other
+//                                 components add: jobs, runs)
 //
-// Every /api/ route needs `Authorization: Bearer <cluster token>`; errors are JSON `{"error": "..."}` with 401,
+// /metrics and every /api/ route need `Authorization: Bearer <cluster token>`; errors are JSON `{"error": "..."}` with 401,
 // 404 or 400.
 //
 // Thread-safety: handlers run on the HTTP server's threads and read only thread-safe components.
@@ -24,6 +26,7 @@
 #include "torus/common/clock.h"
 #include "torus/head/node_registry.h"
 #include "torus/head/placement_group_manager.h"
+#include "torus/head/prometheus.h"
 
 namespace httplib {
 class Server;
@@ -36,6 +39,9 @@ class HttpApi {
   HttpApi(const NodeRegistry* registry, const PlacementGroupManager* groups, const Clock* clock, std::string token,
           std::string cluster_id);
   ~HttpApi();  // stops serving
+
+  // Adds samples to GET /metrics (Prometheus text); call before Start.
+  void AddMetricsSource(std::function<void(PrometheusWriter&)> source);
 
   // Lets another component add its routes (e.g. the Jobs API); call before Start.
   void AddRoutes(std::function<void(httplib::Server&)> add);
@@ -53,6 +59,7 @@ class HttpApi {
   const std::string token_;
   const std::string cluster_id_;
   std::vector<std::function<void(httplib::Server&)>> extra_routes_;
+  std::vector<std::function<void(PrometheusWriter&)>> metrics_sources_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
 };

@@ -126,6 +126,17 @@ absl::StatusOr<Job> JobManager::Get(const std::string& id) const {
   return it->second;
 }
 
+std::map<std::string, int> JobManager::CountByStatus() const {
+  std::map<std::string, int> counts;
+  for (JobStatus s : {JobStatus::kPending, JobStatus::kRunning, JobStatus::kStopped, JobStatus::kSucceeded,
+                      JobStatus::kFailed}) {
+    counts[JobStatusName(s)] = 0;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, job] : jobs_) ++counts[JobStatusName(job.status)];
+  return counts;
+}
+
 std::vector<Job> JobManager::List() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Job> out;

@@ -83,6 +83,9 @@ class JobManager {
   // Reads the entrypoint's output (stdout and stderr merged) from its agent.
   absl::StatusOr<rpc::ReadWorkerLogReply> ReadLog(const std::string& id, int64_t offset, int64_t max_bytes);
 
+  // Jobs by status name, every status present (for /metrics).
+  std::map<std::string, int> CountByStatus() const;
+
   // Events.
   void OnGroupState(const std::string& group_id, PgState state);
   void OnWorkerExited(const std::string& node_id, const std::string& worker_id, int exit_code, int signal);

@@ -130,6 +130,14 @@ int Run(const HeadFlags& flags) {
                                    {.session_name = std::filesystem::path(flags.session_dir).filename().string()});
   });
   http.AddRoutes([&runs](httplib::Server& server) { torus::head::RegisterRunRoutes(server, &runs); });
+  http.AddMetricsSource([&jobs, &runs](torus::head::PrometheusWriter& w) {
+    w.Family("torus_jobs", "gauge", "Jobs by status.");
+    for (const auto& [status, count] : jobs.CountByStatus()) w.Sample("torus_jobs", {{"status", status}}, count);
+    w.Family("torus_runs", "gauge", "Gang runs by status.");
+    for (const auto& [status, count] : runs.CountByStatus()) w.Sample("torus_runs", {{"status", status}}, count);
+    w.Family("torus_gang_restarts_total", "counter", "Failed attempts of gang runs (each one restarted the gang).");
+    w.Sample("torus_gang_restarts_total", {}, static_cast<double>(runs.TotalRestarts()));
+  });
   auto http_port = http.Start(flags.host, flags.dashboard_port);
   if (!http_port.ok()) {
     spdlog::error("{} (is --dashboard-port in use?)", std::string(http_port.status().message()));

@@ -518,6 +518,24 @@ absl::StatusOr<rpc::ReadWorkerLogReply> RunManager::ReadLog(const std::string& i
   return reply;
 }
 
+std::map<std::string, int> RunManager::CountByStatus() const {
+  std::map<std::string, int> counts;
+  for (RunStatus s : {RunStatus::kPending, RunStatus::kRunning, RunStatus::kRestarting, RunStatus::kSucceeded,
+                      RunStatus::kFailed, RunStatus::kStopped}) {
+    counts[RunStatusName(s)] = 0;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, run] : runs_) ++counts[RunStatusName(run.status)];
+  return counts;
+}
+
+int64_t RunManager::TotalRestarts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t total = 0;
+  for (const auto& [id, run] : runs_) total += run.failures;
+  return total;
+}
+
 std::vector<nlohmann::json> RunManager::List() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<const Run*> sorted;

@@ -102,6 +102,10 @@ class RunManager {
   absl::StatusOr<rpc::ReadWorkerLogReply> ReadLog(const std::string& id_or_name, int rank, int attempt,
                                                   int64_t offset, int64_t max_bytes);
 
+  // Runs by status name (every status present) and the failed attempts of all runs, for /metrics.
+  std::map<std::string, int> CountByStatus() const;
+  int64_t TotalRestarts() const;
+
   void OnGroupState(const std::string& group_id, PgState state);
   void OnWorkerExited(const std::string& node_id, const std::string& worker_id, int exit_code, int signal);
 
