@@ -119,3 +119,17 @@ def test_metrics_in_prometheus_text(torus):
     assert values['torus_pending_requests'] == 0
     assert values['torus_runs{status="RUNNING"}'] == 0
     assert values['torus_gang_restarts_total'] == 0
+
+
+def test_bytes_that_are_not_utf8_get_a_clear_error(torus):
+    torus.up(spec=_one_node_spec(torus))
+    code, body = get(torus, "/api/v0/nodes?state=%ff", torus.token)
+    assert code == 400 and "use ALIVE or DEAD" in body["error"]
+    address = (torus.session / "dashboard_address").read_text().strip()
+    request = urllib.request.Request(f"http://{address}/api/v0/runs", data=b"\xff\xfe", method="POST",
+                                     headers={"Authorization": f"Bearer {torus.token}"})
+    try:
+        urllib.request.urlopen(request, timeout=10)
+        assert False, "accepted a body that is not JSON"
+    except urllib.error.HTTPError as error:
+        assert error.code == 400, error.read()

@@ -11,7 +11,8 @@ namespace torus::head {
 
 inline void SendJson(httplib::Response& res, int code, const nlohmann::json& body) {
   res.status = code;
-  res.set_content(body.dump(2), "application/json");
+  // Text from requests (an id, a bad value quoted in an error) may not be UTF-8: replace, never throw.
+  res.set_content(body.dump(2, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 inline void SendError(httplib::Response& res, int code, const std::string& message) {
