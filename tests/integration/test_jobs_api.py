@@ -560,3 +560,20 @@ def test_cli_job_commands(cluster):
     missing = cluster.run("job", "status", job_id)
     assert missing.returncode != 0
     assert f"Job {job_id} does not exist" in missing.stderr
+
+
+def test_tpu_jobs_on_one_host_see_distinct_aligned_chip_blocks(cluster):
+    """Two 4-chip jobs on the 8-chip v5e host each get their own block, with the bounds of tpu.md §4."""
+    pin = {"torus.io/node-id": "v5e-0-w0"}
+    show = "env | grep -E '^TPU_(VISIBLE_CHIPS|CHIPS_PER_HOST_BOUNDS|HOST_BOUNDS|WORKER_ID)=' | sort; sleep 2"
+    first = submit(cluster, entrypoint=show, entrypoint_resources={"TPU": 4}, entrypoint_label_selector=pin)
+    second = submit(cluster, entrypoint=show, entrypoint_resources={"TPU": 4}, entrypoint_label_selector=pin)
+    outputs = []
+    for job_id in (first, second):
+        assert finished(cluster, job_id, 20)["status"] == "SUCCEEDED"
+        outputs.append(dict(line.split("=", 1) for line in logs(cluster, job_id).split()))
+    assert sorted(o["TPU_VISIBLE_CHIPS"] for o in outputs) == ["0,1,2,3", "4,5,6,7"]
+    for o in outputs:
+        assert o["TPU_CHIPS_PER_HOST_BOUNDS"] == "2,2,1"
+        assert o["TPU_HOST_BOUNDS"] == "1,1,1"
+        assert o["TPU_WORKER_ID"] == "0"

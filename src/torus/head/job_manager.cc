@@ -318,6 +318,15 @@ void JobManager::Launch(const std::string& id) {
     env["TORUS_ADDRESS"] = options_.head_address;
     env["TORUS_TOKEN"] = options_.token;
     for (const auto& [k, v] : job.request.env_vars) env[k] = v;
+    // A job that asked for TPU chips sees only the aligned block it was given (tpu.md §4); this wins over its env.
+    const int64_t tpu = job.request.resources.GetFixed(kResourceTpu) / kResourceScale;
+    if (tpu > 0) {
+      absl::Status isolated = IsolateChipsLocked(job, static_cast<int>(tpu), request);
+      if (!isolated.ok()) {
+        FinishLocked(job, JobStatus::kFailed, std::string(isolated.message()), "JOB_ENTRYPOINT_COMMAND_START_ERROR");
+        return;
+      }
+    }
   }
   auto started = agents_->StartWorker(target, request);
   std::lock_guard<std::mutex> lock(mu_);
@@ -339,6 +348,39 @@ void JobManager::Launch(const std::string& id) {
   job.status = JobStatus::kRunning;
   job.message = "Job is currently running.";
   spdlog::info("job {} running on node {} (pid {})", id, job.node_id, job.pid);
+}
+
+absl::Status JobManager::IsolateChipsLocked(Job& job, int k, rpc::StartWorkerRequest& request) {
+  const NodeRecord* node = nullptr;
+  std::vector<NodeRecord> records = registry_->Records(/*include_dead=*/false);
+  for (const NodeRecord& r : records) {
+    if (r.info.node_id == job.node_id) node = &r;
+  }
+  if (node == nullptr) return absl::UnavailableError(absl::StrCat("node ", job.node_id, " is gone"));
+  const int host_chips = static_cast<int>(node->info.total.GetFixed(kResourceTpu) / kResourceScale);
+  auto type = node->info.labels.find("torus.io/accelerator-type");
+  auto gen = ParseAcceleratorType(type == node->info.labels.end() ? "" : type->second);
+  if (!gen.ok() || host_chips == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("node ", job.node_id, " has no TPU chips to isolate"));
+  }
+  std::vector<bool> busy(host_chips, false);
+  for (int chip : groups_->BusyChips(job.node_id)) {
+    if (chip >= 0 && chip < host_chips) busy[chip] = true;
+  }
+  for (const auto& [other_id, other] : jobs_) {
+    if (other_id == job.request.submission_id || other.Terminal() || other.node_id != job.node_id) continue;
+    for (int chip : other.chips) {
+      if (chip >= 0 && chip < host_chips) busy[chip] = true;
+    }
+  }
+  auto chips = AllocateChipBlock(busy, std::min(k, host_chips));
+  if (!chips.ok()) return chips.status();
+  auto env = TpuIsolationEnv(*gen, host_chips, *chips);
+  if (!env.ok()) return env.status();
+  job.chips = *chips;
+  for (const auto& [key, value] : env->set) (*request.mutable_env_set())[key] = value;
+  for (const std::string& key : env->unset) request.add_env_unset(key);
+  return absl::OkStatus();
 }
 
 void JobManager::OnWorkerExited(const std::string& node_id, const std::string& worker_id, int exit_code,

@@ -51,6 +51,7 @@ struct Job {
   int64_t pid = 0;
   std::optional<int> exit_code;
   std::string group_id;                            // internal placement group, if any
+  std::vector<int> chips;                          // TPU chips of its node it was given (TPU_VISIBLE_CHIPS)
   bool stop_requested = false;
   std::string worker_id() const { return "job-" + request.submission_id; }
   bool Terminal() const {
@@ -96,6 +97,9 @@ class JobManager {
   // Runs on the task queue: start the entrypoint on its node.
   void Launch(const std::string& id);
   void TryPlaceUnreserved();
+  // Gives a TPU job the lowest free aligned block of `k` chips on its node and the matching environment.
+  // REQUIRES: mu_ held.
+  absl::Status IsolateChipsLocked(Job& job, int k, rpc::StartWorkerRequest& request);
   void FinishLocked(Job& job, JobStatus status, const std::string& message, const std::string& error_type);
   void ReleaseGroup(const std::string& group_id);
 

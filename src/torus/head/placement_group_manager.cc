@@ -226,6 +226,18 @@ std::vector<rpc::PlacementGroupView> PlacementGroupManager::List(bool include_re
   return out;
 }
 
+std::vector<int> PlacementGroupManager::BusyChips(const std::string& node_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<int> busy;
+  for (const auto& [id, g] : groups_) {
+    if (!g->Live()) continue;
+    for (const HeldBundle& b : g->bundles) {
+      if (!b.lost && b.node_id == node_id) busy.insert(b.chips.begin(), b.chips.end());
+    }
+  }
+  return {busy.begin(), busy.end()};
+}
+
 std::map<std::string, std::string> PlacementGroupManager::SliceHolders() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, std::string> holders;

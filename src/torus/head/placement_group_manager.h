@@ -72,6 +72,9 @@ class PlacementGroupManager {
   ViewOr Remove(const std::string& id_or_name);
   std::vector<rpc::PlacementGroupView> List(bool include_removed) const;
 
+  // TPU chips of `node_id` that live groups hold (slice-group bundles carry chips), ascending.
+  std::vector<int> BusyChips(const std::string& node_id) const;
+
   // slice name -> id of the live group holding it.
   std::map<std::string, std::string> SliceHolders() const;
   // Groups waiting (PENDING or RESCHEDULING), oldest first.
