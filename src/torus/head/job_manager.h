@@ -1,6 +1,7 @@
 // JobManager: submitted jobs (Ray Jobs API shaped). A job's entrypoint runs as one supervised process on a node the
-// scheduler picks: with entrypoint resources or a label selector, the job holds a one-bundle placement group and runs
-// where it was placed; with neither, it runs on the head host's agent (else the lowest-id alive node).
+// scheduler picks: with entrypoint resources, the job holds a one-bundle placement group (with its label selector)
+// and runs where it was placed; without, it runs on the head host's agent if that matches its label selector, else
+// on the lowest-id alive node that does. A job given TPU chips sees only its aligned block (TPU_VISIBLE_CHIPS).
 //
 // Status: PENDING -> RUNNING -> SUCCEEDED | FAILED | STOPPED (PENDING may end STOPPED or FAILED); a terminal status
 // never changes. Stop sends SIGTERM to the entrypoint's process group and SIGKILL 3 s later.
