@@ -48,48 +48,45 @@ bool IsReservedPort(int port) {
   return (port >= 8431 && port <= 8438) || (port >= 8471 && port <= 8479) || port == 8081;
 }
 
+// A port that is free on every address of this host: frameworks bind their rendezvous (torch's TCPStore, JAX's
+// coordinator) to the wildcard address, so a port free on the node's address alone may still be taken. The kernel
+// picks it for a dual-stack wildcard socket (IPv4 only when IPv6 is off).
 absl::StatusOr<int> PickFreePort(const std::string& ip) {
-  addrinfo hints;
-  memset(&hints, 0, sizeof(hints));
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
-  addrinfo* addresses = nullptr;
-  int rc = getaddrinfo(ip.c_str(), "0", &hints, &addresses);
-  if (rc == EAI_NONAME) {  // a host name rather than an address
-    hints.ai_flags = AI_PASSIVE;
-    rc = getaddrinfo(ip.c_str(), "0", &hints, &addresses);
-  }
-  if (rc != 0 || addresses == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot resolve node address ", ip, ": ", gai_strerror(rc)));
-  }
   absl::Status last = absl::ResourceExhaustedError("no free port outside the TPU runtime's ports after 32 tries");
   for (int attempt = 0; attempt < 32; ++attempt) {
-    int fd = socket(addresses->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      last = absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
-      break;
-    }
-    sockaddr_storage bound;
-    socklen_t length = sizeof(bound);
     int port = 0;
-    if (bind(fd, addresses->ai_addr, addresses->ai_addrlen) != 0) {
-      last = absl::UnavailableError(absl::StrCat("cannot bind ", ip, ":0: ", std::strerror(errno)));
-    } else if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
-      last = absl::UnavailableError(absl::StrCat("getsockname: ", std::strerror(errno)));
-    } else if (bound.ss_family == AF_INET6) {
-      port = ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
-    } else {
-      port = ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+      int off = 0;
+      setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+      sockaddr_in6 any6{};
+      any6.sin6_family = AF_INET6;
+      any6.sin6_addr = in6addr_any;
+      socklen_t length = sizeof(any6);
+      if (bind(fd, reinterpret_cast<sockaddr*>(&any6), sizeof(any6)) == 0 &&
+          getsockname(fd, reinterpret_cast<sockaddr*>(&any6), &length) == 0) {
+        port = ntohs(any6.sin6_port);
+      }
+      close(fd);
     }
-    close(fd);
+    if (port == 0) {
+      fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
+      sockaddr_in any4{};
+      any4.sin_family = AF_INET;
+      any4.sin_addr.s_addr = htonl(INADDR_ANY);
+      socklen_t length = sizeof(any4);
+      if (bind(fd, reinterpret_cast<sockaddr*>(&any4), sizeof(any4)) == 0 &&
+          getsockname(fd, reinterpret_cast<sockaddr*>(&any4), &length) == 0) {
+        port = ntohs(any4.sin_port);
+      } else {
+        last = absl::UnavailableError(absl::StrCat("cannot bind a port on ", ip, ": ", std::strerror(errno)));
+      }
+      close(fd);
+    }
     if (port == 0) break;
-    if (!IsReservedPort(port)) {
-      freeaddrinfo(addresses);
-      return port;
-    }
+    if (!IsReservedPort(port)) return port;
   }
-  freeaddrinfo(addresses);
   return last;
 }
 
