@@ -55,8 +55,9 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
   const std::function<void()> on_change_;
 };
 
-// A TCP port that was free on `ip` a moment ago (the kernel's pick for port 0), never one of the ports the TPU
-// runtime and megascale use (8431-8438, 8471-8479, 8081). Unavailable when `ip` cannot be bound.
+// A TCP port that was free on every address of this host a moment ago (the kernel's pick for the wildcard address;
+// frameworks bind their rendezvous there), never one of the ports the TPU runtime and megascale use (8431-8438,
+// 8471-8479, 8081). `ip` only names the host in errors.
 absl::StatusOr<int> PickFreePort(const std::string& ip);
 bool IsReservedPort(int port);
 
