@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "spdlog/spdlog.h"
 #include "torus/common/clock.h"
+#include "torus/common/termination.h"
 #include "torus/head/failure_detector.h"
 #include "torus/head/head_service.h"
 #include "torus/head/http_api.h"
@@ -157,13 +158,7 @@ int Run(const HeadFlags& flags) {
   torus::head::FailureDetector detector(&registry, check_period);
   detector.Start();
 
-  // Block the termination signals and wait for one; gRPC threads inherit the mask.
-  int signal_number = 0;
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigwait(&signals, &signal_number);
+  const int signal_number = torus::WaitForTerminationSignal();
   spdlog::info("signal {}: shutting down", signal_number);
   detector.Stop();
   http.Stop();
@@ -176,13 +171,8 @@ int Run(const HeadFlags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Termination signals are handled by sigwait in Run; block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // Termination signals are taken by Run; block them before any thread starts.
+  torus::BlockTerminationSignals();
 
   HeadFlags flags;
   CLI::App app{"torus-head: the torus control plane (membership, cluster view, slices)."};

@@ -14,6 +14,7 @@
 #include "spdlog/spdlog.h"
 #include "torus/accel/tpu_detect.h"
 #include "torus/common/clock.h"
+#include "torus/common/termination.h"
 #include "torus/node/agent.h"
 #include "torus/node/bundle_ledger.h"
 #include "torus/node/leftovers.h"
@@ -207,12 +208,7 @@ int Run(const NodeFlags& flags) {
   });
 
   std::thread signal_thread([&agent, &workers, &exit_reporter] {
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    int sig = 0;
-    sigwait(&signals, &sig);
+    const int sig = torus::WaitForTerminationSignal();
     spdlog::info("signal {}: stopping workers, unregistering and stopping", sig);
     // Workers go first, while the head still hears about their exits.
     if (int stopped = workers.StopAll(kShutdownGraceMicros); stopped > 0) {
@@ -234,12 +230,7 @@ int Run(const NodeFlags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  torus::BlockTerminationSignals();
 
   NodeFlags flags;
   CLI::App app{"torus-node: the torus agent. Detects this host's TPUs and GPUs and keeps it registered."};
