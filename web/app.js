@@ -1,0 +1,124 @@
+// The dashboard: hash routes, one view mounted at a time, refreshed by polling while the tab is visible.
+//
+//   #/                    overview          #/runs/<id>[?rank=R]   one gang run and its rank logs
+//   #/slices              slice topologies  #/jobs, #/jobs/<id>    Ray jobs and their logs
+//   #/runs                gang runs         #/nodes[?filter=..&state=..&page=..], #/nodes/<id>[?file=..]
+
+import { h, setChildren } from './dom.js';
+import { onConnectionState, ApiError } from './api.js';
+import { overviewView } from './view_overview.js';
+import { slicesView } from './view_slices.js';
+import { runsView, runView } from './view_runs.js';
+import { jobsView, jobView } from './view_jobs.js';
+import { nodesView, nodeView } from './view_nodes.js';
+
+const POLL_MS = 2000;
+
+const routes = [
+  { name: 'overview', match: (p) => p.length === 0 || (p.length === 1 && p[0] === 'overview'), view: overviewView },
+  { name: 'slices', match: (p) => p.length === 1 && p[0] === 'slices', view: slicesView },
+  { name: 'runs', match: (p) => p.length === 1 && p[0] === 'runs', view: runsView },
+  { name: 'runs', match: (p) => p.length === 2 && p[0] === 'runs', view: runView },
+  { name: 'jobs', match: (p) => p.length === 1 && p[0] === 'jobs', view: jobsView },
+  { name: 'jobs', match: (p) => p.length === 2 && p[0] === 'jobs', view: jobView },
+  { name: 'nodes', match: (p) => p.length === 1 && p[0] === 'nodes', view: nodesView },
+  { name: 'nodes', match: (p) => p.length === 2 && p[0] === 'nodes', view: nodeView },
+];
+
+// "#/runs/run-1?rank=2" → {parts: ['runs', 'run-1'], query: URLSearchParams('rank=2')}.
+export function parseHash(hash) {
+  const text = (hash || '').replace(/^#\/?/, '');
+  const [path, query] = text.split('?', 2);
+  const parts = path.split('/').filter((x) => x !== '').map((x) => {
+    try {
+      return decodeURIComponent(x);
+    } catch (e) {
+      return x;
+    }
+  });
+  return { parts, query: new URLSearchParams(query || '') };
+}
+
+const main = document.getElementById('view');
+const errorBox = document.getElementById('view-error');
+const banner = document.getElementById('banner');
+let current = null; // {controller, token}
+let inFlight = false;
+let mountCount = 0;
+
+function showError(e) {
+  if (!e) {
+    errorBox.hidden = true;
+    errorBox.replaceChildren();
+    return;
+  }
+  // 401 and an unreachable head are shown by the banner instead.
+  if (e instanceof ApiError && (e.status === 401 || e.status === 0)) return;
+  errorBox.hidden = false;
+  setChildren(errorBox, e.message || String(e));
+}
+
+onConnectionState((state) => {
+  document.body.dataset.connection = state;
+  if (state === 'ok') {
+    banner.hidden = true;
+    return;
+  }
+  banner.hidden = false;
+  if (state === 'unauthorized') {
+    setChildren(banner, 'Not logged in. Open ',
+      h('code', {}, `${window.location.origin}/?token=<cluster token>`),
+      ' (the token is in the session directory, e.g. /tmp/torus/session_latest/token).');
+  } else {
+    setChildren(banner, 'The head is not answering; retrying every few seconds.');
+  }
+});
+
+async function refresh() {
+  if (!current || inFlight) return;
+  const mine = current;
+  inFlight = true;
+  try {
+    await mine.controller.refresh();
+    if (current === mine) {
+      showError(null);
+      mine.root.dataset.loaded = 'true';
+    }
+  } catch (e) {
+    if (current === mine) showError(e);
+  } finally {
+    inFlight = false;
+  }
+}
+
+function mount() {
+  const route = parseHash(window.location.hash);
+  const entry = routes.find((r) => r.match(route.parts));
+  if (current && current.controller.unmount) current.controller.unmount();
+  current = null;
+  inFlight = false;
+  showError(null);
+  main.replaceChildren();
+  for (const a of document.querySelectorAll('nav a[data-nav]')) {
+    a.classList.toggle('active', entry !== undefined && a.dataset.nav === entry.name);
+  }
+  if (!entry) {
+    main.append(h('p', { class: 'empty' }, 'No such page. ', h('a', { href: '#/' }, 'Back to the overview.')));
+    return;
+  }
+  mountCount += 1;
+  const root = h('div', { class: 'page', dataset: { view: entry.name, mount: mountCount } });
+  main.append(root);
+  current = { root, controller: entry.view(root, route) };
+  document.body.dataset.view = entry.name;
+  refresh();
+}
+
+window.addEventListener('hashchange', mount);
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible') refresh();
+});
+setInterval(() => {
+  if (document.visibilityState === 'visible') refresh();
+}, POLL_MS);
+mount();
