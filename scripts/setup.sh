@@ -9,7 +9,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libcpp-httplib-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-pytest python3-numpy
+  python3 python3-pytest python3-numpy python3-prometheus-client
 )
 # PyTorch (Debian's CPU build) for the example training job and the end-to-end tests.
 if [ "${WITH_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi

@@ -213,4 +213,16 @@ absl::StatusOr<int> AgentPool::FreePort(const std::string& target) {
   return reply->port();
 }
 
+absl::StatusOr<rpc::ListLogsReply> AgentPool::ListLogs(const std::string& target) {
+  return Unary<rpc::ListLogsReply>(token_, rpc_timeout_, [&](grpc::ClientContext* ctx, rpc::ListLogsReply* r) {
+    return StubFor(target)->ListLogs(ctx, rpc::ListLogsRequest(), r);
+  });
+}
+
+absl::StatusOr<rpc::ReadLogReply> AgentPool::ReadLog(const std::string& target, const rpc::ReadLogRequest& request) {
+  return Unary<rpc::ReadLogReply>(token_, rpc_timeout_, [&](grpc::ClientContext* ctx, rpc::ReadLogReply* r) {
+    return StubFor(target)->ReadLog(ctx, request, r);
+  });
+}
+
 }  // namespace torus::head

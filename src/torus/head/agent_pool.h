@@ -50,6 +50,9 @@ class AgentPool {
   absl::StatusOr<rpc::ReadWorkerLogReply> ReadWorkerLog(const std::string& target, const std::string& worker_id,
                                                         int64_t offset, int64_t max_bytes);
   absl::StatusOr<int> FreePort(const std::string& target);
+  // The host's log files (agent, libtpu, workers) and a piece of one.
+  absl::StatusOr<rpc::ListLogsReply> ListLogs(const std::string& target);
+  absl::StatusOr<rpc::ReadLogReply> ReadLog(const std::string& target, const rpc::ReadLogRequest& request);
 
  private:
   rpc::NodeService::Stub* StubFor(const std::string& target);

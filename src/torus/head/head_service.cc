@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "torus/common/well_known_labels.h"
 #include "torus/rpc/server_auth.h"
 #include "torus/rpc/convert.h"
 #include "torus/sched/slices.h"
@@ -243,6 +244,28 @@ grpc::ServerUnaryReactor* HeadServiceImpl::WorkerExited(grpc::CallbackServerCont
                          request->signal());
   }
   return Finish(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::ReportMetrics(grpc::CallbackServerContext* ctx,
+                                                         const rpc::MetricsReport* request,
+                                                         rpc::MetricsReportReply* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  std::optional<Labels> labels = registry_->CurrentLabels(request->node_id(), request->incarnation());
+  if (!labels) {
+    reply->set_unknown_node(true);
+    return Finish(ctx, grpc::Status::OK);
+  }
+  if (metrics_ != nullptr) metrics_->Ingest(NodeMetricTags(request->node_id(), *labels), *request, clock_->WallMillis());
+  return Finish(ctx, grpc::Status::OK);
+}
+
+MetricLabels NodeMetricTags(const std::string& node_id, const Labels& labels) {
+  MetricLabels tags = {{"node_id", node_id}};
+  auto slice = labels.find(std::string(kLabelTpuSliceName));
+  auto worker = labels.find(std::string(kLabelTpuWorkerId));
+  if (slice != labels.end()) tags.emplace_back("slice", slice->second);
+  if (worker != labels.end()) tags.emplace_back("worker_id", worker->second);
+  return tags;
 }
 
 }  // namespace torus::head

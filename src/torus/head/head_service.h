@@ -8,6 +8,7 @@
 
 #include "torus/common/clock.h"
 #include "torus/head.grpc.pb.h"
+#include "torus/head/metrics_store.h"
 #include "torus/head/node_registry.h"
 #include "torus/head/placement_group_manager.h"
 
@@ -53,6 +54,13 @@ class HeadServiceImpl final : public rpc::HeadService::CallbackService {
   grpc::ServerUnaryReactor* WorkerExited(grpc::CallbackServerContext* ctx, const rpc::WorkerExitedRequest* request,
                                          rpc::WorkerExitedReply* reply) override;
 
+  // Adds the report to the metrics store (set by SetMetricsStore) when its node is alive as that incarnation.
+  grpc::ServerUnaryReactor* ReportMetrics(grpc::CallbackServerContext* ctx, const rpc::MetricsReport* request,
+                                          rpc::MetricsReportReply* reply) override;
+
+  // Where agents' metric reports go; set before serving (reports are dropped without one).
+  void SetMetricsStore(MetricsStore* store) { metrics_ = store; }
+
   // Where worker exit reports go (owner prefix "job:" or "run:"); set before serving.
   using WorkerExitHandler =
       std::function<void(const std::string& node_id, const std::string& worker_id, const std::string& owner,
@@ -66,6 +74,7 @@ class HeadServiceImpl final : public rpc::HeadService::CallbackService {
   NodeRegistry* registry_;
   PlacementGroupManager* groups_;
   WorkerExitHandler worker_exit_handler_;
+  MetricsStore* metrics_ = nullptr;
   const Clock* clock_;
   const HeadServiceOptions options_;
   const int64_t start_time_ms_;
@@ -75,5 +84,8 @@ class HeadServiceImpl final : public rpc::HeadService::CallbackService {
 // alive nodes, and the placement groups still waiting with their reasons.
 void BuildClusterStatus(const NodeRegistry& registry, const PlacementGroupManager& groups, const Clock& clock,
                         bool include_dead, rpc::ClusterStatus* out);
+
+// The tags the head adds to a node's samples: node_id, and slice and worker_id when the node is a TPU slice host.
+MetricLabels NodeMetricTags(const std::string& node_id, const Labels& labels);
 
 }  // namespace torus::head

@@ -2,9 +2,12 @@
 
 #include <httplib.h>
 
+#include <charconv>
+
 #include "absl/strings/str_cat.h"
 #include "torus/head/head_service.h"
 #include "torus/head/http_util.h"
+#include "torus/head/metrics_http.h"
 #include "torus/common/resources.h"
 #include "torus/rpc/auth.h"
 #include "torus/rpc/status_json.h"
@@ -44,21 +47,109 @@ void HttpApi::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+namespace {
+
+constexpr char kCookieName[] = "torus_token";
+
+// The value of cookie `name` in a Cookie header ("a=1; torus_token=x"), or "".
+std::string CookieValue(const std::string& header, const std::string& name) {
+  size_t pos = 0;
+  while (pos < header.size()) {
+    size_t end = header.find(';', pos);
+    if (end == std::string::npos) end = header.size();
+    std::string part = header.substr(pos, end - pos);
+    size_t start = part.find_first_not_of(' ');
+    if (start != std::string::npos && part.compare(start, name.size() + 1, name + "=") == 0) {
+      return part.substr(start + name.size() + 1);
+    }
+    pos = end + 1;
+  }
+  return "";
+}
+
+bool IsPagePath(const std::string& path) { return path == "/" || path.rfind("/static/", 0) == 0; }
+
+void SendLoginPage(httplib::Response& res, const std::string& why) {
+  res.status = 401;
+  res.set_content(absl::StrCat("<!doctype html><meta charset=utf-8><title>torus: sign in</title>"
+                               "<body style=\"font-family:sans-serif;margin:3em\"><h1>torus dashboard</h1><p>",
+                               why,
+                               "</p><p>Open the URL that <code>torus start</code> or <code>torus up</code> printed "
+                               "(<code>http://HOST:PORT/?token=...</code>); <code>torus dashboard</code> prints it "
+                               "again.</p></body>"),
+                  "text/html; charset=utf-8");
+}
+
+// Applies `limit`/`offset` to a JSON array, setting X-Total-Count; false (error sent) on bad values.
+bool Paginate(const httplib::Request& req, httplib::Response& res, nlohmann::json* items) {
+  const size_t total = items->size();
+  int64_t limit = -1, offset = 0;
+  for (const char* key : {"limit", "offset"}) {
+    if (!req.has_param(key)) continue;
+    const std::string text = req.get_param_value(key);
+    int64_t n = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || ptr != text.data() + text.size() || n < 0 || (std::string(key) == "limit" && n == 0)) {
+      SendError(res, 400, absl::StrCat(key, " \"", text, "\" is not valid; use a whole number",
+                                       std::string(key) == "limit" ? " of at least 1" : " of at least 0"));
+      return false;
+    }
+    (std::string(key) == "limit" ? limit : offset) = n;
+  }
+  res.set_header("X-Total-Count", std::to_string(total));
+  if (limit < 0 && offset == 0) return true;
+  nlohmann::json page = nlohmann::json::array();
+  for (size_t i = static_cast<size_t>(std::min<int64_t>(offset, total));
+       i < total && (limit < 0 || page.size() < static_cast<size_t>(limit)); ++i) {
+    page.push_back(std::move((*items)[i]));
+  }
+  *items = std::move(page);
+  return true;
+}
+
+}  // namespace
+
+bool HttpApi::Authorized(const httplib::Request& req, httplib::Response& res) const {
+  const bool safe_method = req.method == "GET" || req.method == "HEAD";
+  std::string header = req.get_header_value("Authorization");
+  if (!header.empty()) {
+    if (rpc::BearerMatches(header, token_)) return true;
+    SendError(res, 401, "wrong cluster token");
+    return false;
+  }
+  std::string cookie = CookieValue(req.get_header_value("Cookie"), kCookieName);
+  if (safe_method && !cookie.empty() && rpc::BearerMatches("Bearer " + cookie, token_)) return true;
+  if (safe_method && read_only_) return true;
+  if (IsPagePath(req.path)) {
+    SendLoginPage(res, cookie.empty() ? "This page needs the cluster token." : "The saved token is not this cluster's.");
+  } else {
+    SendError(res, 401, "missing cluster token; send 'Authorization: Bearer <token>'");
+  }
+  return false;
+}
+
 void HttpApi::RegisterRoutes() {
   server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path.rfind("/api/", 0) != 0 && req.path != "/metrics") return httplib::Server::HandlerResponse::Unhandled;
+    const bool protected_path = req.path.rfind("/api/", 0) == 0 || req.path == "/metrics" || IsPagePath(req.path);
+    if (!protected_path) return httplib::Server::HandlerResponse::Unhandled;
     // Workers report with their run's own token, checked by that route.
     if (IsRunReportPath(req.path)) return httplib::Server::HandlerResponse::Unhandled;
-    std::string header = req.get_header_value("Authorization");
-    if (header.empty()) {
-      SendError(res, 401, "missing cluster token; send 'Authorization: Bearer <token>'");
+    // The login URL: a right token becomes an HttpOnly cookie, and the token leaves the address bar.
+    if (req.path == "/" && req.has_param("token")) {
+      if (!rpc::BearerMatches("Bearer " + req.get_param_value("token"), token_)) {
+        SendLoginPage(res, "The token in this URL is not this cluster's.");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      res.set_header("Set-Cookie", absl::StrCat(kCookieName, "=", req.get_param_value("token"),
+                                                "; Path=/; HttpOnly; SameSite=Strict"));
+      res.set_redirect("/", 303);
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!rpc::BearerMatches(header, token_)) {
-      SendError(res, 401, "wrong cluster token");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
+    return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled
+                                : httplib::Server::HandlerResponse::Handled;
+  });
+  server_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    http_requests_.Add(absl::StrCat(req.method, " ", HttpRouteFamily(req.path)), absl::StrCat(res.status));
   });
 
   auto status = [this](bool include_dead) {
@@ -97,31 +188,60 @@ void HttpApi::RegisterRoutes() {
     w.Family("torus_pending_requests", "gauge", "Placement groups waiting (PENDING or RESCHEDULING).");
     w.Sample("torus_pending_requests", {}, view.pending_size());
     for (const auto& source : metrics_sources_) source(w);
-    res.set_content(w.Text(), "text/plain; version=0.0.4");
+    w.Family("torus_http_requests_total", "counter", "HTTP requests the head answered, by route and status code.");
+    for (const auto& [key, count] : http_requests_.Counts()) {
+      const std::string& route = key.first;
+      const size_t space = route.find(' ');
+      w.Sample("torus_http_requests_total",
+               {{"method", route.substr(0, space)}, {"route", route.substr(space + 1)}, {"code", key.second}},
+               static_cast<double>(count));
+    }
+    res.set_content(w.Text(), "text/plain; version=0.0.4; charset=utf-8");
   });
 
   server_->Get("/api/v0/cluster", [status](const httplib::Request&, httplib::Response& res) {
     SendJson(res, 200, rpc::StatusToJson(status(true)));
   });
 
-  server_->Get("/api/v0/nodes", [status](const httplib::Request& req, httplib::Response& res) {
+  auto node_json = [this](const rpc::NodeView& n) {
+    nlohmann::json j = rpc::NodeToJson(n);
+    if (metrics_ != nullptr) j["metrics_sources"] = MetricSourcesJson(metrics_->Sources(n.info().node_id()));
+    return j;
+  };
+
+  server_->Get("/api/v0/nodes", [status, node_json](const httplib::Request& req, httplib::Response& res) {
     std::string state = req.get_param_value("state");
     if (!state.empty() && state != "ALIVE" && state != "DEAD") {
       return SendError(res, 400, absl::StrCat("state \"", state, "\" is not valid; use ALIVE or DEAD"));
     }
+    std::string label_key, label_value;
+    if (req.has_param("label")) {
+      const std::string label = req.get_param_value("label");
+      const size_t eq = label.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return SendError(res, 400, absl::StrCat("label \"", label, "\" is not valid; use KEY=VALUE"));
+      }
+      label_key = label.substr(0, eq);
+      label_value = label.substr(eq + 1);
+    }
     nlohmann::json nodes = nlohmann::json::array();
     const rpc::ClusterStatus view = status(true);
     for (const auto& n : view.nodes()) {
-      if (state.empty() || rpc::NodeStateName(n.state()) == state) nodes.push_back(rpc::NodeToJson(n));
+      if (!state.empty() && rpc::NodeStateName(n.state()) != state) continue;
+      if (!label_key.empty()) {
+        auto it = n.info().labels().find(label_key);
+        if (it == n.info().labels().end() || it->second != label_value) continue;
+      }
+      nodes.push_back(node_json(n));
     }
-    SendJson(res, 200, nodes);
+    if (Paginate(req, res, &nodes)) SendJson(res, 200, nodes);
   });
 
-  server_->Get(R"(/api/v0/nodes/([^/]+))", [status](const httplib::Request& req, httplib::Response& res) {
+  server_->Get(R"(/api/v0/nodes/([^/]+))", [status, node_json](const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];
     const rpc::ClusterStatus view = status(true);
     for (const auto& n : view.nodes()) {
-      if (n.info().node_id() == id) return SendJson(res, 200, rpc::NodeToJson(n));
+      if (n.info().node_id() == id) return SendJson(res, 200, node_json(n));
     }
     SendError(res, 404, absl::StrCat("node ", id, " does not exist"));
   });
@@ -132,12 +252,15 @@ void HttpApi::RegisterRoutes() {
       return SendError(res, 400,
                        absl::StrCat("state \"", state, "\" is not valid; use READY, INCOMPLETE, DEGRADED or RESERVED"));
     }
+    const std::string type = req.get_param_value("accelerator_type");
     nlohmann::json slices = nlohmann::json::array();
     const rpc::ClusterStatus view = status(true);
     for (const auto& s : view.slices()) {
-      if (state.empty() || rpc::SliceStateName(s.state()) == state) slices.push_back(rpc::SliceToJson(s));
+      if (!state.empty() && rpc::SliceStateName(s.state()) != state) continue;
+      if (!type.empty() && s.accelerator_type() != type) continue;
+      slices.push_back(rpc::SliceToJson(s));
     }
-    SendJson(res, 200, slices);
+    if (Paginate(req, res, &slices)) SendJson(res, 200, slices);
   });
 
   server_->Get(R"(/api/v0/slices/([^/]+))", [status](const httplib::Request& req, httplib::Response& res) {
@@ -155,7 +278,7 @@ void HttpApi::RegisterRoutes() {
     for (const auto& view : groups_->List(/*include_removed=*/true)) {
       if (state.empty() || view.state() == state) out.push_back(rpc::PlacementGroupToJson(view));
     }
-    SendJson(res, 200, out);
+    if (Paginate(req, res, &out)) SendJson(res, 200, out);
   });
 
   server_->Get(R"(/api/v0/placement_groups/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {

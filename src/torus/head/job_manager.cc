@@ -378,6 +378,7 @@ absl::Status JobManager::IsolateChipsLocked(Job& job, int k, rpc::StartWorkerReq
   auto env = TpuIsolationEnv(*gen, host_chips, *chips);
   if (!env.ok()) return env.status();
   job.chips = *chips;
+  for (int chip : *chips) request.add_chips(chip);
   for (const auto& [key, value] : env->set) (*request.mutable_env_set())[key] = value;
   for (const std::string& key : env->unset) request.add_env_unset(key);
   return absl::OkStatus();

@@ -17,6 +17,9 @@
 #include "torus/head/head_service.h"
 #include "torus/head/http_api.h"
 #include "torus/head/job_manager.h"
+#include "torus/head/metrics_http.h"
+#include "torus/head/metrics_store.h"
+#include "torus/head/server_metrics.h"
 #include "torus/head/jobs_http.h"
 #include "torus/head/run_manager.h"
 #include "torus/head/runs_http.h"
@@ -39,6 +42,9 @@ struct HeadFlags {
   int64_t prepare_ttl_ms = 10'000;
   std::string python_path;
   int64_t stop_grace_ms = 2000;
+  bool dashboard_read_only = false;
+  int64_t metrics_retention_s = 3600;
+  int metrics_max_points = 720;
 };
 
 // The python/ directory with torus_train.py: beside the source tree of a build (build/bin/../../python) or an
@@ -89,10 +95,19 @@ int Run(const HeadFlags& flags) {
                                {.head_host = flags.host, .head_address = "", .token = *token});
   torus::head::RunManager runs(&registry, &groups, &agents, &tasks, &clock,
                                {.python_path = flags.python_path, .stop_grace_ms = flags.stop_grace_ms});
-  groups.AddStateListener([&jobs, &runs](const std::string& id, torus::head::PgState state) {
+  torus::head::Histogram placement_latency(torus::head::PlacementLatencyBounds());
+  groups.AddStateListener([&jobs, &runs, &groups, &placement_latency](const std::string& id,
+                                                                      torus::head::PgState state) {
     jobs.OnGroupState(id, state);
     runs.OnGroupState(id, state);
+    if (state != torus::head::PgState::kCreated) return;
+    if (auto view = groups.Get(id); view.ok()) {
+      if (auto seconds = torus::head::PlacementLatencySeconds(*view)) placement_latency.Observe(*seconds);
+    }
   });
+  torus::head::MetricsStore metrics({.retention_ms = flags.metrics_retention_s * 1000,
+                                     .max_points = flags.metrics_max_points},
+                                    clock.WallMillis());
   registry.SetDeathListener([&groups, &jobs](const std::string& id, const std::string& reason) {
     spdlog::warn("node {} is DEAD: {}", id, reason);
     groups.NotifyNodeDead(id);
@@ -116,8 +131,13 @@ int Run(const HeadFlags& flags) {
     if (owner.rfind("job:", 0) == 0) jobs.OnWorkerExited(node_id, worker_id, exit_code, signal);
     if (owner.rfind("run:", 0) == 0) runs.OnWorkerExited(node_id, worker_id, exit_code, signal);
   });
+  service.SetMetricsStore(&metrics);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(16 << 20);
+  torus::head::RequestCounter grpc_requests;
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<torus::head::GrpcCountingInterceptorFactory>(&grpc_requests));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     spdlog::error("cannot listen on {}:{} (in use, or not a local address?)", flags.host, flags.port);
@@ -126,6 +146,11 @@ int Run(const HeadFlags& flags) {
   std::string address = absl::StrCat(flags.host, ":", bound_port);
   jobs.SetHeadAddress(address);
   torus::head::HttpApi http(&registry, &groups, &clock, *token, cluster_id);
+  http.SetReadOnly(flags.dashboard_read_only);
+  http.SetMetricsStore(&metrics);
+  http.AddRoutes([&metrics, &registry, &agents, &clock](httplib::Server& server) {
+    torus::head::RegisterMetricsRoutes(server, &metrics, &registry, &agents, &clock);
+  });
   http.AddRoutes([&jobs, &flags](httplib::Server& server) {
     torus::head::RegisterJobRoutes(server, &jobs,
                                    {.session_name = std::filesystem::path(flags.session_dir).filename().string()});
@@ -138,6 +163,21 @@ int Run(const HeadFlags& flags) {
     for (const auto& [status, count] : runs.CountByStatus()) w.Sample("torus_runs", {{"status", status}}, count);
     w.Family("torus_gang_restarts_total", "counter", "Failed attempts of gang runs (each one restarted the gang).");
     w.Sample("torus_gang_restarts_total", {}, static_cast<double>(runs.TotalRestarts()));
+  });
+  http.AddMetricsSource([&placement_latency, &grpc_requests, &metrics, &clock](torus::head::PrometheusWriter& w) {
+    w.Family("torus_placement_latency_seconds", "histogram",
+             "Time from a placement group's submission (or loss of a bundle) until it is CREATED.");
+    placement_latency.Write(w, "torus_placement_latency_seconds");
+    w.Family("torus_grpc_requests_total", "counter", "gRPC calls the head answered, by method and status code.");
+    for (const auto& [key, count] : grpc_requests.Counts()) {
+      w.Sample("torus_grpc_requests_total", {{"method", key.first}, {"code", key.second}}, static_cast<double>(count));
+    }
+    const torus::head::MetricsStoreStats stats = metrics.Stats();
+    w.Family("torus_metrics_store_series", "gauge", "Time series held by the head's metrics store.");
+    w.Sample("torus_metrics_store_series", {}, static_cast<double>(stats.series));
+    w.Family("torus_metrics_reports_total", "counter", "Metrics reports received from agents.");
+    w.Sample("torus_metrics_reports_total", {}, static_cast<double>(stats.reports));
+    torus::head::WriteNodeMetrics(w, metrics, clock.WallMillis());
   });
   auto http_port = http.Start(flags.host, flags.dashboard_port);
   if (!http_port.ok()) {
@@ -207,6 +247,15 @@ int main(int argc, char** argv) {
                  "Agents drop a prepared reservation not committed within this time")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}));
+  app.add_flag("--dashboard-read-only", flags.dashboard_read_only,
+               "Let GET requests of the dashboard, /api/ and /metrics through without the token (changes still "
+               "need it)");
+  app.add_option("--metrics-retention-s", flags.metrics_retention_s, "How long the head keeps sampled metrics")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{60}, int64_t{7 * 86400}));
+  app.add_option("--metrics-max-points", flags.metrics_max_points, "Points kept per metric series at most")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 100'000));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

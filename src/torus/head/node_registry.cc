@@ -180,6 +180,15 @@ void NodeRegistry::NotifyDeaths(const std::vector<std::pair<std::string, std::st
   for (const auto& [id, reason] : deaths) death_listener_(id, reason);
 }
 
+std::optional<Labels> NodeRegistry::CurrentLabels(const std::string& node_id, uint64_t incarnation) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.state != NodeState::kAlive || it->second.incarnation != incarnation) {
+    return std::nullopt;
+  }
+  return it->second.info.labels;
+}
+
 std::vector<NodeRecord> NodeRegistry::Records(bool include_dead) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<NodeRecord> out;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,9 @@ class NodeRegistry {
 
   // Marks DEAD every alive node not heard from within the timeout; returns their ids.
   std::vector<std::string> ExpireSilentNodes();
+
+  // The labels of `node_id` when it is ALIVE as `incarnation`; nullopt otherwise.
+  std::optional<Labels> CurrentLabels(const std::string& node_id, uint64_t incarnation) const;
 
   // Copies of the records, ordered by node id.
   std::vector<NodeRecord> Records(bool include_dead) const;

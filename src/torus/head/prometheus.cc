@@ -1,5 +1,6 @@
 #include "torus/head/prometheus.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -50,17 +51,18 @@ void PrometheusWriter::Sample(const std::string& name, const Labels& labels, dou
     }
     text_ += '}';
   }
-  std::string number;
+  text_ += ' ';
   if (std::isnan(value)) {
-    number = "NaN";
+    text_ += "NaN";
   } else if (std::isinf(value)) {
-    number = value > 0 ? "+Inf" : "-Inf";
-  } else if (value == std::floor(value) && std::fabs(value) < 1e15) {
-    number = absl::StrFormat("%.0f", value);
+    text_ += value > 0 ? "+Inf" : "-Inf";
   } else {
-    number = absl::StrFormat("%.17g", value);
+    // The shortest text that reads back as the same double.
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
+    text_.append(buf, end);
   }
-  absl::StrAppend(&text_, " ", number, "\n");
+  text_ += '\n';
 }
 
 }  // namespace torus::head

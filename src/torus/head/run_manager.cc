@@ -269,6 +269,7 @@ void RunManager::StartAttempt(const std::string& id) {
       rank.slice_name = input.ranks[r].slice_name;
       rank.chips = input.ranks[r].chips;
       rank.gpus = input.ranks[r].gpus;
+      for (int chip : rank.chips) request.add_chips(chip);
       attempt.ranks.push_back(rank);
       starts.emplace_back(targets[r], std::move(request));
     }
