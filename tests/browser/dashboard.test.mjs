@@ -1,0 +1,273 @@
+// The dashboard in headless Chromium against a real local cluster.
+//
+// Starts `torus up examples/clusters/local.yaml` in a temporary TORUS_TEMP_DIR, runs a gang on a TPU-V6E 4x4 slice
+// that reports a loss and prints lines per rank, logs in through the head's login URL (/?token=...), and checks:
+// the overview's counts, the slice held by the run drawn with its four hosts (each labelled with its rank), the run
+// page's loss curve, rank 2's log (and that follow mode brings new lines), the nodes table's filter, a node's page
+// and the jobs list. Any console error, page error or failed request of the page fails the test. Screenshots go to
+// TORUS_TEST_OUTPUT_DIR (default build/test-output/browser/).
+//
+//   node tests/browser/dashboard.test.mjs              the page as the head serves it (embedded web/)
+//   node tests/browser/dashboard.test.mjs --serve-web  web/ from the source tree, API forwarded to the head
+//
+// Exit status: 0 passed, 1 failed, 77 skipped (no Chromium or no node_modules: run `npm ci --prefix tests/browser`).
+
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, '..', '..');
+const BIN_DIR = process.env.TORUS_BIN_DIR || path.join(REPO, 'build', 'bin');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const OUTPUT_DIR = process.env.TORUS_TEST_OUTPUT_DIR || path.join(REPO, 'build', 'test-output', 'browser');
+const SERVE_WEB = process.argv.includes('--serve-web');
+const RUN_NAME = 'dash-e2e';
+const SKIP = 77;
+
+function log(...args) {
+  console.log(`[browser] ${args.join(' ')}`);
+}
+
+function skip(why) {
+  console.log(`SKIP: ${why}`);
+  process.exit(SKIP);
+}
+
+if (!fs.existsSync(CHROMIUM)) skip(`no Chromium at ${CHROMIUM} (install Debian's chromium, or set CHROMIUM)`);
+if (!fs.existsSync(path.join(HERE, 'node_modules', 'playwright-core'))) {
+  skip('tests/browser/node_modules is missing; run `npm ci --prefix tests/browser` (scripts/setup.sh does)');
+}
+const { chromium } = await import('playwright-core');
+const { serveWeb } = await import('./serve_web.mjs');
+
+for (const b of ['torus', 'torus-head', 'torus-node']) {
+  if (!fs.existsSync(path.join(BIN_DIR, b))) {
+    console.error(`FAIL: ${path.join(BIN_DIR, b)} is missing; build torus or set TORUS_BIN_DIR`);
+    process.exit(1);
+  }
+}
+
+// Prints `rank R line N` every 0.2 s and reports a loss on every line, until stopped.
+const TRAIN_SCRIPT = `\
+import sys, time
+import torus_train
+rank = torus_train.get_context().rank
+for n in range(1, 100000):
+    print(f"rank {rank} line {n}", flush=True)
+    torus_train.report({"loss": 2.0 / n, "step": n})
+    time.sleep(0.2)
+`;
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'torus-browser-'));
+const torusDir = path.join(tmp, 'torus');
+fs.mkdirSync(torusDir);
+fs.mkdirSync(OUTPUT_DIR, { recursive: true });
+const env = { ...process.env, TORUS_TEMP_DIR: torusDir };
+delete env.TORUS_ADDRESS;
+delete env.TORUS_TOKEN;
+
+function torus(...args) {
+  return execFileSync(path.join(BIN_DIR, 'torus'), args, { env, encoding: 'utf8', timeout: 120000, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+function sleep(ms) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+async function waitFor(what, fn, timeoutMs = 60000, intervalMs = 250) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
+    await sleep(intervalMs);
+  }
+}
+
+function check(cond, message) {
+  if (!cond) throw new Error(message);
+}
+
+let trainProc = null;
+let browser = null;
+let proxy = null;
+let currentPage = null;
+const problems = [];
+
+async function main() {
+  log(`TORUS_TEMP_DIR=${torusDir}; screenshots in ${OUTPUT_DIR}`);
+  torus('up', path.join(REPO, 'examples', 'clusters', 'local.yaml'), '--port', '0', '--dashboard-port', '0');
+  const session = path.join(torusDir, 'session_latest');
+  const address = fs.readFileSync(path.join(session, 'dashboard_address'), 'utf8').trim();
+  const token = fs.readFileSync(path.join(session, 'token'), 'utf8').trim();
+  const api = async (route) => {
+    const res = await fetch(`http://${address}${route}`, { headers: { Authorization: `Bearer ${token}` } });
+    if (!res.ok) throw new Error(`${route}: HTTP ${res.status} ${await res.text()}`);
+    return res.json();
+  };
+
+  const script = path.join(tmp, 'dash_train.py');
+  fs.writeFileSync(script, TRAIN_SCRIPT);
+  const trainLog = fs.openSync(path.join(tmp, 'train.out'), 'w');
+  trainProc = spawn(path.join(BIN_DIR, 'torus'), ['train', '--accelerator-type', 'TPU-V6E', '--topology', '4x4', '--name', RUN_NAME,
+    '--storage-path', path.join(tmp, 'runs'), '--', '/usr/bin/python3', script], { env, stdio: ['ignore', trainLog, trainLog] });
+
+  const run = await waitFor('the run to be RUNNING with 3 reported losses', async () => {
+    const r = await api(`/api/v0/runs/${RUN_NAME}`);
+    const a = r.attempts && r.attempts[r.attempts.length - 1];
+    return r.status === 'RUNNING' && a && a.ranks.length === 4 && a.metrics.length >= 3 ? r : null;
+  }, 90000);
+  const ranks = run.attempts[run.attempts.length - 1].ranks;
+  const sliceName = ranks[0].slice;
+  const rank2Node = ranks.find((r) => r.rank === 2).node_id;
+  log(`run ${run.run_id} on slice ${sliceName}; rank 2 on ${rank2Node}`);
+
+  let base = `http://${address}`;
+  if (SERVE_WEB) {
+    proxy = await serveWeb({ head: address, token });
+    base = `http://127.0.0.1:${proxy.port}`;
+    log(`serving web/ from the source tree at ${base}`);
+  } else {
+    const res = await fetch(`${base}/static/app.js`);
+    check(res.ok, `the head does not serve the dashboard (GET /static/app.js: HTTP ${res.status}); is AddDashboardRoutes wired?`);
+  }
+
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+  const context = await browser.newContext({ viewport: { width: 1440, height: 1000 } });
+  const page = await context.newPage();
+  currentPage = page;
+  page.on('console', (m) => {
+    if (m.type() === 'error') problems.push(`console error: ${m.text()} (${m.location().url || 'page'})`);
+  });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('requestfailed', (r) => {
+    // A poll cut short by leaving a view is not a failure of the page.
+    if (!/ERR_ABORTED/.test(r.failure()?.errorText || '')) problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`);
+  });
+  const shot = async (name) => {
+    const file = path.join(OUTPUT_DIR, `${name}.png`);
+    await page.screenshot({ path: file, fullPage: true });
+    log(`screenshot ${file}`);
+  };
+  const loaded = (view) => page.waitForSelector(`.page[data-view="${view}"][data-loaded="true"]`, { timeout: 15000 });
+
+  // Login and the overview.
+  await page.goto(`${base}/?token=${encodeURIComponent(token)}`);
+  await loaded('overview');
+  check(!page.url().includes(token), `the token stays in the address bar: ${page.url()}`);
+  const alive = await page.textContent('[data-stat="nodes-alive"] .value');
+  const cluster = await api('/api/v0/cluster');
+  check(Number(alive) === cluster.nodes_alive, `overview shows ${alive} nodes alive; the API says ${cluster.nodes_alive}`);
+  const chips = await page.textContent('[data-stat="chips-total"] .value');
+  check(Number(chips) === cluster.resources_total.TPU, `overview shows ${chips} TPU chips; the API says ${cluster.resources_total.TPU}`);
+  await shot('overview');
+
+  // Slices: the reserved slice carries the run's name; its four hosts are the run's, each with its rank.
+  await page.click('nav a[data-nav="slices"]');
+  await loaded('slices');
+  const card = page.locator(`.slice-card[data-run="${RUN_NAME}"]`);
+  await card.waitFor({ timeout: 15000 });
+  check(await card.getAttribute('data-slice') === sliceName, `the run's card is not slice ${sliceName}`);
+  check(await card.getAttribute('data-state') === 'RESERVED', 'the run\'s slice is not drawn RESERVED');
+  const hosts = card.locator('g.host[data-host]');
+  check(await hosts.count() === 4, `slice ${sliceName} is drawn with ${await hosts.count()} hosts, not 4`);
+  for (const r of ranks) {
+    const host = card.locator(`g.host[data-host="${r.node_id}"]`);
+    check(await host.count() === 1, `host ${r.node_id} is not drawn in slice ${sliceName}`);
+    check(await host.getAttribute('data-run') === RUN_NAME, `host ${r.node_id} is not labelled with run ${RUN_NAME}`);
+    check(await host.getAttribute('data-rank') === String(r.rank), `host ${r.node_id} is not labelled rank ${r.rank}`);
+    check(await host.locator('rect.chip[data-state="busy"]').count() === r.chips.length, `host ${r.node_id}: not every chip is drawn busy`);
+  }
+  const tip = await card.locator(`g.host[data-host="${rank2Node}"] > title`).textContent();
+  check(tip.includes(RUN_NAME) && tip.includes('rank 2'), `the hover text of ${rank2Node} does not name the run and rank 2: ${tip}`);
+  await card.locator(`g.host[data-host="${rank2Node}"] rect.host-box`).hover();
+  await page.selectOption('#slices-color', 'duty');
+  await page.waitForSelector('#slices-legend .chip-nodata, #slices-legend .swatch');
+  await page.selectOption('#slices-color', 'state');
+  await shot('slices');
+
+  // The run: loss curve, workers, rank 2's log, and follow mode.
+  await card.locator('a.run-link').click();
+  await loaded('runs');
+  check(await page.getAttribute('.page[data-view="runs"]', 'data-run') === RUN_NAME, 'the slice\'s run link did not open the run');
+  await page.waitForSelector('#run-metric-chart svg g.series path', { timeout: 15000 });
+  const d = await page.getAttribute('#run-metric-chart svg g.series path', 'd');
+  check(d && d.split('L').length >= 3, `the loss curve has too few points: ${d}`);
+  check(await page.locator('#workers-table tr[data-rank]').count() === 4, 'the run page does not list 4 workers');
+  await page.click('#workers-table tr[data-rank="2"] button.open-log');
+  const logSel = '#run-log[data-rank="2"]';
+  await page.waitForFunction((sel) => /rank 2 line 3\n/.test(document.querySelector(sel)?.textContent || ''), logSel, { timeout: 15000 });
+  const text = await page.textContent(logSel);
+  check(!/rank [013] line/.test(text), 'rank 2\'s log shows another rank\'s lines');
+  const lines = (text.match(/rank 2 line \d+/g) || []).length;
+  check(await page.isChecked('#run-log-box .log-follow'), 'follow mode is off for a running run');
+  await page.waitForFunction(([sel, n]) => ((document.querySelector(sel)?.textContent || '').match(/rank 2 line \d+/g) || []).length > n + 3,
+    [logSel, lines], { timeout: 15000 });
+  check(page.url().includes('rank=2'), `the run page's address does not keep the rank: ${page.url()}`);
+  await shot('run');
+
+  // Nodes: the filter narrows the table to the slice's hosts; a node's page opens.
+  await page.click('nav a[data-nav="nodes"]');
+  await loaded('nodes');
+  await page.fill('#nodes-filter', `tpu-slice-name=${sliceName}`);
+  await page.waitForFunction(() => document.querySelectorAll('#nodes-table tr[data-node]').length === 4, null, { timeout: 10000 });
+  await shot('nodes');
+  await page.click(`#nodes-table tr[data-node="${rank2Node}"] a`);
+  await loaded('nodes');
+  check(await page.getAttribute('.page[data-view="nodes"]', 'data-node') === rank2Node, 'the node link did not open the node page');
+  await page.waitForSelector('#node-resources tr[data-resource="TPU"]');
+  await page.waitForTimeout(2500); // one refresh of the charts and log files
+  await shot('node');
+
+  // Jobs: the list renders (empty or not).
+  await page.click('nav a[data-nav="jobs"]');
+  await loaded('jobs');
+  await page.waitForSelector('#jobs-list table, #jobs-list .empty');
+
+  // The overview again, to let a few polls run across views.
+  await page.click('nav a[data-nav="overview"]');
+  await loaded('overview');
+  await page.waitForTimeout(2500);
+  check(problems.length === 0, `the page reported problems:\n  ${problems.join('\n  ')}`);
+}
+
+async function cleanup() {
+  try {
+    if (browser) await browser.close();
+  } catch (e) { /* already gone */ }
+  if (proxy) await proxy.close();
+  if (trainProc && trainProc.exitCode === null) trainProc.kill('SIGTERM');
+  try {
+    torus('down');
+  } catch (e) {
+    log(`torus down: ${e.message}`);
+  }
+  if (!process.env.TORUS_KEEP_TEMP) fs.rmSync(tmp, { recursive: true, force: true });
+}
+
+let failed = false;
+try {
+  await main();
+  log('PASS');
+} catch (e) {
+  failed = true;
+  console.error(`FAIL: ${e.message}`);
+  if (currentPage) {
+    const file = path.join(OUTPUT_DIR, 'failure.png');
+    await currentPage.screenshot({ path: file, fullPage: true }).then(() => console.error(`screenshot ${file}`), () => {});
+  }
+  if (problems.length) console.error(`page problems:\n  ${problems.join('\n  ')}`);
+  const out = path.join(tmp, 'train.out');
+  if (fs.existsSync(out)) console.error(`torus train output (tail):\n${fs.readFileSync(out, 'utf8').slice(-2000)}`);
+} finally {
+  await cleanup();
+}
+process.exit(failed ? 1 : 0);
