@@ -13,6 +13,12 @@ packages=(
 )
 # PyTorch (Debian's CPU build) for the example training job and the end-to-end tests.
 if [ "${WITH_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
+# Headless Chromium and Node.js for the dashboard's browser test (tests/browser/). A Node.js from elsewhere that
+# already brings npm is kept: Debian's npm package would conflict with it.
+if [ "${WITH_BROWSER:-1}" = 1 ]; then
+  packages+=(chromium)
+  command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,6 +29,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The browser test's node_modules, from the lock file; again only when the lock changed since the last install.
+if [ "${WITH_BROWSER:-1}" = 1 ] && command -v npm >/dev/null 2>&1; then
+  lock_sum="$(sha256sum tests/browser/package-lock.json | cut -d' ' -f1)"
+  stamp=tests/browser/node_modules/.torus-lock-sha256
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_sum" ]; then
+    echo "setup: npm ci --prefix tests/browser"
+    PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
+    echo "$lock_sum" > "$stamp"
+  fi
 fi
 
 build_dir="${BUILD_DIR:-build}"
