@@ -108,7 +108,7 @@ AgentExit Agent::Run() {
     ever_registered = true;
     backoff_ms = 100;
     last_error.clear();
-    spdlog::info("registered as node {} (incarnation {}, heartbeat every {} ms)", identity_.node_id, incarnation_,
+    spdlog::info("registered as node {} (incarnation {}, heartbeat every {} ms)", identity_.node_id, incarnation_.load(),
                  period_ms_);
 
     // Heartbeats until the head asks us to register again.
@@ -134,7 +134,7 @@ AgentExit Agent::Run() {
         if (!last_error.empty()) spdlog::info("head reachable again");
         last_error.clear();
         if (reply.action() == rpc::HeartbeatReply::REREGISTER) {
-          spdlog::warn("head does not know incarnation {}; registering again", incarnation_);
+          spdlog::warn("head does not know incarnation {}; registering again", incarnation_.load());
           // The head gave up on this incarnation (declared it dead, or restarted): what it placed here is
           // forgotten and may already run elsewhere, so this host drops it before joining again.
           int dropped = ledger_->Clear();

@@ -2,9 +2,10 @@
 // re-registers when the head says it does not know this incarnation (head restart, or marked dead while alive),
 // and keeps retrying with backoff while the head is unreachable. Unregisters on Stop.
 //
-// Thread-safety: Run() on one thread; Stop() from any thread.
+// Thread-safety: Run() on one thread; Stop(), NotifyLedgerChanged() and incarnation() from any thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -34,6 +35,8 @@ class Agent {
   void SetOnForgotten(std::function<void()> callback) { on_forgotten_ = std::move(callback); }
   // Wakes the heartbeat loop so that a ledger change reaches the head now rather than at the next period.
   void NotifyLedgerChanged();
+  // The incarnation the head gave this agent at its latest registration; 0 before the first. Thread-safe.
+  uint64_t incarnation() const { return incarnation_.load(); }
 
  private:
   // One registration attempt; OK sets incarnation_ and period_ms_.
@@ -48,7 +51,7 @@ class Agent {
   BundleLedger* ledger_;
   const int agent_port_;
   std::function<void()> on_forgotten_;
-  uint64_t incarnation_ = 0;
+  std::atomic<uint64_t> incarnation_{0};  // written by Run(), read anywhere
   uint64_t reported_ledger_version_ = 0;
   int64_t period_ms_ = 500;
   std::mutex mu_;

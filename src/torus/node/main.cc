@@ -17,8 +17,10 @@
 #include "torus/common/termination.h"
 #include "torus/node/agent.h"
 #include "torus/node/bundle_ledger.h"
-#include "torus/node/leftovers.h"
 #include "torus/node/exit_reporter.h"
+#include "torus/node/leftovers.h"
+#include "torus/node/log_files.h"
+#include "torus/node/metrics_sampler.h"
 #include "torus/node/node_identity.h"
 #include "torus/node/node_service.h"
 #include "torus/node/worker_supervisor.h"
@@ -47,6 +49,8 @@ struct NodeFlags {
   std::optional<std::string> slice_name;
   bool no_nvml = false;
   std::string work_dir;
+  int64_t metrics_period_ms = 5000;
+  std::string tpu_log_dir = "/tmp/tpu_logs";
 };
 
 // Workers get SIGTERM on agent shutdown and SIGKILL this long after.
@@ -182,10 +186,16 @@ int Run(const NodeFlags& flags) {
                                         [&exit_reporter](const torus::node::WorkerExit& exit) {
                                           exit_reporter.Report(exit);
                                         });
+  const torus::node::LogFiles log_files({.agent_log = torus::node::DetectStdoutLogFile(),
+                                         .tpu_log_dir = flags.tpu_log_dir,
+                                         .worker_log_dir = worker_log_dir});
   std::unique_ptr<torus::node::Agent> agent_holder;
-  torus::node::NodeServiceImpl service(&ledger, &workers, flags.node_ip, token, [&agent_holder] {
-    if (agent_holder) agent_holder->NotifyLedgerChanged();
-  });
+  torus::node::NodeServiceImpl service(
+      &ledger, &workers, flags.node_ip, token,
+      [&agent_holder] {
+        if (agent_holder) agent_holder->NotifyLedgerChanged();
+      },
+      &log_files);
   grpc::ServerBuilder builder;
   int agent_port = 0;
   builder.AddListeningPort(absl::StrCat(flags.node_ip, ":", flags.node_port), grpc::InsecureServerCredentials(),
@@ -207,6 +217,18 @@ int Run(const NodeFlags& flags) {
     }
   });
 
+  std::unique_ptr<torus::node::MetricsSampler> sampler;
+  if (flags.metrics_period_ms > 0) {
+    const int gpus = static_cast<int>(identity->resources.GetFixed(torus::kResourceGpu) / torus::kResourceScale);
+    sampler = std::make_unique<torus::node::MetricsSampler>(
+        &clock, torus::node::MetricsSamplerOptions{.node_id = identity->node_id, .period_ms = flags.metrics_period_ms},
+        torus::node::MakeHostMetricsSources(chips, gpus, !flags.no_nvml, options.env,
+                                            [&workers] { return workers.Running(); }),
+        torus::node::MakeHeadMetricsSender(channel, token), [&agent] { return agent.incarnation(); });
+    sampler->Start();
+    spdlog::info("sampling metrics every {} ms", flags.metrics_period_ms);
+  }
+
   std::thread signal_thread([&agent, &workers, &exit_reporter] {
     const int sig = torus::WaitForTerminationSignal();
     spdlog::info("signal {}: stopping workers, unregistering and stopping", sig);
@@ -223,6 +245,7 @@ int Run(const NodeFlags& flags) {
     std::_Exit(2);
   }
   signal_thread.join();
+  if (sampler) sampler->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return 0;
 }
@@ -262,12 +285,23 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", flags.work_dir,
                  "Directory for this agent's files; worker logs go to <work-dir>/workers/ "
                  "[default: /tmp/torus/node_<node-id>]");
+  app.add_option("--metrics-period-ms", flags.metrics_period_ms,
+                 "How often host, worker, TPU and GPU metrics are sampled and sent to the head (0 = never)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
+  app.add_option("--tpu-log-dir", flags.tpu_log_dir, "Directory of libtpu's logs, served as tpu/<file>")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    return 2;
+  }
+  if (flags.metrics_period_ms > 0 && flags.metrics_period_ms < 100) {
+    std::cerr << "torus-node: --metrics-period-ms must be 0 (off) or at least 100 (got " << flags.metrics_period_ms
+              << ")\n";
     return 2;
   }
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");

@@ -91,12 +91,13 @@ absl::StatusOr<int> PickFreePort(const std::string& ip) {
 }
 
 NodeServiceImpl::NodeServiceImpl(BundleLedger* ledger, WorkerSupervisor* workers, std::string node_ip,
-                                 std::string token, std::function<void()> on_change)
+                                 std::string token, std::function<void()> on_change, const LogFiles* logs)
     : ledger_(ledger),
       workers_(workers),
       node_ip_(std::move(node_ip)),
       token_(std::move(token)),
-      on_change_(std::move(on_change)) {}
+      on_change_(std::move(on_change)),
+      logs_(logs) {}
 
 grpc::ServerUnaryReactor* NodeServiceImpl::PrepareBundles(grpc::CallbackServerContext* ctx,
                                                           const rpc::PrepareBundlesRequest* request,
@@ -180,7 +181,8 @@ grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerConte
                   .argv = {request->argv().begin(), request->argv().end()},
                   .env_set = {request->env_set().begin(), request->env_set().end()},
                   .env_unset = {request->env_unset().begin(), request->env_unset().end()},
-                  .cwd = request->cwd()};
+                  .cwd = request->cwd(),
+                  .chips = {request->chips().begin(), request->chips().end()}};
   auto started = workers_->Start(spec);
   if (!started.ok()) {
     spdlog::info("start of worker {} refused: {}", request->worker_id(), std::string(started.status().message()));
@@ -242,6 +244,35 @@ grpc::ServerUnaryReactor* NodeServiceImpl::FreePort(grpc::CallbackServerContext*
   auto port = PickFreePort(node_ip_);
   if (!port.ok()) return FinishCall(ctx, rpc::ToGrpc(port.status()));
   reply->set_port(*port);
+  return FinishCall(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* NodeServiceImpl::ListLogs(grpc::CallbackServerContext* ctx,
+                                                    const rpc::ListLogsRequest* request, rpc::ListLogsReply* reply) {
+  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (logs_ == nullptr) return FinishCall(ctx, grpc::Status::OK);
+  reply->set_tpu_log_dir(logs_->tpu_log_dir());
+  for (const LogFileEntry& entry : logs_->List()) {
+    rpc::LogFile* file = reply->add_files();
+    file->set_name(entry.name);
+    file->set_size(entry.size);
+    file->set_modified_ms(entry.modified_ms);
+  }
+  return FinishCall(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* NodeServiceImpl::ReadLog(grpc::CallbackServerContext* ctx,
+                                                   const rpc::ReadLogRequest* request, rpc::ReadLogReply* reply) {
+  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (logs_ == nullptr) {
+    return FinishCall(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                        absl::StrCat("name '", request->name(), "': this agent serves no log files")));
+  }
+  auto read = logs_->Read(request->name(), request->offset(), request->max_bytes());
+  if (!read.ok()) return FinishCall(ctx, rpc::ToGrpc(read.status()));
+  reply->set_data(std::move(read->data));
+  reply->set_offset(read->offset);
+  reply->set_size(read->size);
   return FinishCall(ctx, grpc::Status::OK);
 }
 

@@ -1,6 +1,6 @@
 // NodeServiceImpl: the agent's gRPC handlers over its BundleLedger (prepare / commit / cancel / release, and the
-// ledger view) and its WorkerSupervisor (start / stop / logs / list workers, and free ports for them). Each checks
-// the cluster token and converts proto to domain types.
+// ledger view), its WorkerSupervisor (start / stop / logs / list workers, and free ports for them) and its LogFiles
+// (list and read the host's log files). Each checks the cluster token and converts proto to domain types.
 //
 // Thread-safety: thread-safe; handlers run on gRPC's callback threads; the ledger and the supervisor have their own
 // locks.
@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "torus/node.grpc.pb.h"
 #include "torus/node/bundle_ledger.h"
+#include "torus/node/log_files.h"
 #include "torus/node/worker_supervisor.h"
 
 namespace torus::node {
@@ -20,8 +21,9 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
  public:
   // `ledger` and `workers` are owned by the caller; `node_ip` is the address workers' ports are picked on.
   // `on_change` is called after every change of the ledger, e.g. to send availability with the next heartbeat.
+  // `logs` (owned by the caller; null = none served) backs ListLogs and ReadLog.
   NodeServiceImpl(BundleLedger* ledger, WorkerSupervisor* workers, std::string node_ip, std::string token,
-                  std::function<void()> on_change);
+                  std::function<void()> on_change, const LogFiles* logs = nullptr);
 
   grpc::ServerUnaryReactor* PrepareBundles(grpc::CallbackServerContext* ctx, const rpc::PrepareBundlesRequest* request,
                                            rpc::PrepareBundlesReply* reply) override;
@@ -46,6 +48,10 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
                                         rpc::ListWorkersReply* reply) override;
   grpc::ServerUnaryReactor* FreePort(grpc::CallbackServerContext* ctx, const rpc::FreePortRequest* request,
                                      rpc::FreePortReply* reply) override;
+  grpc::ServerUnaryReactor* ListLogs(grpc::CallbackServerContext* ctx, const rpc::ListLogsRequest* request,
+                                     rpc::ListLogsReply* reply) override;
+  grpc::ServerUnaryReactor* ReadLog(grpc::CallbackServerContext* ctx, const rpc::ReadLogRequest* request,
+                                    rpc::ReadLogReply* reply) override;
 
  private:
   BundleLedger* ledger_;
@@ -53,6 +59,7 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
   const std::string node_ip_;
   const std::string token_;
   const std::function<void()> on_change_;
+  const LogFiles* logs_;
 };
 
 // A TCP port that was free on every address of this host a moment ago (the kernel's pick for the wildcard address;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -37,7 +38,11 @@ class NodeServiceTest : public ::testing::Test {
                                                     }
                                                     cv_.notify_all();
                                                   });
-    service_ = std::make_unique<NodeServiceImpl>(ledger_.get(), workers_.get(), "127.0.0.1", kToken, [] {});
+    std::filesystem::create_directories(dir_ + "/tpu");
+    log_files_ = std::make_unique<LogFiles>(
+        LogFilesOptions{.agent_log = "", .tpu_log_dir = dir_ + "/tpu", .worker_log_dir = dir_ + "/workers"});
+    service_ = std::make_unique<NodeServiceImpl>(ledger_.get(), workers_.get(), "127.0.0.1", kToken, [] {},
+                                                 log_files_.get());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -84,6 +89,7 @@ class NodeServiceTest : public ::testing::Test {
   std::vector<std::string> exited_;
   std::unique_ptr<BundleLedger> ledger_;
   std::unique_ptr<WorkerSupervisor> workers_;
+  std::unique_ptr<LogFiles> log_files_;
   std::unique_ptr<NodeServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<rpc::NodeService::Stub> stub_;
@@ -138,6 +144,74 @@ TEST_F(NodeServiceTest, StartListReadLog) {
   read.set_worker_id("w1");
   read.set_offset(-1);
   EXPECT_EQ(stub_->ReadWorkerLog(Ctx().get(), read, &log).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(NodeServiceTest, ListAndReadLogs) {
+  std::ofstream(dir_ + "/tpu/tpu_driver.INFO") << "libtpu says hi\n";
+  rpc::StartWorkerReply started;
+  ASSERT_TRUE(Start("w1", {"/bin/sh", "-c", "echo hello"}, &started).ok());
+  ASSERT_TRUE(WaitExited("w1"));
+
+  rpc::ListLogsReply list;
+  EXPECT_EQ(stub_->ListLogs(Ctx("").get(), rpc::ListLogsRequest(), &list).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  ASSERT_TRUE(stub_->ListLogs(Ctx().get(), rpc::ListLogsRequest(), &list).ok());
+  EXPECT_EQ(list.tpu_log_dir(), dir_ + "/tpu");
+  ASSERT_EQ(list.files_size(), 2);
+  EXPECT_EQ(list.files(0).name(), "tpu/tpu_driver.INFO");
+  EXPECT_EQ(list.files(0).size(), 15);
+  EXPECT_GT(list.files(0).modified_ms(), 0);
+  EXPECT_EQ(list.files(1).name(), "workers/w1");
+
+  rpc::ReadLogRequest read;
+  read.set_name("tpu/tpu_driver.INFO");
+  read.set_offset(-3);
+  rpc::ReadLogReply reply;
+  EXPECT_EQ(stub_->ReadLog(Ctx("wrong").get(), read, &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  ASSERT_TRUE(stub_->ReadLog(Ctx().get(), read, &reply).ok());
+  EXPECT_EQ(reply.data(), "hi\n");
+  EXPECT_EQ(reply.offset(), 12);
+  EXPECT_EQ(reply.size(), 15);
+  read.set_name("workers/w1");
+  read.set_offset(0);
+  ASSERT_TRUE(stub_->ReadLog(Ctx().get(), read, &reply).ok());
+  EXPECT_EQ(reply.data(), "hello\n");
+
+  read.set_name("../etc/passwd");
+  grpc::Status bad = stub_->ReadLog(Ctx().get(), read, &reply);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("name '../etc/passwd'"), std::string::npos) << bad.error_message();
+  read.set_name("workers/absent");
+  EXPECT_EQ(stub_->ReadLog(Ctx().get(), read, &reply).error_code(), grpc::StatusCode::NOT_FOUND);
+  read.set_name("agent");
+  EXPECT_EQ(stub_->ReadLog(Ctx().get(), read, &reply).error_code(), grpc::StatusCode::NOT_FOUND);
+  read.set_name("workers/w1");
+  read.set_max_bytes(-5);
+  EXPECT_EQ(stub_->ReadLog(Ctx().get(), read, &reply).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(NodeServiceTest, RunningWorkersKeepTheirChipsAndEnvironment) {
+  rpc::StartWorkerRequest request;
+  request.set_worker_id("r0");
+  request.set_owner("run-a");
+  request.add_argv("/bin/sh");
+  request.add_argv("-c");
+  request.add_argv("sleep 30");
+  (*request.mutable_env_set())["TORUS_RUN_ID"] = "run-a";
+  request.add_chips(2);
+  request.add_chips(3);
+  rpc::StartWorkerReply reply;
+  ASSERT_TRUE(stub_->StartWorker(Ctx().get(), request, &reply).ok());
+  std::vector<RunningWorker> running = workers_->Running();
+  ASSERT_EQ(running.size(), 1u);
+  EXPECT_EQ(running[0].worker_id, "r0");
+  EXPECT_EQ(running[0].owner, "run-a");
+  EXPECT_EQ(running[0].pid, reply.pid());
+  EXPECT_EQ(running[0].chips, (std::vector<int>{2, 3}));
+  EXPECT_EQ(running[0].env_set.at("TORUS_RUN_ID"), "run-a");
+  workers_->Stop("r0", 0).IgnoreError();
+  ASSERT_TRUE(WaitExited("r0"));
+  EXPECT_TRUE(workers_->Running().empty());
 }
 
 TEST_F(NodeServiceTest, StartErrors) {

@@ -226,6 +226,8 @@ absl::StatusOr<StartedWorker> WorkerSupervisor::Start(const WorkerSpec& spec) {
     record.info.running = true;
     record.info.start_time_ms = clock_->WallMillis();
     record.info.log_path = log_path;
+    record.env_set = spec.env_set;
+    record.chips = spec.chips;
     spawn_queue_.push_back(&request);
   }
   spawner_cv_.notify_one();
@@ -594,6 +596,17 @@ std::vector<WorkerInfo> WorkerSupervisor::List() const {
   std::vector<WorkerInfo> out;
   for (const auto& [id, record] : workers_) {
     if (record.exec_confirmed) out.push_back(record.info);
+  }
+  return out;
+}
+
+std::vector<RunningWorker> WorkerSupervisor::Running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RunningWorker> out;
+  for (const auto& [id, record] : workers_) {
+    if (record.exec_confirmed && record.info.running) {
+      out.push_back({record.info.worker_id, record.info.owner, record.info.pid, record.env_set, record.chips});
+    }
   }
   return out;
 }

@@ -44,6 +44,7 @@ struct WorkerSpec {
   std::map<std::string, std::string> env_set{};  // added to (or replacing in) the base environment
   std::vector<std::string> env_unset{};          // removed from it
   std::string cwd{};                             // empty = the agent's working directory
+  std::vector<int> chips{};                      // TPU chips of this host it holds, for metrics (may be empty)
 };
 
 struct StartedWorker {
@@ -70,6 +71,15 @@ struct WorkerInfo {
   int64_t start_time_ms = 0;
   int64_t end_time_ms = 0;  // 0 while running
   std::string log_path;
+};
+
+// A running worker and the environment its spec added (what the metrics sampler tags samples from).
+struct RunningWorker {
+  std::string worker_id;
+  std::string owner;
+  pid_t pid = 0;
+  std::map<std::string, std::string> env_set;
+  std::vector<int> chips;  // as in its spec
 };
 
 struct LogChunk {
@@ -115,10 +125,14 @@ class WorkerSupervisor {
   // Every known worker, running and finished, ordered by id.
   std::vector<WorkerInfo> List() const;
   int RunningCount() const;
+  // Workers that have exec'ed and not exited, ordered by id.
+  std::vector<RunningWorker> Running() const;
 
  private:
   struct Record {
     WorkerInfo info;
+    std::map<std::string, std::string> env_set;  // from the spec
+    std::vector<int> chips;                      // from the spec
     bool exec_confirmed = false;      // the spawner saw exec succeed; until then the record only holds the id
     bool reaped_early = false;        // the reaper collected it before exec was confirmed
     int early_wait_status = 0;        // its wait status then
