@@ -136,7 +136,7 @@ async function main() {
     base = `http://127.0.0.1:${proxy.port}`;
     log(`serving web/ from the source tree at ${base}`);
   } else {
-    const res = await fetch(`${base}/static/app.js`);
+    const res = await fetch(`${base}/static/app.js`, { headers: { Authorization: `Bearer ${token}` } });
     check(res.ok, `the head does not serve the dashboard (GET /static/app.js: HTTP ${res.status}); is AddDashboardRoutes wired?`);
   }
 
