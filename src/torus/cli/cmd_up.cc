@@ -1,4 +1,6 @@
-// torus up | down | node restart: a local simulated cluster.
+// torus up | down | node restart: a local simulated cluster. Each simulated TPU host also gets torus-tpu-sim, a
+// simulator of libtpu's metrics service (unless --no-tpu-sim), whose port its agent finds in
+// TPU_RUNTIME_METRICS_PORTS.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -41,12 +43,20 @@ absl::Status PrepareHostRoot(const SimulatedHost& host, const std::string& root)
   return absl::OkStatus();
 }
 
+std::string HostWorkDir(const std::string& session, const std::string& name) {
+  return absl::StrCat(session, "/hosts/", name, "/work");
+}
+
+std::string HostTpuLogDir(const std::string& session, const std::string& name) {
+  return absl::StrCat(session, "/hosts/", name, "/tpu_logs");
+}
+
 std::vector<std::string> SimulatedAgentArgs(const SimulatedHost& host, const std::string& address,
                                             const std::string& session, const std::string& root) {
   std::vector<std::string> args = {"--address",   address, "--token-file", session + "/token", "--node-id",
                                    host.name,     "--node-ip", host.node_ip, "--dev-root", root,
                                    "--metadata-url", "off", "--no-nvml",
-                                   "--work-dir", absl::StrCat(session, "/hosts/", host.name, "/work")};
+                                   "--work-dir", HostWorkDir(session, host.name)};
   if (host.num_cpus) {
     args.push_back("--num-cpus");
     args.push_back(FormatFixed(static_cast<int64_t>(*host.num_cpus * kResourceScale)));
@@ -107,18 +117,46 @@ int CmdUp(const UpFlags& flags) {
   std::set<std::string> node_ids;
   std::map<std::string, pid_t> agents;
   const auto base_env = CleanAgentEnvironment();
-  for (const SimulatedHost& host : ExpandClusterSpec(*spec)) {
-    std::string host_root = absl::StrCat(*session, "/hosts/", host.name);
-    if (absl::Status s = PrepareHostRoot(host, host_root); !s.ok()) {
+  const std::vector<SimulatedHost> hosts = ExpandClusterSpec(*spec);
+  // Device roots first, and every TPU host's simulated libtpu metrics server, so that the simulators come up
+  // together; each agent then starts once its host's simulator serves.
+  std::map<std::string, pid_t> sims;
+  for (const SimulatedHost& host : hosts) {
+    if (absl::Status s = PrepareHostRoot(host, absl::StrCat(*session, "/hosts/", host.name)); !s.ok()) {
       std::cerr << "torus up: " << s.message() << "\n";
       return 1;
     }
+    if (!flags.tpu_sim || !host.tpu_generation) continue;
+    auto pid = StartTpuSim({.session = *session,
+                            .name = host.name,
+                            .generation = std::string(GetGenerationInfo(*host.tpu_generation).pod_prefix),
+                            .chips = host.tpu_chips,
+                            .worker_mark = HostWorkDir(*session, host.name),
+                            .log_dir = HostTpuLogDir(*session, host.name),
+                            .env = base_env});
+    if (!pid.ok()) {
+      std::cerr << "torus up: " << pid.status().message() << " (`torus up --no-tpu-sim` starts no simulators)\n";
+      return 1;
+    }
+    sims[host.name] = *pid;
+  }
+  for (const SimulatedHost& host : hosts) {
+    std::string host_root = absl::StrCat(*session, "/hosts/", host.name);
     auto env = base_env;
     for (const auto& [k, v] : host.env) env[k] = v;
-    auto pid = LaunchAgent({.session = *session,
-                            .name = host.name,
-                            .args = SimulatedAgentArgs(host, *address, *session, host_root),
-                            .env = env});
+    std::vector<std::string> args = SimulatedAgentArgs(host, *address, *session, host_root);
+    if (auto sim = sims.find(host.name); sim != sims.end()) {
+      auto port = WaitForTpuSimPort(*session, host.name, sim->second, std::chrono::seconds(15));
+      if (!port.ok()) {
+        std::cerr << "torus up: " << port.status().message() << "\n(the cluster is left running for inspection; "
+                  << "`torus down` stops it)\n";
+        return 1;
+      }
+      env["TPU_RUNTIME_METRICS_PORTS"] = absl::StrCat(*port);
+      args.push_back("--tpu-log-dir");
+      args.push_back(HostTpuLogDir(*session, host.name));
+    }
+    auto pid = LaunchAgent({.session = *session, .name = host.name, .args = args, .env = env});
     if (!pid.ok()) {
       std::cerr << "torus up: " << pid.status().message() << "\n";
       return 1;
@@ -146,9 +184,13 @@ int CmdDown() {
     std::cout << "no torus session to stop\n";
     return 0;
   }
-  std::vector<pid_t> agents, heads;
-  for (const auto& r : ReadProcesses(*latest)) (r.role == "head" ? heads : agents).push_back(r.pid);
+  // Agents first, so that they unregister while the head still listens and stop reading their simulators.
+  std::vector<pid_t> agents, sims, heads;
+  for (const auto& r : ReadProcesses(*latest)) {
+    (r.role == "head" ? heads : r.role == "sim" ? sims : agents).push_back(r.pid);
+  }
   int stopped = StopProcesses(agents, std::chrono::seconds(5));
+  stopped += StopProcesses(sims, std::chrono::seconds(5));
   stopped += StopProcesses(heads, std::chrono::seconds(5));
   std::cout << "stopped " << stopped << " torus process" << (stopped == 1 ? "" : "es") << " of " << *latest
             << "\n";
@@ -167,6 +209,9 @@ int CmdNodeRestart(const std::string& name) {
       return 1;
     }
   }
+  // The saved launch repeats the agent's TPU_RUNTIME_METRICS_PORTS and --tpu-log-dir. Its host's simulated libtpu
+  // metrics server is not restarted: it outlives an agent's crash, and if it was stopped, the agent finds libtpu
+  // unavailable, as on a TPU VM where no framework holds the chips.
   auto launch = LoadAgentLaunch(*latest, name);
   if (!launch.ok()) {
     std::cerr << "torus node restart: " << launch.status().message() << "\n";

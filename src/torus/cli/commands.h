@@ -87,6 +87,7 @@ struct UpFlags {
   int64_t heartbeat_period_ms = 500;
   int64_t node_timeout_ms = 3000;
   int wait_s = 60;
+  bool tpu_sim = true;  // start a simulated libtpu metrics server (torus-tpu-sim) for each simulated TPU host
 };
 
 struct PgCreateFlags {

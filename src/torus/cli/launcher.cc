@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "torus/cli/session_dir.h"
@@ -62,6 +63,48 @@ absl::StatusOr<pid_t> LaunchAgent(const AgentLaunch& launch) {
   auto recorded = RecordProcess(launch.session, {"node", launch.name, *pid});
   if (!recorded.ok()) return recorded;
   return *pid;
+}
+
+std::string TpuSimPortFile(const std::string& session, const std::string& name) {
+  return absl::StrCat(session, "/hosts/", name, "/tpu_sim_port");
+}
+
+absl::StatusOr<pid_t> StartTpuSim(const TpuSimLaunch& launch) {
+  const std::string port_file = TpuSimPortFile(launch.session, launch.name);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(port_file).parent_path(), ec);
+  std::filesystem::remove(port_file, ec);
+  SpawnSpec spec{.argv = {SiblingBinary("torus-tpu-sim"), "--host", "127.0.0.1", "--port", "0", "--port-file",
+                          port_file, "--name", launch.name, "--generation", launch.generation, "--chips",
+                          absl::StrCat(launch.chips), "--worker-mark", launch.worker_mark, "--log-dir",
+                          launch.log_dir},
+                 .env = launch.env,
+                 .log_path = absl::StrCat(launch.session, "/logs/sim-", launch.name, ".log")};
+  auto pid = SpawnDaemon(spec);
+  if (!pid.ok()) return pid.status();
+  auto recorded = RecordProcess(launch.session, {"sim", launch.name, *pid});
+  if (!recorded.ok()) return recorded;
+  return *pid;
+}
+
+absl::StatusOr<int> WaitForTpuSimPort(const std::string& session, const std::string& name, pid_t pid,
+                                      std::chrono::milliseconds timeout) {
+  const std::string log = absl::StrCat(session, "/logs/sim-", name, ".log");
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto text = client::ReadTrimmed(TpuSimPortFile(session, name));
+    int port = 0;
+    if (text.ok() && absl::SimpleAtoi(*text, &port) && port > 0) return port;
+    if (!ProcessAlive(pid)) {
+      return absl::InternalError(absl::StrCat("torus-tpu-sim of ", name, " exited during start; end of ", log, ":\n",
+                                              TailOfFile(log, 10)));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("torus-tpu-sim of ", name, " did not serve within ",
+                                                      timeout.count() / 1000, " s; see ", log));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 absl::StatusOr<AgentLaunch> LoadAgentLaunch(const std::string& session, const std::string& name) {

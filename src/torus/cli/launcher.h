@@ -1,6 +1,7 @@
-// Launching a head and agents into a session, and waiting until they are serving.
-// Each launched daemon is recorded in the session's `processes` file; each agent's full launch (argv and
-// environment) is saved as `<session>/agents/<name>.json` so that `torus node restart NAME` can repeat it.
+// Launching a head, agents and simulated libtpu metrics servers (torus-tpu-sim) into a session, and waiting until
+// they are serving. Each launched daemon is recorded in the session's `processes` file (roles "head", "node",
+// "sim"); each agent's full launch (argv and environment) is saved as `<session>/agents/<name>.json` so that
+// `torus node restart NAME` can repeat it.
 //
 // Thread-safety: used from the CLI's main thread.
 #pragma once
@@ -44,6 +45,26 @@ struct AgentLaunch {
 absl::StatusOr<pid_t> LaunchAgent(const AgentLaunch& launch);
 // Reads a saved launch.
 absl::StatusOr<AgentLaunch> LoadAgentLaunch(const std::string& session, const std::string& name);
+
+// A simulator of libtpu's metrics service for one simulated TPU host of `torus up` (never a real host).
+struct TpuSimLaunch {
+  std::string session;
+  std::string name;                        // the simulated host's name; also the log file name
+  std::string generation;                  // "v6e", "v5litepod", ...
+  int chips = 0;
+  std::string worker_mark;                 // the host agent's work dir (its workers' TORUS_WORKER_OF)
+  std::string log_dir;                     // libtpu-style logs, also given to the agent as --tpu-log-dir
+  std::map<std::string, std::string> env;  // the simulator's whole environment
+};
+
+// Starts torus-tpu-sim on 127.0.0.1 with an ephemeral port and records it (role "sim"); does not wait.
+// It writes its port to TpuSimPortFile(session, name) once serving; log in <session>/logs/sim-<name>.log.
+absl::StatusOr<pid_t> StartTpuSim(const TpuSimLaunch& launch);
+std::string TpuSimPortFile(const std::string& session, const std::string& name);
+// Waits until the simulator `pid` of host `name` has written its port file; returns the port. Fails, with the end
+// of its log, if it exits first or `timeout` passes.
+absl::StatusOr<int> WaitForTpuSimPort(const std::string& session, const std::string& name, pid_t pid,
+                                      std::chrono::milliseconds timeout);
 
 // Polls the head until every id in `node_ids` is ALIVE, or `timeout` passes, or an agent in `agents`
 // (name -> pid) exits (its log tail is in the error).

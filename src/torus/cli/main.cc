@@ -276,7 +276,13 @@ int main(int argc, char** argv) {
   cmd_up->add_option("--prepare-ttl-ms", up.prepare_ttl_ms, "Agents drop uncommitted prepares after this")
       ->capture_default_str();
   cmd_up->add_option("--wait", up.wait_s, "Seconds to wait for every node to register")->capture_default_str();
-  cmd_up->callback([&] { rc = torus::cli::CmdUp(up); });
+  bool no_tpu_sim = false;
+  cmd_up->add_flag("--no-tpu-sim", no_tpu_sim,
+                   "Do not start torus-tpu-sim, the simulated libtpu metrics server of each simulated TPU host");
+  cmd_up->callback([&] {
+    up.tpu_sim = !no_tpu_sim;
+    rc = torus::cli::CmdUp(up);
+  });
 
   app.add_subcommand("down", "Stop the cluster of the latest session (from `torus up` or `torus start`)")
       ->callback([&] { rc = torus::cli::CmdDown(); });
