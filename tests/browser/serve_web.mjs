@@ -13,6 +13,8 @@ import { fileURLToPath } from 'node:url';
 const WEB_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'web');
 const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8',
   '.svg': 'image/svg+xml', '.json': 'application/json' };
+const PAGE_POLICY = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+  "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 // Starts the server; resolves to {port, close()}.
 export function serveWeb({ head, token, port = 0, host = '127.0.0.1' }) {
@@ -45,7 +47,10 @@ export function serveWeb({ head, token, port = 0, host = '127.0.0.1' }) {
         res.end('not found\n');
         return;
       }
-      res.writeHead(200, { 'content-type': TYPES[path.extname(name)] || 'application/octet-stream', 'cache-control': 'no-cache' });
+      const headers = { 'content-type': TYPES[path.extname(name)] || 'application/octet-stream', 'cache-control': 'no-cache' };
+      // The policy the head sends with the page (dashboard_http.cc), so that a violation shows here too.
+      if (name.endsWith('.html')) headers['content-security-policy'] = PAGE_POLICY;
+      res.writeHead(200, headers);
       res.end(data);
     });
   });
