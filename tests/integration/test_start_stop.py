@@ -152,9 +152,11 @@ def test_down_stops_every_process_and_agents_unregister(torus):
     torus.up()
     session = torus.session
     pids = [pid for _, _, pid in torus.processes()]
-    assert len(pids) == 17
+    roles = [role for role, _, _ in torus.processes()]
+    # The head, 16 agents, and a libtpu metrics simulator for each of the 11 simulated TPU hosts.
+    assert (roles.count("head"), roles.count("node"), roles.count("sim")) == (1, 16, 11)
     result = torus.ok("down")
-    assert result.stdout == f"stopped 17 torus processes of {session}\n"
+    assert result.stdout == f"stopped 28 torus processes of {session}\n"
     assert not any(pid_alive(pid) for pid in pids)
     head_log = (session / "logs" / "head.log").read_text()
     for role, name, _ in torus.processes():

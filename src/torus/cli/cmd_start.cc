@@ -118,7 +118,8 @@ int CmdStart(const StartFlags& flags) {
                                     .port = flags.port,
                                     .dashboard_port = flags.dashboard_port,
                                     .heartbeat_period_ms = flags.heartbeat_period_ms,
-                                    .node_timeout_ms = flags.node_timeout_ms});
+                                    .node_timeout_ms = flags.node_timeout_ms,
+                                    .dashboard_read_only = flags.dashboard_read_only});
     if (!head_address.ok()) {
       std::cerr << "torus start: " << head_address.status().message() << "\n";
       return 1;
@@ -168,6 +169,7 @@ int CmdStart(const StartFlags& flags) {
               << "  token:    " << token_file << " (mode 0600)\n"
               << "  http:     http://" << client::ReadTrimmed(*session + "/dashboard_address").value_or("?")
               << "/api/v0/cluster (Authorization: Bearer <token>)\n"
+              << "  dashboard: " << DashboardLoginUrl(*session).value_or("?") << "\n"
               << "  join:     torus start --address " << address << " --token-file " << token_file << "\n"
               << "  status:   torus status\n"
               << "  stop:     torus stop\n";

@@ -103,7 +103,8 @@ int CmdUp(const UpFlags& flags) {
                              .heartbeat_period_ms = flags.heartbeat_period_ms,
                              .node_timeout_ms = flags.node_timeout_ms,
                              .agent_rpc_timeout_ms = flags.agent_rpc_timeout_ms,
-                             .prepare_ttl_ms = flags.prepare_ttl_ms});
+                             .prepare_ttl_ms = flags.prepare_ttl_ms,
+                             .dashboard_read_only = flags.dashboard_read_only});
   if (!address.ok()) {
     std::cerr << "torus up: " << address.status().message() << "\n";
     return 1;
@@ -145,6 +146,10 @@ int CmdUp(const UpFlags& flags) {
     auto env = base_env;
     for (const auto& [k, v] : host.env) env[k] = v;
     std::vector<std::string> args = SimulatedAgentArgs(host, *address, *session, host_root);
+    if (flags.metrics_period_ms) {
+      args.push_back("--metrics-period-ms");
+      args.push_back(absl::StrCat(*flags.metrics_period_ms));
+    }
     if (auto sim = sims.find(host.name); sim != sims.end()) {
       auto port = WaitForTpuSimPort(*session, host.name, sim->second, std::chrono::seconds(15));
       if (!port.ok()) {
@@ -173,8 +178,24 @@ int CmdUp(const UpFlags& flags) {
   auto client = client::Client::Connect({*address, *token});
   auto status = (*client)->GetClusterStatus(true);
   if (status.ok()) std::cout << FormatStatus(*status, *address);
-  std::cout << "\nsession " << *session << " (logs in " << *session << "/logs)\n"
-            << "stop with: torus down\n";
+  std::cout << "\nsession " << *session << " (logs in " << *session << "/logs)\n";
+  if (auto url = DashboardLoginUrl(*session); url.ok()) std::cout << "dashboard: " << *url << "\n";
+  std::cout << "stop with: torus down\n";
+  return 0;
+}
+
+int CmdDashboard() {
+  auto latest = client::LatestSessionDir(client::TempRoot());
+  if (!latest.ok()) {
+    std::cerr << "torus dashboard: " << latest.status().message() << "\n";
+    return 1;
+  }
+  auto url = DashboardLoginUrl(*latest);
+  if (!url.ok()) {
+    std::cerr << "torus dashboard: " << url.status().message() << "\n";
+    return 1;
+  }
+  std::cout << *url << "\n";
   return 0;
 }
 

@@ -75,6 +75,7 @@ struct StartFlags {
   int64_t heartbeat_period_ms = 500;
   int64_t node_timeout_ms = 3000;
   bool no_local_node = false;        // --head without an agent on this machine
+  bool dashboard_read_only = false;  // head: GET needs no token
   AgentFlags agent;
 };
 
@@ -88,6 +89,8 @@ struct UpFlags {
   int64_t node_timeout_ms = 3000;
   int wait_s = 60;
   bool tpu_sim = true;  // start a simulated libtpu metrics server (torus-tpu-sim) for each simulated TPU host
+  bool dashboard_read_only = false;
+  std::optional<int64_t> metrics_period_ms;  // agents' sampling period (their default when unset)
 };
 
 struct PgCreateFlags {
@@ -119,6 +122,8 @@ struct SliceReserveFlags {
 int CmdStart(const StartFlags& flags);
 int CmdStop();
 int CmdUp(const UpFlags& flags);
+// Prints the dashboard's login URL of the latest session.
+int CmdDashboard();
 int CmdDown();
 int CmdStatus(const HeadFlags& head, bool json);
 int CmdNodes(const HeadFlags& head, bool json, bool alive_only);

@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "torus/cli/session_dir.h"
 #include "torus/client/client.h"
+#include "torus/rpc/auth.h"
 
 namespace torus::cli {
 
@@ -23,6 +24,7 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
                           absl::StrCat(launch.prepare_ttl_ms)},
                  .env = CurrentEnvironment(),
                  .log_path = log};
+  if (launch.dashboard_read_only) spec.argv.push_back("--dashboard-read-only");
   auto pid = SpawnDaemon(spec);
   if (!pid.ok()) return pid.status();
   auto recorded = RecordProcess(launch.session, {"head", "head", *pid});
@@ -161,6 +163,14 @@ std::map<std::string, std::string> CleanAgentEnvironment() {
     it = drop ? env.erase(it) : std::next(it);
   }
   return env;
+}
+
+absl::StatusOr<std::string> DashboardLoginUrl(const std::string& session) {
+  auto address = client::ReadTrimmed(session + "/dashboard_address");
+  if (!address.ok()) return absl::NotFoundError(absl::StrCat("no head in ", session, " (no dashboard_address)"));
+  auto token = rpc::ReadTokenFile(session + "/token");
+  if (!token.ok()) return token.status();
+  return absl::StrCat("http://", *address, "/?token=", *token);
 }
 
 }  // namespace torus::cli

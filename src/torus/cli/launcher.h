@@ -28,6 +28,7 @@ struct HeadLaunch {
   int64_t node_timeout_ms = 3000;
   int64_t agent_rpc_timeout_ms = 2000;
   int64_t prepare_ttl_ms = 10'000;
+  bool dashboard_read_only = false;
 };
 
 // Starts torus-head and waits (up to 15 s) until it has written its address; returns "host:port".
@@ -71,6 +72,9 @@ absl::StatusOr<int> WaitForTpuSimPort(const std::string& session, const std::str
 absl::Status WaitForNodes(const std::string& address, const std::string& token, const std::set<std::string>& node_ids,
                           const std::map<std::string, pid_t>& agents, const std::string& session,
                           std::chrono::milliseconds timeout);
+
+// The dashboard's login URL of a session: http://<dashboard address>/?token=<token>; NotFound without a head there.
+absl::StatusOr<std::string> DashboardLoginUrl(const std::string& session);
 
 // The environment of this process minus what would mislead an agent's detection on another simulated host
 // (TPU_*, MEGASCALE_*, TORUS_NODE_*, TORUS_TOKEN, TORUS_ADDRESS, CUDA_VISIBLE_DEVICES).

@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
   cmd_start->add_option("--node-timeout-ms", start.node_timeout_ms, "Head: a node silent this long is DEAD")
       ->capture_default_str();
   cmd_start->add_flag("--no-local-node", start.no_local_node, "Head: do not start an agent on this machine");
+  cmd_start->add_flag("--dashboard-read-only", start.dashboard_read_only,
+                      "Head: let GET requests (page, JSON views, /metrics) through without the token");
   AddAgentOptions(cmd_start, start.agent);
   cmd_start->callback([&] { rc = torus::cli::CmdStart(start); });
 
@@ -276,6 +278,10 @@ int main(int argc, char** argv) {
   cmd_up->add_option("--prepare-ttl-ms", up.prepare_ttl_ms, "Agents drop uncommitted prepares after this")
       ->capture_default_str();
   cmd_up->add_option("--wait", up.wait_s, "Seconds to wait for every node to register")->capture_default_str();
+  cmd_up->add_flag("--dashboard-read-only", up.dashboard_read_only,
+                   "Let GET requests (page, JSON views, /metrics) through without the token");
+  cmd_up->add_option("--metrics-period-ms", up.metrics_period_ms, "Agents' metrics sampling period [default: 5000]")
+      ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}));
   bool no_tpu_sim = false;
   cmd_up->add_flag("--no-tpu-sim", no_tpu_sim,
                    "Do not start torus-tpu-sim, the simulated libtpu metrics server of each simulated TPU host");
@@ -286,6 +292,8 @@ int main(int argc, char** argv) {
 
   app.add_subcommand("down", "Stop the cluster of the latest session (from `torus up` or `torus start`)")
       ->callback([&] { rc = torus::cli::CmdDown(); });
+  app.add_subcommand("dashboard", "Print the dashboard's login URL (with the token) of the latest session")
+      ->callback([&] { rc = torus::cli::CmdDashboard(); });
 
   try {
     app.parse(argc, argv);

@@ -2,7 +2,7 @@
 //
 //   GET /healthz                  "ok" (no token needed; says nothing about the cluster)
 //   GET /api/v0/cluster           nodes (dead ones too), slices, resource totals
-//   GET /api/v0/nodes[?state=ALIVE|DEAD][&label=KEY=VALUE][&limit=N&offset=N]   (each node with its metrics_sources)
+//   GET /api/v0/nodes[?state=ALIVE|DEAD][&label=KEY%3DVALUE][&limit=N&offset=N]   (each node with its metrics_sources)
 //   GET /api/v0/nodes/{node_id}
 //   GET /api/v0/slices[?state=READY|INCOMPLETE|DEGRADED|RESERVED][&accelerator_type=T][&limit=N&offset=N]
 //   GET /api/v0/slices/{name}

@@ -13,6 +13,7 @@
 #include "spdlog/spdlog.h"
 #include "torus/common/clock.h"
 #include "torus/common/termination.h"
+#include "torus/head/dashboard_http.h"
 #include "torus/head/failure_detector.h"
 #include "torus/head/head_service.h"
 #include "torus/head/http_api.h"
@@ -156,6 +157,7 @@ int Run(const HeadFlags& flags) {
                                    {.session_name = std::filesystem::path(flags.session_dir).filename().string()});
   });
   http.AddRoutes([&runs](httplib::Server& server) { torus::head::RegisterRunRoutes(server, &runs); });
+  http.AddRoutes([](httplib::Server& server) { torus::head::AddDashboardRoutes(server); });
   http.AddMetricsSource([&jobs, &runs](torus::head::PrometheusWriter& w) {
     w.Family("torus_jobs", "gauge", "Jobs by status.");
     for (const auto& [status, count] : jobs.CountByStatus()) w.Sample("torus_jobs", {{"status", status}}, count);

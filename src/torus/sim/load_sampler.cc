@@ -15,6 +15,7 @@ namespace torus::sim {
 namespace {
 
 constexpr char kVisibleChipsPrefix[] = "TPU_VISIBLE_CHIPS=";
+constexpr char kTpuWorkerIdPrefix[] = "TPU_WORKER_ID=";
 
 // What one /proc/<pid> shows that matters here.
 struct ProcessView {
@@ -60,14 +61,24 @@ void ReadEnviron(const std::filesystem::path& dir, const std::string& mark, int 
   std::ifstream in(dir / "environ", std::ios::binary);
   std::string variable;
   std::optional<std::string> visible;
+  bool tpu_worker = false;
   while (std::getline(in, variable, '\0')) {
     if (variable == mark) {
       view.marked = true;
     } else if (variable.rfind(kVisibleChipsPrefix, 0) == 0) {
       visible = variable.substr(sizeof(kVisibleChipsPrefix) - 1);
+    } else if (variable.rfind(kTpuWorkerIdPrefix, 0) == 0) {
+      tpu_worker = true;
     }
   }
-  if (view.marked && visible) view.chips = ParseVisibleChips(*visible, chips);
+  if (!view.marked) return;
+  if (visible) {
+    view.chips = ParseVisibleChips(*visible, chips);
+  } else if (tpu_worker) {
+    // A TPU framework without TPU_VISIBLE_CHIPS opens every chip of the host, as a whole-host gang worker does.
+    view.chips.emplace();
+    for (int c = 0; c < chips; ++c) view.chips->push_back(c);
+  }
 }
 
 }  // namespace

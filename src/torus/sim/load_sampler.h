@@ -3,7 +3,8 @@
 //
 // A process counts for this host when its environment (<proc_root>/<pid>/environ) holds
 // TORUS_WORKER_OF=<worker mark> (the agent's work dir, which the agent sets for every worker). Such a process with
-// TPU_VISIBLE_CHIPS="0,2" holds chips 0 and 2. A descendant (by parent pid) of a holder that lacks its own
+// TPU_VISIBLE_CHIPS="0,2" holds chips 0 and 2; one with TPU_WORKER_ID but no TPU_VISIBLE_CHIPS (a whole-host TPU
+// worker: its framework opens every chip) holds all of them. A descendant (by parent pid) of a holder that lacks its own
 // TPU_VISIBLE_CHIPS counts for its nearest holding ancestor. CPU usage comes from the utime+stime deltas of
 // <pid>/stat between two samples, memory from its resident set; both are split evenly over the chips a process
 // holds. Zombies (state Z) are dead.

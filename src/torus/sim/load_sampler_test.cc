@@ -72,6 +72,23 @@ TEST(LoadSamplerTest, NothingHeldWithoutMarkedWorkers) {
   for (const auto& l : loads) EXPECT_FALSE(l.held());
 }
 
+TEST(LoadSamplerTest, AWholeHostTpuWorkerHoldsEveryChip) {
+  FakeProc proc;
+  const std::vector<std::string> whole_host = {"PATH=/usr/bin", absl::StrCat("TORUS_WORKER_OF=", kMark),
+                                               "TPU_WORKER_ID=2"};
+  proc.Set(300, 1, 0, 400, whole_host);
+  proc.Set(301, 1, 0, 400, {"PATH=/usr/bin", absl::StrCat("TORUS_WORKER_OF=", kMark)});  // a CPU-only worker
+  LoadSampler sampler = MakeSampler(proc);
+  sampler.Sample(0);
+  proc.Set(300, 1, 200, 400, whole_host);  // 2 CPU-seconds over 1 s, split over 4 chips
+  proc.Set(301, 1, 500, 400, {"PATH=/usr/bin", absl::StrCat("TORUS_WORKER_OF=", kMark)});
+  auto loads = sampler.Sample(1.0);
+  for (const auto& l : loads) {
+    EXPECT_EQ(l.holders, std::vector<pid_t>{300});
+    EXPECT_NEAR(l.cpu_percent, 50, 1e-9);
+  }
+}
+
 TEST(LoadSamplerTest, CpuFromTickDeltasSplitOverChips) {
   FakeProc proc;
   proc.Set(100, 1, 1000, 100'000, Worker("0,1"));  // 100000 pages = 409.6 MB
