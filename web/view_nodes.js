@@ -106,7 +106,7 @@ export function nodesView(root, route) {
 function seriesName(labels, fallback) {
   if (labels.chip !== undefined) return `chip ${labels.chip}`;
   if (labels.gpu !== undefined) return `gpu ${labels.gpu}`;
-  if (labels.worker_id !== undefined) return `worker ${labels.worker_id}`;
+  if (labels.process !== undefined) return `process ${labels.process}`;
   return fallback;
 }
 

@@ -104,7 +104,8 @@ const problems = [];
 
 async function main() {
   log(`TORUS_TEMP_DIR=${torusDir}; screenshots in ${OUTPUT_DIR}`);
-  torus('up', path.join(REPO, 'examples', 'clusters', 'local.yaml'), '--port', '0', '--dashboard-port', '0');
+  torus('up', path.join(REPO, 'examples', 'clusters', 'local.yaml'), '--port', '0', '--dashboard-port', '0',
+    '--metrics-period-ms', '500');
   const session = path.join(torusDir, 'session_latest');
   const address = fs.readFileSync(path.join(session, 'dashboard_address'), 'utf8').trim();
   const token = fs.readFileSync(path.join(session, 'token'), 'utf8').trim();
@@ -191,6 +192,11 @@ async function main() {
   await card.locator(`g.host[data-host="${rank2Node}"] rect.host-box`).hover();
   await page.selectOption('#slices-color', 'duty');
   await page.waitForSelector('#slices-legend .chip-nodata, #slices-legend .swatch');
+  // Every chip of the run's hosts gets a duty cycle from the simulated libtpu service, shown on hover.
+  await page.waitForFunction((host) => {
+    const chips = [...document.querySelectorAll(`g.host[data-host="${host}"] rect.chip`)];
+    return chips.length === 4 && chips.every((c) => c.dataset.duty !== undefined && c.dataset.duty !== '' && c.dataset.state !== 'nodata');
+  }, rank2Node, { timeout: 15000 });
   await page.selectOption('#slices-color', 'state');
   await shot('slices');
 
@@ -224,7 +230,11 @@ async function main() {
   await loaded('nodes');
   check(await page.getAttribute('.page[data-view="nodes"]', 'data-node') === rank2Node, 'the node link did not open the node page');
   await page.waitForSelector('#node-resources tr[data-resource="TPU"]');
-  await page.waitForTimeout(2500); // one refresh of the charts and log files
+  // Its charts draw the sampled series (CPU, duty cycle), and its log files include libtpu's.
+  for (const chart of ['cpu', 'duty']) {
+    await page.waitForSelector(`[data-chart="${chart}"] svg g.series path`, { timeout: 15000 });
+  }
+  await page.waitForFunction(() => /tpu\//.test(document.body.textContent || ''), null, { timeout: 10000 });
   await shot('node');
 
   // Jobs: the list renders (empty or not).
