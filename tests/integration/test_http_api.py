@@ -98,18 +98,27 @@ def test_metrics_in_prometheus_text(torus):
     assert code == 200
     sample = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"]*")*\})?'
                         r' (-?[0-9.e+]+|NaN|[+-]Inf)$')
-    family = None
+    family, family_type = None, None
     values = {}
     for line in text.splitlines():
         if line.startswith("# HELP "):
             family = line.split()[2]
         elif line.startswith("# TYPE "):
-            assert line.split()[2] == family and line.split()[3] in ("gauge", "counter"), line
+            assert line.split()[2] == family and line.split()[3] in ("gauge", "counter", "histogram"), line
+            family_type = line.split()[3]
         else:
             m = sample.match(line)
             assert m, f"not an exposition line: {line!r}"
-            assert m.group(1) == family, line
+            name = m.group(1)
+            if family_type == "histogram":
+                name = re.sub(r"_(bucket|sum|count)$", "", name)
+            assert name == family, line
             values[line.rsplit(" ", 1)[0]] = float(line.rsplit(" ", 1)[1])
+    # The Prometheus client's own parser reads it too.
+    from prometheus_client.parser import text_string_to_metric_families
+    parsed = {f.name: f.type for f in text_string_to_metric_families(text)}
+    assert parsed["torus_placement_latency_seconds"] == "histogram"
+    assert values['torus_placement_latency_seconds_count'] >= 1
     assert values['torus_nodes{state="ALIVE"}'] == 16
     assert values['torus_slices{state="RESERVED"}'] == 1
     assert values['torus_slices{state="READY"}'] == 3

@@ -61,7 +61,7 @@ def test_killed_agent_times_out_and_restarts(torus):
     assert elapsed >= NODE_TIMEOUT_S - HEARTBEAT_S - 0.1, f"DEAD after only {elapsed:.2f} s"
     reason = node(dead, "v6e-0-w1")["death_reason"]
     assert reason.startswith("no heartbeat for "), reason
-    assert int(reason.split()[3]) > NODE_TIMEOUT_S * 1000, reason
+    assert int(reason.split()[3]) >= NODE_TIMEOUT_S * 1000, reason  # whole milliseconds, rounded down
 
     v6e_0 = slice_of(dead, "v6e-0")
     assert v6e_0["state"] == "DEGRADED"
