@@ -216,6 +216,17 @@ def test_metrics_api_validates_queries_and_lists_paginate(local_cluster):
     for query in ("limit=0", "limit=x", "offset=-1", "label=novalue"):
         code, _, body = http(torus, f"/api/v0/nodes?{query}")
         assert code == 400, (query, code, body)
+    # Jobs and runs: filters by status, and pages.
+    for i in range(3):
+        torus.ok("job", "submit", "--no-wait", "--", "true")
+    jobs = wait_until(lambda: (j := get_json(torus, "/api/v0/jobs?status=SUCCEEDED")) and len(j) == 3 and j, 30,
+                      message="three jobs to succeed")
+    assert all(j["status"] == "SUCCEEDED" for j in jobs)
+    assert get_json(torus, "/api/v0/jobs?status=RUNNING") == []
+    code, headers, body = http(torus, "/api/v0/jobs?limit=2")
+    assert code == 200 and len(json.loads(body)) == 2 and headers["X-Total-Count"] == "3"
+    code, headers, body = http(torus, "/api/v0/runs?status=RUNNING&limit=1")
+    assert code == 200 and json.loads(body) == [] and headers["X-Total-Count"] == "0"
 
 
 def test_browser_login_sets_an_httponly_cookie_that_only_reads(local_cluster):

@@ -151,6 +151,13 @@ void RegisterJobRoutes(httplib::Server& server, JobManager* jobs, JobsHttpOption
   };
   server.Get("/api/jobs/", list);
   server.Get("/api/jobs", list);
+  // The same list with filters and pages: ?status=RUNNING&limit=N&offset=N (X-Total-Count).
+  server.Get("/api/v0/jobs", [jobs](const httplib::Request& req, httplib::Response& res) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Job& job : jobs->List()) out.push_back(JobDetailsJson(job));
+    FilterByStatus(req, &out);
+    if (Paginate(req, res, &out)) SendJson(res, 200, out);
+  });
 
   server.Get(R"(/api/jobs/([^/]+))", [jobs](const httplib::Request& req, httplib::Response& res) {
     auto job = jobs->Get(req.matches[1]);

@@ -44,8 +44,11 @@ void RegisterRunRoutes(httplib::Server& server, RunManager* runs) {
     SendJson(res, 200, {{"run_id", *id}, {"name", run.ok() ? (*run)["name"] : nlohmann::json(nullptr)}});
   });
 
-  server.Get("/api/v0/runs", [runs](const httplib::Request&, httplib::Response& res) {
-    SendJson(res, 200, runs->List());
+  server.Get("/api/v0/runs", [runs](const httplib::Request& req, httplib::Response& res) {
+    nlohmann::json list = nlohmann::json::array();
+    for (auto& run : runs->List()) list.push_back(std::move(run));
+    FilterByStatus(req, &list);
+    if (Paginate(req, res, &list)) SendJson(res, 200, list);
   });
 
   server.Get(R"(/api/v0/runs/([^/]+))", [runs](const httplib::Request& req, httplib::Response& res) {
