@@ -153,7 +153,8 @@ int main(int argc, char** argv) {
   app.add_option("--chips", flags.chips, "TPU chips of this host")->capture_default_str()->check(CLI::Range(1, 32));
   app.add_option("--generation", flags.generation, "v4, v5e (v5litepod), v5p, v6e or tpu7x")->capture_default_str();
   app.add_option("--worker-mark", flags.worker_mark,
-                 "The agent's work dir: processes with TORUS_WORKER_OF=DIR and TPU_VISIBLE_CHIPS hold chips");
+                 "The agent's work dir: processes with TORUS_WORKER_OF=DIR hold the chips in their TPU_VISIBLE_CHIPS "
+                 "(every chip with TPU_WORKER_ID and no TPU_VISIBLE_CHIPS)");
   app.add_option("--log-dir", flags.log_dir, "Write libtpu-style log lines to a file in DIR");
   app.add_option("--name", flags.name, "Host name used in the log file name [default: gethostname]");
   app.add_option("--proc-root", flags.proc_root, "Where to read processes from")->capture_default_str();
