@@ -154,6 +154,7 @@ bool MetricsStore::AddReport(const MetricLabels& node_tags, const rpc::MetricsRe
     CompactPoint p{time_ds, static_cast<float>(sample.value())};
     if (s.ring.size() < static_cast<size_t>(options_.max_points)) {
       s.ring.push_back(p);
+      ++point_count_;
     } else {
       s.ring[s.next] = p;
       s.next = (s.next + 1) % s.ring.size();
@@ -256,6 +257,7 @@ void MetricsStore::Sweep(int64_t now_ms) {
     for (auto it = series.begin(); it != series.end();) {
       if (it->second->last_ms < cutoff) {
         --series_count_;
+        point_count_ -= it->second->ring.size();
         --series_per_name_[it->second->name];
         it = series.erase(it);
       } else {
@@ -275,11 +277,7 @@ void MetricsStore::Sweep(int64_t now_ms) {
 
 MetricsStoreStats MetricsStore::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  MetricsStoreStats stats{.series = series_count_, .points = 0, .reports = reports_, .samples_refused = refused_};
-  for (const auto& [node_id, node] : nodes_) {
-    for (const auto& [key, series] : node->series) stats.points += series->ring.size();
-  }
-  return stats;
+  return {.series = series_count_, .points = point_count_, .reports = reports_, .samples_refused = refused_};
 }
 
 absl::StatusOr<int64_t> ParseMetricsTime(const std::string& text, int64_t now_ms) {

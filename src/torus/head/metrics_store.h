@@ -119,6 +119,7 @@ class MetricsStore {
   std::map<std::string, std::unique_ptr<NodeData>> nodes_;  // guarded by mu_
   std::map<std::string, size_t> series_per_name_;          // guarded by mu_
   size_t series_count_ = 0;                                // guarded by mu_
+  size_t point_count_ = 0;                                 // guarded by mu_
   uint64_t reports_ = 0;                                   // guarded by mu_
   uint64_t refused_ = 0;                                   // guarded by mu_
   int64_t last_sweep_ms_ = 0;                              // guarded by mu_

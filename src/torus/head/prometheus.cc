@@ -9,6 +9,7 @@
 namespace torus::head {
 
 std::string EscapeLabelValue(const std::string& value) {
+  if (value.find_first_of("\\\"\n") == std::string::npos) return value;
   std::string out;
   for (char c : value) {
     if (c == '\\') {
@@ -47,7 +48,16 @@ void PrometheusWriter::Sample(const std::string& name, const Labels& labels, dou
   if (!labels.empty()) {
     text_ += '{';
     for (size_t i = 0; i < labels.size(); ++i) {
-      absl::StrAppend(&text_, i == 0 ? "" : ",", labels[i].first, "=\"", EscapeLabelValue(labels[i].second), "\"");
+      if (i > 0) text_ += ',';
+      text_ += labels[i].first;
+      text_ += "=\"";
+      const std::string& value = labels[i].second;
+      if (value.find_first_of("\\\"\n") == std::string::npos) {
+        text_ += value;
+      } else {
+        text_ += EscapeLabelValue(value);
+      }
+      text_ += '"';
     }
     text_ += '}';
   }
