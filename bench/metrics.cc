@@ -14,6 +14,10 @@
 // and total, tensor-core and memory-bandwidth utilisation; chip labels plus process / run_id / rank on hosts of a
 // run, which half of the slices are), the CPU and RSS of one worker process, and two source states (host, libtpu).
 //
+// With --hold-s N it then keeps the heartbeats and reports going for N more seconds, after printing the dashboard's
+// login URL (`dashboard: http://<addr>/?token=<token>`) for a browser to look at the cluster (bench/dashboard.mjs);
+// SIGTERM or SIGINT ends the hold early. The table printed at the end then counts the hold in "head RSS at end".
+//
 //   build/bin/bench_metrics --nodes 1000 --seconds 30
 #include <fcntl.h>
 #include <signal.h>
@@ -58,6 +62,20 @@ struct Head {
 };
 
 Head* g_head = nullptr;  // stopped by the failure path
+
+// SIGTERM / SIGINT: while holding, end the hold (the head is stopped as usual); otherwise stop the head and exit.
+volatile sig_atomic_t g_holding = 0;
+volatile sig_atomic_t g_interrupted = 0;
+volatile pid_t g_head_pid = 0;
+
+void OnSignal(int sig) {
+  if (g_holding) {
+    g_interrupted = 1;
+    return;
+  }
+  if (g_head_pid > 0) kill(g_head_pid, SIGTERM);
+  _exit(128 + sig);
+}
 
 void StopHead(Head& head) {
   if (head.pid <= 0) return;
@@ -406,6 +424,7 @@ int main(int argc, char** argv) {
   int scrapes = 20;
   int channels = 4;
   int fill_inflight = 64;
+  int hold_s = 0;
   CLI::App app{"Metrics store load on torus-head: CPU, memory and scrape time"};
   app.add_option("--nodes", n, "Simulated TPU hosts (4 chips each)")->capture_default_str();
   app.add_option("--seconds", seconds, "Each CPU measurement window")->capture_default_str();
@@ -416,10 +435,15 @@ int main(int argc, char** argv) {
   app.add_option("--scrapes", scrapes, "GET /metrics repetitions")->capture_default_str();
   app.add_option("--channels", channels, "Client connections for reports")->capture_default_str();
   app.add_option("--fill-inflight", fill_inflight, "Reports in flight during the fill")->capture_default_str();
+  app.add_option("--hold-s", hold_s, "After measuring, keep heartbeats and reports going this long for the dashboard")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   Head head = StartHead({"--heartbeat-period-ms", std::to_string(heartbeat_period_ms)});
   g_head = &head;
+  g_head_pid = head.pid;
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
   signal(SIGPIPE, SIG_IGN);
   const std::string bearer = "Bearer " + head.token;
   auto hb_stubs = MakeStubs(head.address, 2, 0);
@@ -593,6 +617,15 @@ int main(int argc, char** argv) {
   if (auto res = http.Get(history_path, auth); res && res->status == 200) {
     const nlohmann::json reply = nlohmann::json::parse(res->body);
     for (const auto& s : reply["series"]) history_points += s["points"].size();
+  }
+
+  if (hold_s > 0) {
+    g_holding = 1;
+    fprintf(stderr, "holding for %d s\n", hold_s);
+    printf("dashboard: http://%s:%d/?token=%s\n", head.http_host.c_str(), head.http_port, head.token.c_str());
+    fflush(stdout);
+    const auto until = Clock::now() + std::chrono::seconds(hold_s);
+    while (!g_interrupted && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 
   stop_reports = true;

@@ -77,6 +77,7 @@ onConnectionState((state) => {
 async function refresh() {
   if (!current || inFlight) return;
   const mine = current;
+  const start = performance.now();
   inFlight = true;
   try {
     await mine.controller.refresh();
@@ -88,6 +89,10 @@ async function refresh() {
     if (current === mine) showError(e);
   } finally {
     inFlight = false;
+  }
+  // How long the refresh took, fetches and drawing together (bench/dashboard.mjs listens for it).
+  if (current === mine) {
+    document.dispatchEvent(new CustomEvent('torus-refresh', { detail: { view: mine.root.dataset.view, ms: performance.now() - start } }));
   }
 }
 

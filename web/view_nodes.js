@@ -2,7 +2,7 @@
 // nodes), and one node's details: resources, labels, metric sources, metric charts and log files.
 
 import { h, badge, table, empty, section, renderIfChanged, setChildren, fmtBytes, fmtTime, fmtDuration, fmtNumber } from './dom.js';
-import { getJson, getOptional, getFeature, metricSeries, q, enc } from './api.js';
+import { getJson, getOptional, getFeature, metricSeries, q, enc, ApiError } from './api.js';
 import { lineChart } from './charts.js';
 import { LogViewer, utf8Length } from './logs.js';
 
@@ -222,9 +222,19 @@ export function nodeView(root, route) {
       await refreshCharts(node);
     }
 
-    const list = await getFeature('node-logs', `/api/v0/nodes/${enc(id)}/logs`);
+    // The list comes from the node's agent through the head; when the agent cannot be reached the section says so
+    // and the rest of the page keeps refreshing.
+    let list = null;
+    let listError = null;
+    try {
+      list = await getFeature('node-logs', `/api/v0/nodes/${enc(id)}/logs`);
+    } catch (e) {
+      if (!(e instanceof ApiError) || e.status === 0 || e.status === 401) throw e;
+      listError = e.message;
+    }
     const fileList = list && Array.isArray(list.files) ? list.files : null;
-    renderIfChanged(files, fileList, () => (fileList === null ? empty('No log files reported for this node.') : fileList.length === 0
+    renderIfChanged(files, [fileList, listError], () => (listError !== null ? empty(`Log files unavailable: ${listError}`)
+      : fileList === null ? empty('No log files reported for this node.') : fileList.length === 0
       ? empty('No log files.')
       : table(['file', 'size', 'modified', ''], fileList.map((f) => h('tr', { dataset: { file: f.name }, class: f.name === file ? 'selected' : null },
         h('td', {}, h('code', {}, f.name)), h('td', {}, fmtBytes(f.size)), h('td', {}, fmtTime(f.modified_ms)),

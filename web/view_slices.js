@@ -62,6 +62,49 @@ function sliceModel(slice, own, duty, colorBy) {
     reservedBy: slice.reserved_by, holder, hosts, colorBy, bounds: [lay.hostBounds, lay.chipBounds] };
 }
 
+// How a chip is drawn: its fill (duty colouring), its data-state and its hover text.
+function chipFill(m, chip) {
+  return m.colorBy === 'duty' && chip.duty !== null && chip.state !== 'dead' ? dutyColor(chip.duty) : null;
+}
+
+function chipDataState(m, chip) {
+  return m.colorBy === 'duty' && chip.duty === null ? 'nodata' : chip.state;
+}
+
+function chipTitle(host, chip) {
+  return `chip ${chip.index} of ${host.node || `worker ${host.worker}`}: ${chip.holder}` +
+    (chip.duty !== null ? `; duty cycle ${chip.duty}%` : '; no duty-cycle data');
+}
+
+// The card's model without the duty cycles: when only those change, the chips are repainted in place.
+function structureKey(m) {
+  return { ...m, hosts: m.hosts.map((x) => ({ ...x, chips: x.chips.map((c) => ({ ...c, duty: undefined })) })) };
+}
+
+function dutyKey(m) {
+  return m.hosts.map((x) => x.chips.map((c) => c.duty).join(',')).join(';');
+}
+
+// Updates the chips of a drawn card to new duty cycles: fill, data-duty, data-state and hover text of the chips
+// whose value changed. The rects are in the order drawSlice appends them (hosts, then chips).
+function repaintDuty(card, m) {
+  const rects = card.querySelectorAll('rect.chip');
+  let i = 0;
+  for (const host of m.hosts) {
+    for (const chip of host.chips) {
+      const rect = rects[i++];
+      if (!rect) return;
+      const duty = chip.duty === null ? undefined : String(chip.duty);
+      if (rect.dataset.duty === duty) continue;
+      if (duty === undefined) delete rect.dataset.duty; else rect.dataset.duty = duty;
+      rect.dataset.state = chipDataState(m, chip);
+      const fill = chipFill(m, chip);
+      if (fill) rect.style.fill = fill; else rect.style.removeProperty('fill');
+      if (rect.firstChild) rect.firstChild.textContent = chipTitle(host, chip);
+    }
+  }
+}
+
 function drawSlice(m) {
   const [hostBounds, chipBounds] = m.bounds;
   const hostW = chipBounds[0] * CHIP + (chipBounds[0] - 1) * CHIP_GAP + 2 * HOST_PAD;
@@ -99,17 +142,15 @@ function drawSlice(m) {
     }
     for (const chip of host.chips) {
       const [cx, cy] = [chip.index % chipBounds[0], Math.floor(chip.index / chipBounds[0]) % chipBounds[1]];
-      const fill = m.colorBy === 'duty' && chip.duty !== null && chip.state !== 'dead' ? dutyColor(chip.duty) : null;
+      const fill = chipFill(m, chip);
       g.append(s('rect', {
         class: 'chip',
         x: HOST_PAD + cx * (CHIP + CHIP_GAP),
         y: LABEL + HOST_PAD + cy * (CHIP + CHIP_GAP),
         width: CHIP, height: CHIP, rx: 3,
         style: fill ? `fill:${fill}` : null,
-        dataset: { chip: chip.index, state: m.colorBy === 'duty' && chip.duty === null ? 'nodata' : chip.state,
-          run: chip.run, rank: chip.rank, duty: chip.duty },
-      }, s('title', {}, `chip ${chip.index} of ${host.node || `worker ${host.worker}`}: ${chip.holder}` +
-        (chip.duty !== null ? `; duty cycle ${chip.duty}%` : '; no duty-cycle data'))));
+        dataset: { chip: chip.index, state: chipDataState(m, chip), run: chip.run, rank: chip.rank, duty: chip.duty },
+      }, s('title', {}, chipTitle(host, chip))));
     }
     svg.append(g);
   }
@@ -150,6 +191,7 @@ export function slicesView(root, route) {
   const summary = h('p', { class: 'muted', id: 'slices-summary' });
   const list = h('div', { class: 'slices', id: 'slices' });
   const cards = new Map();
+  const dutyKeys = new WeakMap(); // card → the duty cycles it shows
 
   const colorSelect = h('select', { id: 'slices-color', onchange: (e) => { colorBy = e.target.value; if (lastRefresh) lastRefresh(); } },
     h('option', { value: 'state', selected: colorBy === 'state' }, 'colour by state'),
@@ -180,7 +222,13 @@ export function slicesView(root, route) {
       card.dataset.slice = m.name;
       card.dataset.state = m.state;
       if (m.holder && m.holder.kind === 'run') card.dataset.run = m.holder.name; else delete card.dataset.run;
-      renderIfChanged(card, m, () => sliceCard(m));
+      // A card is redrawn when the slice, its holders or the colouring change; new duty cycles only repaint chips.
+      const duties = dutyKey(m);
+      if (renderIfChanged(card, structureKey(m), () => sliceCard(m))) dutyKeys.set(card, duties);
+      else if (dutyKeys.get(card) !== duties) {
+        repaintDuty(card, m);
+        dutyKeys.set(card, duties);
+      }
       order.push(card);
     }
     const same = order.length === list.children.length && order.every((c, i) => list.children[i] === c);
@@ -192,15 +240,15 @@ export function slicesView(root, route) {
   lastRefresh = render;
 
   async function refresh() {
-    const [cluster, groups, runs, dutySeries] = await Promise.all([
-      getJson('/api/v0/cluster'),
+    const [sliceList, groups, runs, dutySeries] = await Promise.all([
+      getJson('/api/v0/slices'),
       getOptional('/api/v0/placement_groups'),
       getOptional('/api/v0/runs'),
       colorBy === 'duty' ? latestMetric('torus_tpu_duty_cycle_percent', {}) : Promise.resolve([]),
     ]);
     const duty = new Map();
     for (const d of dutySeries) duty.set(`${d.labels.node_id}/${d.labels.chip}`, d.value);
-    const slices = (cluster.slices || []).slice().sort((a, b) => a.name.localeCompare(b.name));
+    const slices = (Array.isArray(sliceList) ? sliceList : []).slice().sort((a, b) => a.name.localeCompare(b.name));
     data = { slices, own: ownership(groups || [], runs || []), duty };
     render();
   }
