@@ -2,6 +2,7 @@
 simulator `torus up` starts per simulated TPU host), the head stores the series and serves them as JSON
 (/api/v0/metrics) and Prometheus text (/metrics), tagged with node, slice, worker id, chip, run and rank."""
 
+import gzip
 import json
 import os
 import signal
@@ -260,6 +261,10 @@ def test_browser_login_sets_an_httponly_cookie_that_only_reads(local_cluster):
     assert code == 401 and b"not this cluster" in body
     code, _, _ = http(torus, "/healthz", token=False)
     assert code == 200
+    # A browser accepts brotli; the head answers gzip, which costs it a fraction of the CPU on large replies.
+    code, headers, body = http(torus, "/api/v0/cluster", headers={"Accept-Encoding": "br, gzip, deflate"})
+    assert code == 200 and headers["Content-Encoding"] == "gzip"
+    assert json.loads(gzip.decompress(body))["nodes"]
 
 
 def test_read_only_mode_must_be_switched_on_and_only_reads(torus, tmp_path):

@@ -70,6 +70,18 @@ std::string CookieValue(const std::string& header, const std::string& name) {
   return "";
 }
 
+// The HTTP library compresses every text and JSON reply with the best encoding the client accepts, and its brotli runs
+// at the slowest setting: ~1.7 s of CPU for a 1 MB cluster view, which a browser polling every 2 s asks for. gzip
+// does the same in ~50 ms. So the request's Accept-Encoding is cut down to gzip before the library reads it (the
+// request object is the server's own, non-const; only the handler's view of it is const).
+void OfferOnlyGzip(const httplib::Request& req) {
+  const std::string accepted = req.get_header_value("Accept-Encoding");
+  if (accepted.empty()) return;
+  auto& headers = const_cast<httplib::Request&>(req).headers;
+  headers.erase("Accept-Encoding");
+  if (accepted.find("gzip") != std::string::npos) headers.emplace("Accept-Encoding", "gzip");
+}
+
 bool IsPagePath(const std::string& path) { return path == "/" || path.rfind("/static/", 0) == 0; }
 
 void SendLoginPage(httplib::Response& res, const std::string& why) {
@@ -106,6 +118,7 @@ bool HttpApi::Authorized(const httplib::Request& req, httplib::Response& res) co
 
 void HttpApi::RegisterRoutes() {
   server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    OfferOnlyGzip(req);
     const bool protected_path = req.path.rfind("/api/", 0) == 0 || req.path == "/metrics" || IsPagePath(req.path);
     if (!protected_path) return httplib::Server::HandlerResponse::Unhandled;
     // Workers report with their run's own token, checked by that route.
