@@ -34,7 +34,7 @@ function holderText(held) {
 }
 
 // The model of one slice card: plain data, so that an unchanged slice is not redrawn.
-function sliceModel(slice, own, duty, colorBy) {
+function sliceModel(slice, own, duty, hbm, colorBy) {
   const lay = layout(slice);
   const byWorker = new Map((slice.hosts || []).map((x) => [Number(x.worker_id), x]));
   const hosts = [];
@@ -44,6 +44,7 @@ function sliceModel(slice, own, duty, colorBy) {
     for (let c = 0; c < lay.chipsPerHost; c++) {
       const held = host ? own.chip(host.node_id, c) : null;
       const d = host ? duty.get(`${host.node_id}/${c}`) : undefined;
+      const used = host ? hbm.get(`${host.node_id}/${c}`) : undefined;
       chips.push({
         index: c,
         state: host ? chipState(host.state, held) : 'missing',
@@ -51,6 +52,7 @@ function sliceModel(slice, own, duty, colorBy) {
         run: held && held.holder.kind === 'run' ? held.holder.name : null,
         rank: held && held.rank !== null ? held.rank : null,
         duty: d === undefined ? null : Math.round(d * 10) / 10,
+        hbm: used === undefined ? null : Math.round(used / 2 ** 30 * 10) / 10,  // GiB
       });
     }
     hosts.push({ worker: w, node: host ? host.node_id : null, state: host ? host.state : 'MISSING',
@@ -73,16 +75,17 @@ function chipDataState(m, chip) {
 
 function chipTitle(host, chip) {
   return `chip ${chip.index} of ${host.node || `worker ${host.worker}`}: ${chip.holder}` +
-    (chip.duty !== null ? `; duty cycle ${chip.duty}%` : '; no duty-cycle data');
+    (chip.duty !== null ? `; duty cycle ${chip.duty}%` : '; no duty-cycle data') +
+    (chip.hbm !== null ? `; HBM used ${chip.hbm} GiB` : '');
 }
 
 // The card's model without the duty cycles: when only those change, the chips are repainted in place.
 function structureKey(m) {
-  return { ...m, hosts: m.hosts.map((x) => ({ ...x, chips: x.chips.map((c) => ({ ...c, duty: undefined })) })) };
+  return { ...m, hosts: m.hosts.map((x) => ({ ...x, chips: x.chips.map((c) => ({ ...c, duty: undefined, hbm: undefined })) })) };
 }
 
 function dutyKey(m) {
-  return m.hosts.map((x) => x.chips.map((c) => c.duty).join(',')).join(';');
+  return m.hosts.map((x) => x.chips.map((c) => `${c.duty}/${c.hbm}`).join(',')).join(';');
 }
 
 // Updates the chips of a drawn card to new duty cycles: fill, data-duty, data-state and hover text of the chips
@@ -95,12 +98,13 @@ function repaintDuty(card, m) {
       const rect = rects[i++];
       if (!rect) return;
       const duty = chip.duty === null ? undefined : String(chip.duty);
-      if (rect.dataset.duty === duty) continue;
+      const title = chipTitle(host, chip);
+      if (rect.dataset.duty === duty && (!rect.firstChild || rect.firstChild.textContent === title)) continue;
       if (duty === undefined) delete rect.dataset.duty; else rect.dataset.duty = duty;
       rect.dataset.state = chipDataState(m, chip);
       const fill = chipFill(m, chip);
       if (fill) rect.style.fill = fill; else rect.style.removeProperty('fill');
-      if (rect.firstChild) rect.firstChild.textContent = chipTitle(host, chip);
+      if (rect.firstChild) rect.firstChild.textContent = title;
     }
   }
 }
@@ -203,9 +207,9 @@ export function slicesView(root, route) {
   let data = null;
   function render() {
     if (!data) return;
-    const { slices, own, duty } = data;
+    const { slices, own, duty, hbm } = data;
     renderIfChanged(legendBox, colorBy, () => legend(colorBy));
-    const models = slices.map((x) => sliceModel(x, own, duty, colorBy)).filter((m) => {
+    const models = slices.map((x) => sliceModel(x, own, duty, hbm, colorBy)).filter((m) => {
       if (!filter) return true;
       const text = [m.name, m.state, m.type, m.topology, m.podType, m.holder ? m.holder.name : '',
         ...m.hosts.map((x) => x.node || '')].join(' ').toLowerCase();
@@ -240,16 +244,19 @@ export function slicesView(root, route) {
   lastRefresh = render;
 
   async function refresh() {
-    const [sliceList, groups, runs, dutySeries] = await Promise.all([
+    const [sliceList, groups, runs, dutySeries, hbmSeries] = await Promise.all([
       getJson('/api/v0/slices'),
       getOptional('/api/v0/placement_groups'),
       getOptional('/api/v0/runs'),
       colorBy === 'duty' ? latestMetric('torus_tpu_duty_cycle_percent', {}) : Promise.resolve([]),
+      colorBy === 'duty' ? latestMetric('torus_tpu_hbm_used_bytes', {}) : Promise.resolve([]),
     ]);
     const duty = new Map();
     for (const d of dutySeries) duty.set(`${d.labels.node_id}/${d.labels.chip}`, d.value);
+    const hbm = new Map();
+    for (const d of hbmSeries) hbm.set(`${d.labels.node_id}/${d.labels.chip}`, d.value);
     const slices = (Array.isArray(sliceList) ? sliceList : []).slice().sort((a, b) => a.name.localeCompare(b.name));
-    data = { slices, own: ownership(groups || [], runs || []), duty };
+    data = { slices, own: ownership(groups || [], runs || []), duty, hbm };
     render();
   }
 

@@ -197,6 +197,13 @@ async function main() {
     const chips = [...document.querySelectorAll(`g.host[data-host="${host}"] rect.chip`)];
     return chips.length === 4 && chips.every((c) => c.dataset.duty !== undefined && c.dataset.duty !== '' && c.dataset.state !== 'nodata');
   }, rank2Node, { timeout: 15000 });
+  // The hover text of a chip names its holder with the rank, its duty cycle and its HBM in use.
+  await page.waitForFunction((host) => {
+    const title = document.querySelector(`g.host[data-host="${host}"] rect.chip > title`);
+    return title && /rank 2/.test(title.textContent) && /duty cycle [0-9.]+%/.test(title.textContent) &&
+      /HBM used [0-9.]+ GiB/.test(title.textContent);
+  }, rank2Node, { timeout: 15000 });
+  await shot('slices-duty');
   await page.selectOption('#slices-color', 'state');
   await shot('slices');
 
