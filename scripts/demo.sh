@@ -2,7 +2,8 @@
 # Sets everything up, starts the local simulated cluster of examples/clusters/local.yaml (16 agents: two v6e-16
 # slices, a v5litepod-8, a v4-16, CPU and GPU hosts) and runs a real PyTorch DDP training job on a whole simulated
 # TPU-V6E 4x4 slice: one worker per host, gang-scheduled, with checkpoints.
-# The cluster keeps running afterwards: `build/bin/torus status`, `build/bin/torus train list`, `build/bin/torus down`.
+# The cluster keeps running afterwards: `build/bin/torus status`, `build/bin/torus dashboard` (the page's URL),
+# `build/bin/torus train list`, `build/bin/torus down`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WITH_TORCH=1 scripts/setup.sh
@@ -17,3 +18,7 @@ rm -rf /tmp/torus/runs/demo
   -- /usr/bin/python3 "$PWD/examples/train_torch.py" --steps 60 --checkpoint-every 10
 echo
 "$torus" train status demo
+echo
+echo "The cluster is still running. Dashboard (slices, the run's loss curve and per-rank logs, chip metrics):"
+echo "  $("$torus" dashboard)"
+echo "Stop it with: $torus down"
