@@ -314,10 +314,13 @@ void JobManager::Launch(const std::string& id) {
     request.add_argv(job.request.entrypoint);
     request.set_cwd(job.request.working_dir);
     auto& env = *request.mutable_env_set();
+    for (const auto& [k, v] : job.request.env_vars) env[k] = v;
+    // Set after the job's own variables: the job id tags the job's metrics and logs, and cannot be claimed.
     env["TORUS_JOB_ID"] = id;
     env["TORUS_ADDRESS"] = options_.head_address;
     env["TORUS_TOKEN"] = options_.token;
-    for (const auto& [k, v] : job.request.env_vars) env[k] = v;
+    env.erase("TORUS_RUN_ID");
+    env.erase("TORUS_RANK");
     // A job that asked for TPU chips sees only the aligned block it was given (tpu.md §4); this wins over its env.
     const int64_t tpu = job.request.resources.GetFixed(kResourceTpu) / kResourceScale;
     if (tpu > 0) {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "torus/common/utf8.h"
 #include "torus/node/worker_supervisor.h"
 
 namespace torus::node {
@@ -26,16 +27,37 @@ int64_t ModifiedMillis(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
 }
 
-// Regular files directly under `dir` (symbolic links and everything else left out), by name.
+// Opens `dir` for listing and reading only when it is a real directory (not a symbolic link) that nobody but its
+// owner can write, and whose owner is this process's user or root: /tmp/tpu_logs lives in a world-writable directory,
+// where another user could otherwise plant a link to /etc or a directory of their own links. -1 otherwise.
+int OpenTrustedDir(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0) ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Regular files directly under `dir` (symbolic links, names that are not UTF-8, and everything else left out), by
+// name; nothing when the directory is not trusted (OpenTrustedDir).
 std::vector<std::pair<std::string, struct stat>> RegularFiles(const std::string& dir) {
   std::vector<std::pair<std::string, struct stat>> out;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return out;
+  const int fd = OpenTrustedDir(dir);
+  if (fd < 0) return out;
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) {
+    close(fd);
+    return out;
+  }
   const int dir_fd = dirfd(d);
   while (struct dirent* entry = readdir(d)) {
     if (out.size() >= kMaxListedPerDir) break;
     const std::string name = entry->d_name;
-    if (name == "." || name == "..") continue;
+    if (name == "." || name == ".." || !IsValidUtf8(name)) continue;
     struct stat st;
     if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
     out.emplace_back(name, st);
@@ -111,10 +133,23 @@ absl::StatusOr<LogRead> LogFiles::Read(const std::string& name, int64_t offset, 
   }
   absl::StatusOr<std::string> path = PathOf(name);
   if (!path.ok()) return path.status();
-  // O_NOFOLLOW: a symbolic link put in the directory is refused rather than followed out of it. The agent's own log
-  // is the one path taken as configured.
-  const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (name == kAgentName ? 0 : O_NOFOLLOW);
-  const int fd = open(path->c_str(), flags);
+  // A file of a directory is opened through the trusted directory, and with O_NOFOLLOW: a symbolic link put in the
+  // directory is refused rather than followed out of it. The agent's own log is the one path taken as configured.
+  int fd = -1;
+  if (name == kAgentName) {
+    fd = open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  } else {
+    const size_t slash = path->rfind('/');
+    const int dir_fd = OpenTrustedDir(slash == std::string::npos ? "." : path->substr(0, slash));
+    if (dir_fd < 0) {
+      return absl::NotFoundError(absl::StrCat("name '", name, "': its directory is missing, a symbolic link, or "
+                                              "writable by others (not served)"));
+    }
+    fd = openat(dir_fd, path->substr(slash + 1).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    const int error = errno;
+    close(dir_fd);
+    errno = error;
+  }
   if (fd < 0) {
     const int error = errno;
     return absl::NotFoundError(absl::StrCat("name '", name, "': no such log file",

@@ -70,6 +70,27 @@ TEST_F(LogFilesTest, MissingPlacesAreLeftOut) {
   EXPECT_EQ(files.Read("tpu/libtpu.log", 0, 0).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(LogFilesTest, AnUntrustedTpuLogDirectoryIsNotServed) {
+  // A link planted where the directory should be (e.g. /tmp/tpu_logs -> /etc) is not followed.
+  fs::create_symlink(root_ + "/tpu", root_ + "/tpu_link");
+  LogFiles linked({.agent_log = "", .tpu_log_dir = root_ + "/tpu_link", .worker_log_dir = ""});
+  EXPECT_TRUE(linked.List().empty());
+  EXPECT_EQ(linked.Read("tpu/libtpu.log", 0, 0).status().code(), absl::StatusCode::kNotFound);
+  // Neither is a directory that others may write to.
+  fs::permissions(root_ + "/tpu", fs::perms::group_write | fs::perms::others_write, fs::perm_options::add);
+  LogFiles writable = Files();
+  EXPECT_THAT(Names(writable.List()), ElementsAre("agent", "workers/job-1", "workers/run_a.r0"));
+  auto refused = writable.Read("tpu/libtpu.log", 0, 0);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("writable by others"));
+}
+
+TEST_F(LogFilesTest, NamesThatAreNotUtf8AreLeftOut) {
+  Write("tpu/bad\xff.log", "x");
+  EXPECT_THAT(Names(Files().List()), ElementsAre("agent", "tpu/libtpu.log", "tpu/tpu_driver.INFO", "workers/job-1",
+                                                 "workers/run_a.r0"));
+}
+
 TEST_F(LogFilesTest, ReadsFromOffsetsAndFromTheEnd) {
   LogFiles files = Files();
   auto all = files.Read("tpu/tpu_driver.INFO", 0, 0);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "spdlog/spdlog.h"
+#include "torus/common/utf8.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/rpc/auth.h"
 #include "torus/rpc/convert.h"
@@ -37,23 +38,27 @@ WorkerTags TagsOf(const RunningWorker& w, bool with_owner) {
       {"TORUS_RUN_ID", "run_id"}, {"TORUS_RANK", "rank"}, {"TORUS_JOB_ID", "job_id"}};
   for (const auto& [variable, label] : kEnvTags) {
     auto it = w.env_set.find(variable);
-    if (it != w.env_set.end() && !it->second.empty()) tags.labels.emplace_back(label, it->second);
+    // Label values travel in protobuf strings: bytes that are not UTF-8 would make the head refuse the whole report.
+    if (it != w.env_set.end() && !it->second.empty()) tags.labels.emplace_back(label, ToValidUtf8(it->second));
   }
   return tags;
 }
 
-// Device index -> the worker holding it (the first by worker id when two claim one).
+// Device index -> the worker holding it. The chips the head placed a worker on come first; a worker's own
+// TPU_VISIBLE_CHIPS / CUDA_VISIBLE_DEVICES (which a user may set to anything) only claims what no placement holds.
+// Among equal claims the first by worker id wins.
 std::map<int, const RunningWorker*> Holders(const std::vector<RunningWorker>& workers, bool tpu) {
   std::map<int, const RunningWorker*> holders;
-  for (const RunningWorker& w : workers) {
-    std::vector<int> devices;
-    if (tpu && !w.chips.empty()) {
-      devices = w.chips;
-    } else {
-      auto it = w.env_set.find(tpu ? "TPU_VISIBLE_CHIPS" : "CUDA_VISIBLE_DEVICES");
-      if (it != w.env_set.end()) devices = ParseDeviceList(it->second);
+  if (tpu) {
+    for (const RunningWorker& w : workers) {
+      for (int chip : w.chips) holders.emplace(chip, &w);
     }
-    for (int d : devices) holders.emplace(d, &w);
+  }
+  for (const RunningWorker& w : workers) {
+    if (tpu && !w.chips.empty()) continue;
+    auto it = w.env_set.find(tpu ? "TPU_VISIBLE_CHIPS" : "CUDA_VISIBLE_DEVICES");
+    if (it == w.env_set.end()) continue;
+    for (int d : ParseDeviceList(it->second)) holders.emplace(d, &w);
   }
   return holders;
 }
@@ -144,7 +149,7 @@ void MetricsSampler::Record(const std::string& source, const absl::Status& statu
     s.next_try_micros = 0;
     return;
   }
-  s.error = std::string(status.message());
+  s.error = ToValidUtf8(std::string(status.message()));  // may quote what a source sent
   if (!s.known || s.available) {
     spdlog::warn("metrics source {} unavailable ({}); retrying with backoff up to {} s", source, s.error,
                  options_.max_backoff_ms / 1000);

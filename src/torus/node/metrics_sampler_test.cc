@@ -152,6 +152,48 @@ TEST_F(MetricsSamplerTest, ChipsAreTaggedWithTheirHolders) {
   EXPECT_TRUE(sources["device_plugin"].available());
 }
 
+TEST_F(MetricsSamplerTest, PlacedChipsWinOverAWorkersOwnClaim) {
+  // "a-job" sorts first and claims every chip through its own TPU_VISIBLE_CHIPS; the run's worker was placed on
+  // chips 0 and 1 by the head. Only chips nobody was placed on go to the claim.
+  workers_ = {{.worker_id = "a-job", .owner = "job:a", .pid = 100,
+               .env_set = {{"TORUS_JOB_ID", "a"}, {"TPU_VISIBLE_CHIPS", "0,1,2,3"}}},
+              {.worker_id = "run-b.r0", .owner = "run:b", .pid = 101,
+               .env_set = {{"TORUS_RUN_ID", "b"}, {"TORUS_RANK", "0"}}, .chips = {0, 1}}};
+  sources_.libtpu_ports = {8431};
+  sources_.read_libtpu = [](int port) {
+    metrics::LibtpuPortReading r;
+    r.port = port;
+    r.chips = std::map<int, metrics::LibtpuChipStats>{{0, {.duty_cycle_percent = 10}}, {2, {.duty_cycle_percent = 20}}};
+    return r;
+  };
+  auto samples = Samples(Make()->SampleOnce());
+  EXPECT_EQ((samples[{"torus_tpu_duty_cycle_percent",
+                      {{"chip", "0"}, {"process", "run-b.r0"}, {"run_id", "b"}, {"rank", "0"}}}]), 10);
+  EXPECT_EQ((samples[{"torus_tpu_duty_cycle_percent", {{"chip", "2"}, {"process", "a-job"}, {"job_id", "a"}}}]), 20);
+}
+
+TEST_F(MetricsSamplerTest, TextFromSourcesIsMadeValidUtf8) {
+  workers_ = {{.worker_id = "w", .owner = "run:b", .pid = 100, .env_set = {{"TORUS_RUN_ID", "b\xff"}}, .chips = {0}}};
+  sources_.libtpu_ports = {8431};
+  sources_.read_libtpu = [](int port) {
+    metrics::LibtpuPortReading r;
+    r.port = port;
+    r.chips = absl::UnavailableError("bad value '\xfe\xff'");
+    return r;
+  };
+  rpc::MetricsReport report = Make()->SampleOnce();
+  EXPECT_EQ(Sources(report)["libtpu:8431"].error(), "bad value '?" "?'");
+  for (const rpc::MetricSample& s : report.samples()) {
+    if (s.labels().contains("run_id")) {
+      EXPECT_EQ(s.labels().at("run_id"), "b?");
+    }
+  }
+  std::string wire;
+  ASSERT_TRUE(report.SerializeToString(&wire));
+  rpc::MetricsReport parsed;
+  EXPECT_TRUE(parsed.ParseFromString(wire)) << "the head must be able to read the report";
+}
+
 TEST_F(MetricsSamplerTest, FailingSourcesBackOffAndComeBack) {
   int calls = 0;
   bool fail = true;
