@@ -17,6 +17,8 @@
 #include <random>
 #include <thread>
 
+#include <httplib.h>
+
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/head.grpc.pb.h"
@@ -58,6 +60,12 @@ class HeadProcess {
   bool Alive() { return waitpid(pid_, nullptr, WNOHANG) == 0; }
   const std::string& address() const { return address_; }
   const std::string& token() const { return token_; }
+  std::string dashboard() const {
+    std::string address;
+    std::ifstream in(dir_ + "/dashboard_address");
+    std::getline(in, address);
+    return address;
+  }
   int port() const { return std::stoi(address_.substr(address_.rfind(':') + 1)); }
 
  private:
@@ -144,6 +152,40 @@ TEST_F(MalformedRpcTest, UndecodableMessagesOnEveryMethod) {
   }
   EXPECT_TRUE(head_.Alive());
   EXPECT_EQ(AliveNodes(), 0);
+}
+
+TEST_F(MalformedRpcTest, MadeUpMethodsDoNotGrowTheRequestCounters) {
+  grpc::GenericStub generic(channel_);
+  for (int i = 0; i < 50; ++i) {
+    grpc::Slice slice(std::string("x"));
+    grpc::ByteBuffer request(&slice, 1), reply;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    grpc::StubOptions options;
+    const std::string method = i % 2 ? "/evil.Svc/m" + std::to_string(i) : "/torus.rpc.HeadService/evil" + std::to_string(i);
+    generic.UnaryCall(&ctx, method, options, &request, &reply, [&](grpc::Status) {
+      std::lock_guard<std::mutex> lock(mu);
+      done = true;
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return done; }));
+  }
+  AliveNodes();  // one real call
+  const std::string dashboard = head_.dashboard();
+  httplib::Client http(dashboard.substr(0, dashboard.rfind(':')), std::stoi(dashboard.substr(dashboard.rfind(':') + 1)));
+  auto res = http.Get("/metrics", {{"Authorization", "Bearer " + head_.token()}});
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  EXPECT_EQ(res->body.find("evil"), std::string::npos);
+  EXPECT_NE(res->body.find("torus_grpc_requests_total{method=\"unknown\",code=\"UNIMPLEMENTED\"} 50"),
+            std::string::npos)
+      << res->body;
+  EXPECT_NE(res->body.find("torus_grpc_requests_total{method=\"/torus.rpc.HeadService/GetClusterStatus\",code=\"OK\"}"),
+            std::string::npos);
 }
 
 TEST_F(MalformedRpcTest, InvalidRegistrationsAreRefusedWithTheField) {

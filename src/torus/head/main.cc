@@ -138,7 +138,8 @@ int Run(const HeadFlags& flags) {
   builder.SetMaxReceiveMessageSize(16 << 20);
   torus::head::RequestCounter grpc_requests;
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<torus::head::GrpcCountingInterceptorFactory>(&grpc_requests));
+  interceptors.push_back(std::make_unique<torus::head::GrpcCountingInterceptorFactory>(
+      &grpc_requests, std::vector<std::string>{"torus.rpc.HeadService"}));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {

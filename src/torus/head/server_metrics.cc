@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "google/protobuf/descriptor.h"
 #include "grpcpp/support/status.h"
 
 namespace torus::head {
@@ -83,9 +84,23 @@ class CountingInterceptor : public grpc::experimental::Interceptor {
 
 }  // namespace
 
+GrpcCountingInterceptorFactory::GrpcCountingInterceptorFactory(RequestCounter* counter,
+                                                               const std::vector<std::string>& services)
+    : counter_(counter) {
+  for (const std::string& name : services) {
+    const google::protobuf::ServiceDescriptor* service =
+        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(name);
+    if (service == nullptr) continue;
+    for (int i = 0; i < service->method_count(); ++i) {
+      methods_.insert(absl::StrCat("/", service->full_name(), "/", service->method(i)->name()));
+    }
+  }
+}
+
 grpc::experimental::Interceptor* GrpcCountingInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
-  return new CountingInterceptor(counter_, info->method() == nullptr ? "unknown" : info->method());
+  const char* method = info->method();
+  return new CountingInterceptor(counter_, method != nullptr && methods_.count(method) ? method : "unknown");
 }
 
 std::string HttpRouteFamily(const std::string& path) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,13 +48,16 @@ class RequestCounter {
 };
 
 // Counts every gRPC call the server finishes: method (e.g. "/torus.rpc.HeadService/Heartbeat") and status code name.
+// Methods of services not in `services` (full names, e.g. "torus.rpc.HeadService") count as "unknown", so that
+// callers cannot make a series per made-up method name.
 class GrpcCountingInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  explicit GrpcCountingInterceptorFactory(RequestCounter* counter) : counter_(counter) {}
+  GrpcCountingInterceptorFactory(RequestCounter* counter, const std::vector<std::string>& services);
   grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override;
 
  private:
   RequestCounter* counter_;
+  std::set<std::string> methods_;  // "/<service>/<method>"
 };
 
 // The gRPC status code's name ("OK", "UNAUTHENTICATED", ...).
