@@ -193,7 +193,7 @@ void WriteNodeMetrics(PrometheusWriter& w, const MetricsStore& store, int64_t no
   });
   w.Family("torus_metrics_source_up", "gauge",
            "Whether a metrics source of a node answered its latest sampling (1) or not (0).");
-  for (const auto& [node_id, sources] : store.AllSources()) {
+  for (const auto& [node_id, sources] : store.AllSources(now_ms)) {
     for (const auto& s : sources) {
       w.Sample("torus_metrics_source_up", {{"node_id", node_id}, {"source", s.source}}, s.available ? 1 : 0);
     }

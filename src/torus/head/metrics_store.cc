@@ -43,6 +43,7 @@ struct MetricsStore::Series {
   std::vector<CompactPoint> ring;  // grows to max_points, then wraps
   size_t next = 0;                 // where the next point goes once the ring is full
   int64_t last_ms = 0;
+  int64_t received_ms = 0;         // the head's clock when the newest point arrived
   double last_value = 0;           // exact, for exposition
 
   template <typename F>
@@ -57,7 +58,27 @@ struct MetricsStore::NodeData {
   std::vector<SourceState> sources;
   int64_t period_ms = 0;
   int64_t last_report_ms = 0;
+  int64_t received_ms = 0;  // the head's clock at the latest report
 };
+
+namespace {
+
+constexpr size_t kMaxLabels = 16;
+constexpr size_t kMaxLabelNameBytes = 64;
+constexpr size_t kMaxLabelValueBytes = 256;
+constexpr size_t kMaxNameBytes = 128;
+constexpr int64_t kMinPeriodMs = 100;
+constexpr int64_t kMaxPeriodMs = 3'600'000;
+
+bool IsAgentMetricName(const std::string& name) {
+  if (name.size() > kMaxNameBytes || !IsValidMetricName(name)) return false;
+  for (const char* prefix : {"torus_node_", "torus_worker_", "torus_tpu_", "torus_gpu_"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 MetricsStore::MetricsStore(MetricsStoreOptions options, int64_t epoch_ms)
     : options_(options), epoch_ms_(epoch_ms - 2 * options.retention_ms) {}
@@ -101,8 +122,9 @@ bool MetricsStore::AddReport(const MetricLabels& node_tags, const rpc::MetricsRe
   const std::string& node_id = node_tags.empty() ? report.node_id() : node_tags.front().second;
   auto& node = nodes_[node_id];
   if (!node) node = std::make_unique<NodeData>();
-  node->period_ms = report.period_ms();
+  node->period_ms = std::clamp<int64_t>(report.period_ms(), kMinPeriodMs, kMaxPeriodMs);
   node->last_report_ms = t_ms;
+  node->received_ms = now_ms;
 
   std::vector<SourceState> sources;
   for (const auto& s : report.sources()) {
@@ -112,14 +134,17 @@ bool MetricsStore::AddReport(const MetricLabels& node_tags, const rpc::MetricsRe
 
   MetricLabels labels;
   for (const auto& sample : report.samples()) {
-    if (!IsValidMetricName(sample.name()) || !std::isfinite(sample.value())) {
+    if (!IsAgentMetricName(sample.name()) || !std::isfinite(sample.value()) ||
+        static_cast<size_t>(sample.labels_size()) > kMaxLabels) {
       ++refused_;
       continue;
     }
     labels.assign(node_tags.begin(), node_tags.end());
     bool valid = true;
     for (const auto& [k, v] : sample.labels()) {
-      if (!IsValidLabelName(k)) {
+      // Values may not hold the series key's separator, so that two label sets never share a key.
+      if (!IsValidLabelName(k) || k.size() > kMaxLabelNameBytes || v.size() > kMaxLabelValueBytes ||
+          v.find('\x1f') != std::string::npos) {
         valid = false;
         break;
       }
@@ -160,6 +185,7 @@ bool MetricsStore::AddReport(const MetricLabels& node_tags, const rpc::MetricsRe
       s.next = (s.next + 1) % s.ring.size();
     }
     s.last_ms = t_ms;
+    s.received_ms = now_ms;
     s.last_value = sample.value();
   }
   if (now_ms - last_sweep_ms_ < 60'000) return false;
@@ -187,7 +213,8 @@ std::vector<SeriesView> MetricsStore::Query(const MetricsQuery& query, int64_t n
           int64_t t = epoch_ms_ + static_cast<int64_t>(p.time_ds) * 100;
           if (t >= since && t <= query.until_ms) view.points.push_back({t, p.value});
         });
-        if (!view.points.empty()) view.points.back() = {s.last_ms, s.last_value};
+        // The newest point with its exact value, when the range reaches it.
+        if (!view.points.empty() && s.last_ms <= query.until_ms) view.points.back() = {s.last_ms, s.last_value};
       }
       if (!view.points.empty()) out.push_back(std::move(view));
     }
@@ -229,7 +256,7 @@ void MetricsStore::ForEachLatest(int64_t now_ms, const std::function<void(const 
   for (const auto& [node_id, node] : nodes_) {
     const int64_t stale_after = std::max(options_.stale_after_ms, 3 * node->period_ms);
     for (const auto& [key, series] : node->series) {
-      if (now_ms - series->last_ms <= stale_after) fresh.push_back(series.get());
+      if (now_ms - series->received_ms <= stale_after) fresh.push_back(series.get());
     }
   }
   std::stable_sort(fresh.begin(), fresh.end(), [](const Series* a, const Series* b) { return a->name < b->name; });
@@ -242,10 +269,14 @@ std::vector<SourceState> MetricsStore::Sources(const std::string& node_id) const
   return it == nodes_.end() ? std::vector<SourceState>{} : it->second->sources;
 }
 
-std::map<std::string, std::vector<SourceState>> MetricsStore::AllSources() const {
+std::map<std::string, std::vector<SourceState>> MetricsStore::AllSources(int64_t now_ms) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, std::vector<SourceState>> out;
-  for (const auto& [node_id, node] : nodes_) out[node_id] = node->sources;
+  for (const auto& [node_id, node] : nodes_) {
+    if (now_ms - node->received_ms <= std::max(options_.stale_after_ms, 3 * node->period_ms)) {
+      out[node_id] = node->sources;
+    }
+  }
   return out;
 }
 

@@ -7,7 +7,12 @@
 // resolution, float values), so 1,000 nodes x ~25 series x 720 points is ~150 MB.
 //
 // Sample times are the agent's (as in Prometheus remote write), clamped to the head's clock when they lie in the
-// future; a point not newer than its series' latest is dropped.
+// future; a point not newer than its series' latest is dropped. Freshness (for Latest) is judged by when the head
+// received a series' newest point, so an agent's clock running behind does not hide it.
+//
+// What agents send is untrusted: names must be Prometheus names starting with one of the agent families
+// (torus_node_, torus_worker_, torus_tpu_, torus_gpu_), at most 16 labels of names up to 64 and values up to 256
+// bytes; other samples are refused (and counted).
 //
 // Thread-safety: thread-safe (one mutex).
 #pragma once
@@ -98,8 +103,8 @@ class MetricsStore {
 
   // The sources of a node as its latest report gave them; empty if it never reported.
   std::vector<SourceState> Sources(const std::string& node_id) const;
-  // Every node's sources, by node id.
-  std::map<std::string, std::vector<SourceState>> AllSources() const;
+  // The sources of every node that reported recently (as for ForEachLatest), by node id.
+  std::map<std::string, std::vector<SourceState>> AllSources(int64_t now_ms) const;
 
   // Drops series with no point within the retention.
   void Sweep(int64_t now_ms);
