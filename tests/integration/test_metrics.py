@@ -286,6 +286,11 @@ def test_read_only_mode_must_be_switched_on_and_only_reads(torus, tmp_path):
 
     assert call("/api/v0/nodes") == 200
     assert call("/metrics") == 200
+    # Logs may print a job's environment, which holds the cluster token: they still need it.
+    for path in ("/api/jobs/x/logs", "/api/v0/jobs/x/logs", "/api/v0/runs/x/logs", "/api/v0/nodes/x/logs",
+                 "/api/v0/nodes/x/log?file=agent"):
+        assert call(path) == 401, path
+        assert call(path, headers={"Authorization": f"Bearer {token}"}) == 404, path
     assert call("/api/jobs/", method="POST", headers={"Content-Type": "application/json"}) == 401
     assert call("/api/v0/nodes", headers={"Authorization": "Bearer wrong"}) == 401
     assert call("/api/v0/nodes", headers={"Authorization": f"Bearer {token}"}) == 200

@@ -82,6 +82,11 @@ void OfferOnlyGzip(const httplib::Request& req) {
   if (accepted.find("gzip") != std::string::npos) headers.emplace("Accept-Encoding", "gzip");
 }
 
+// Routes that serve log text: node, run and job logs.
+bool IsLogPath(const std::string& path) {
+  return path.find("/logs") != std::string::npos || (path.size() >= 4 && path.compare(path.size() - 4, 4, "/log") == 0);
+}
+
 bool IsPagePath(const std::string& path) { return path == "/" || path.rfind("/static/", 0) == 0; }
 
 void SendLoginPage(httplib::Response& res, const std::string& why) {
@@ -107,7 +112,9 @@ bool HttpApi::Authorized(const httplib::Request& req, httplib::Response& res) co
   }
   std::string cookie = CookieValue(req.get_header_value("Cookie"), kCookieName);
   if (safe_method && !cookie.empty() && rpc::BearerMatches("Bearer " + cookie, token_)) return true;
-  if (safe_method && read_only_) return true;
+  // Read-only mode opens what the page shows, but not logs: a job's output may print its environment, which holds
+  // the cluster token (TORUS_TOKEN).
+  if (safe_method && read_only_ && !IsLogPath(req.path)) return true;
   if (IsPagePath(req.path)) {
     SendLoginPage(res, cookie.empty() ? "This page needs the cluster token." : "The saved token is not this cluster's.");
   } else {

@@ -14,7 +14,8 @@
 // Authentication: /metrics, every /api/ route and the dashboard page (/ and /static/) need the cluster token, as
 // `Authorization: Bearer <token>`, or for a browser the cookie that `GET /?token=<token>` sets (HttpOnly,
 // SameSite=Strict; accepted for GET and HEAD only, so a page elsewhere cannot make the browser change anything).
-// In read-only mode (off unless switched on) GET and HEAD need no token; everything else still does. Errors are
+// In read-only mode (off unless switched on) GET and HEAD need no token, except for logs (node, run and job logs:
+// a job's output may print its environment, which holds the cluster token); everything else still does. Errors are
 // JSON `{"error": "..."}` with 401, 404 or 400.
 //
 // Thread-safety: handlers run on the HTTP server's threads and read only thread-safe components.

@@ -255,8 +255,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}));
   app.add_flag("--dashboard-read-only", flags.dashboard_read_only,
-               "Let GET requests of the dashboard, /api/ and /metrics through without the token (changes still "
-               "need it)");
+               "Let GET requests of the dashboard, /api/ and /metrics through without the token (logs and changes "
+               "still need it)");
   app.add_option("--metrics-retention-s", flags.metrics_retention_s, "How long the head keeps sampled metrics")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{60}, int64_t{7 * 86400}));
