@@ -153,7 +153,9 @@ export function nodeView(root, route) {
       // offset is where data starts in the file (a negative request offset counts from the end).
       const start = Number(chunk.offset) || 0;
       const data = chunk.data || '';
-      return { data, next: start + utf8Length(data), finished: false };
+      // next_offset counts bytes of the file; data may hold replacement characters for bytes that are not UTF-8.
+      const next = Number.isFinite(Number(chunk.next_offset)) ? Number(chunk.next_offset) : start + utf8Length(data);
+      return { data, next, finished: false };
     }, { start: -65536, attrs: { id: 'node-log', dataset: { node: id, file: name } }, emptyText: '(empty file)' });
     setChildren(logBox, h('h3', {}, name), viewer.element);
     viewer.poll(true);

@@ -191,6 +191,10 @@ def test_node_logs_list_and_read_agent_and_libtpu_logs(torus):
     assert body["data"] and body["size"] >= len(body["data"])
     agent = get_json(torus, f"/api/v0/nodes/{host}/log?file=agent&offset=-4096")
     assert "torus-node" in agent["data"] or "agent" in agent["data"]
+    first = get_json(torus, f"/api/v0/nodes/{host}/log?file=agent&offset=0&max_bytes=100")
+    assert first["offset"] == 0 and first["next_offset"] == 100 == len(first["data"].encode())
+    code, _, text = http(torus, f"/api/v0/nodes/{host}/log?file=tpu/%FF")
+    assert code == 400 and b"UTF-8" in text
     for bad in ("../token", "/etc/passwd", "tpu/../../token", "nope"):
         code, _, text = http(torus, f"/api/v0/nodes/{host}/log?file={bad}")
         assert code in (400, 404), (bad, code, text)

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "torus/common/utf8.h"
 #include "torus/head/http_util.h"
 
 namespace torus::head {
@@ -163,6 +164,9 @@ void RegisterMetricsRoutes(httplib::Server& server, const MetricsStore* store, c
     }
     rpc::ReadLogRequest request;
     request.set_name(req.get_param_value("file"));
+    if (!IsValidUtf8(request.name())) {
+      return SendError(res, 400, "file: not a name from GET /api/v0/nodes/{id}/logs (not UTF-8)");
+    }
     for (const char* key : {"offset", "max_bytes"}) {
       if (!req.has_param(key)) continue;
       int64_t n = 0;
@@ -176,8 +180,10 @@ void RegisterMetricsRoutes(httplib::Server& server, const MetricsStore* store, c
     if (!target) return;
     auto reply = agents->ReadLog(*target, request);
     if (!reply.ok()) return SendAgentError(res, id, reply.status());
+    // `data` is text: bytes that are not UTF-8 become U+FFFD, so the next offset is given in bytes of the file.
     SendJson(res, 200,
              {{"node_id", id}, {"file", request.name()}, {"data", reply->data()}, {"offset", reply->offset()},
+              {"next_offset", reply->offset() + static_cast<int64_t>(reply->data().size())},
               {"size", reply->size()}});
   });
 }

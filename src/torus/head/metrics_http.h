@@ -7,7 +7,8 @@
 //       job_id, process, owner.
 //   GET /api/v0/nodes/{id}/logs              {"node_id": id, "tpu_log_dir": D, "files": [{"name", "size", "modified_ms"}]}
 //   GET /api/v0/nodes/{id}/log?file=NAME[&offset=N][&max_bytes=N]
-//       {"node_id": id, "file": NAME, "data": "...", "offset": N, "size": N}; offset < 0 counts from the end.
+//       {"node_id": id, "file": NAME, "data": "...", "offset": N, "next_offset": N, "size": N}; offset < 0 counts
+//       from the end; next_offset is where the next read starts (offset + bytes read).
 //
 // Thread-safety: handlers run on the HTTP server's threads and use only thread-safe components.
 #pragma once
