@@ -119,7 +119,7 @@ export const enc = encodeURIComponent;
 
 // The latest value of one metric per series: [{labels, value, t}].
 export async function latestMetric(name, labels) {
-  const body = await getFeature('metrics', `/api/v0/metrics${q({ name, since: Date.now() - 120000, latest: 'true', ...labels })}`);
+  const body = await getFeature('metrics', `/api/v0/metrics${q({ name, since: '-2m', latest: 'true', ...labels })}`);
   if (!body || !Array.isArray(body.series)) return [];
   return body.series
     .filter((s) => Array.isArray(s.points) && s.points.length > 0)
@@ -129,9 +129,11 @@ export async function latestMetric(name, labels) {
     });
 }
 
-// Series of one metric since sinceMs: [{name, labels, points: [[t, v]...]}], [] when none or not served.
+// Series of one metric since sinceMs: [{name, labels, points: [[t, v]...]}], [] when none or not served. The window
+// goes to the head relative to its own clock ("-900000ms"), so a browser whose clock is off still sees the data.
 export async function metricSeries(name, sinceMs, labels) {
-  const body = await getFeature('metrics', `/api/v0/metrics${q({ name, since: sinceMs, ...labels })}`);
+  const window = Math.max(0, Math.round(Date.now() - sinceMs));
+  const body = await getFeature('metrics', `/api/v0/metrics${q({ name, since: `-${window}ms`, ...labels })}`);
   if (!body || !Array.isArray(body.series)) return [];
   return body.series.filter((s) => Array.isArray(s.points));
 }

@@ -273,15 +273,27 @@ absl::StatusOr<PluginChips> DevicePluginClient::Read() const {
   client.set_read_timeout(sec, usec);
   client.set_write_timeout(sec, usec);
   client.set_keep_alive(false);
-  httplib::Result result = client.Get(target_.path);
+  // The body is read into a bounded buffer: a plugin that keeps sending is cut off rather than let grow the agent.
+  constexpr size_t kMaxBodyBytes = 16 << 20;
+  std::string body;
+  bool too_big = false;
+  httplib::Result result = client.Get(target_.path, [&](const char* data, size_t length) {
+    if (body.size() + length > kMaxBodyBytes) {
+      too_big = true;
+      return false;
+    }
+    body.append(data, length);
+    return true;
+  });
   const std::string url = absl::StrCat(target_.scheme_host_port, target_.path);
+  if (too_big) return absl::UnavailableError(absl::StrCat("GET ", url, ": the reply exceeds 16 MiB"));
   if (!result) {
     return absl::UnavailableError(absl::StrCat("GET ", url, ": ", httplib::to_string(result.error())));
   }
   if (result->status != 200) {
     return absl::UnavailableError(absl::StrCat("GET ", url, ": HTTP ", result->status));
   }
-  absl::StatusOr<std::vector<PromSample>> samples = ParsePrometheusText(result->body, DevicePluginFamilies());
+  absl::StatusOr<std::vector<PromSample>> samples = ParsePrometheusText(body, DevicePluginFamilies());
   if (!samples.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(url, ": ", std::string(samples.status().message())));
   }

@@ -18,20 +18,26 @@ namespace tpu_rt = ::tpu::monitoring::runtime;
 // Device ids above this are not chips of one host: a garbage value, not a reason to allocate.
 constexpr int64_t kMaxDeviceId = 1 << 16;
 
+// Byte counts beyond this are refused: far above any device's HBM, and small enough that summing the two devices of
+// a chip stays within int64.
+constexpr double kMaxBytes = 1e18;
+
 std::optional<double> GaugeValue(const tpu_rt::Gauge& gauge, GaugeKind kind, std::string* why) {
   switch (gauge.value_case()) {
     case tpu_rt::Gauge::kAsInt:
-      return static_cast<double>(gauge.as_int());
-    case tpu_rt::Gauge::kAsDouble:
-      if (!std::isfinite(gauge.as_double())) {
+    case tpu_rt::Gauge::kAsDouble: {
+      const double value = gauge.value_case() == tpu_rt::Gauge::kAsInt ? static_cast<double>(gauge.as_int())
+                                                                         : gauge.as_double();
+      if (!std::isfinite(value)) {
         *why = "a non-finite value";
         return std::nullopt;
       }
-      if (kind == GaugeKind::kInt && gauge.as_double() < 0) {
-        *why = "a negative byte count";
+      if (kind == GaugeKind::kInt && (value < 0 || value > kMaxBytes)) {
+        *why = value < 0 ? "a negative byte count" : "a byte count beyond 1e18";
         return std::nullopt;
       }
-      return gauge.as_double();
+      return value;
+    }
     case tpu_rt::Gauge::kAsString:
       *why = "a string value";
       return std::nullopt;

@@ -95,6 +95,21 @@ TEST(ParsePerDeviceGaugeTest, SkipsMalformedEntriesWithAReason) {
   EXPECT_THAT(parsed.skipped[11], HasSubstr("out of range"));
 }
 
+TEST(ParsePerDeviceGaugeTest, ByteCountsOutOfRangeAreSkipped) {
+  tpu_rt::MetricResponse r;
+  r.mutable_metric()->set_name(kLibtpuHbmUsageMetric);
+  AddEntry(r, 0)->mutable_gauge()->set_as_int(-5);                       // negative
+  AddEntry(r, 1)->mutable_gauge()->set_as_int(INT64_MAX);                // beyond any HBM; summing would overflow
+  AddEntry(r, 2)->mutable_gauge()->set_as_double(1e20);                  // beyond int64
+  AddEntry(r, 3)->mutable_gauge()->set_as_int(int64_t{32} << 30);        // 32 GiB: fine
+  auto parsed = ParsePerDeviceGauge(r, kLibtpuHbmUsageMetric, GaugeKind::kInt);
+  EXPECT_THAT(parsed.values, ElementsAre(Pair(3, double(int64_t{32} << 30))));
+  ASSERT_EQ(parsed.skipped.size(), 3u);
+  EXPECT_THAT(parsed.skipped[0], HasSubstr("negative"));
+  EXPECT_THAT(parsed.skipped[1], HasSubstr("beyond"));
+  EXPECT_THAT(parsed.skipped[2], HasSubstr("beyond"));
+}
+
 TEST(ParsePerDeviceGaugeTest, WrongMetricNameAndEmptyResponse) {
   auto wrong = ParsePerDeviceGauge(IntGauges("other", {{0, 1}}), kLibtpuHbmUsageMetric, GaugeKind::kInt);
   EXPECT_THAT(wrong.values, IsEmpty());
