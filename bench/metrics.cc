@@ -19,21 +19,14 @@
 // SIGTERM or SIGINT ends the hold early. The table printed at the end then counts the hold in "head RSS at end".
 //
 //   build/bin/bench_metrics --nodes 1000 --seconds 30
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,27 +34,17 @@
 #include <httplib.h>
 
 #include "CLI/CLI.hpp"
+#include "bench_head.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "torus/head.grpc.pb.h"
-#include "torus/rpc/auth.h"
-
-extern char** environ;
 
 namespace {
 
+using namespace torus::bench;
 using Clock = std::chrono::steady_clock;
 
-struct Head {
-  pid_t pid = 0;
-  std::string dir;
-  std::string address;
-  std::string http_host;
-  int http_port = 0;
-  std::string token;
-};
-
-Head* g_head = nullptr;  // stopped by the failure path
+HeadProcess* g_head = nullptr;  // stopped by the failure path
 
 // SIGTERM / SIGINT: while holding, end the hold (the head is stopped as usual); otherwise stop the head and exit.
 volatile sig_atomic_t g_holding = 0;
@@ -77,133 +60,19 @@ void OnSignal(int sig) {
   _exit(128 + sig);
 }
 
-void StopHead(Head& head) {
-  if (head.pid <= 0) return;
-  kill(head.pid, SIGTERM);
-  waitpid(head.pid, nullptr, 0);
-  head.pid = 0;
-  std::filesystem::remove_all(head.dir);
-}
-
 [[noreturn]] void Fail(const std::string& message) {
   fprintf(stderr, "bench_metrics: %s\n", message.c_str());
   if (g_head != nullptr) {
-    std::ifstream log(g_head->dir + "/head.log");
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(log, line);) lines.push_back(line);
-    fprintf(stderr, "end of the head's log:\n");
-    for (size_t i = lines.size() > 20 ? lines.size() - 20 : 0; i < lines.size(); ++i) {
-      fprintf(stderr, "  %s\n", lines[i].c_str());
-    }
+    fprintf(stderr, "end of the head's log:\n%s", HeadLogTail(*g_head, 20).c_str());
     StopHead(*g_head);
   }
   exit(1);
-}
-
-std::string ReadLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-Head StartHead(const std::vector<std::string>& extra_args) {
-  Head head;
-  char tmpl[] = "/tmp/torus_bench_metrics_XXXXXX";
-  head.dir = mkdtemp(tmpl);
-  std::string bin = std::string(TORUS_BIN_DIR) + "/torus-head";
-  std::vector<std::string> args = {bin, "--session-dir", head.dir, "--port", "0", "--dashboard-port", "0"};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  std::string log = head.dir + "/head.log";
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  if (posix_spawn(&head.pid, bin.c_str(), &actions, nullptr, argv.data(), environ) != 0) {
-    fprintf(stderr, "cannot start %s\n", bin.c_str());
-    exit(1);
-  }
-  posix_spawn_file_actions_destroy(&actions);
-  // head_address is written after dashboard_address.
-  for (int i = 0; i < 1000 && head.address.empty(); ++i) {
-    head.address = ReadLine(head.dir + "/head_address");
-    if (head.address.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::string http = ReadLine(head.dir + "/dashboard_address");
-  auto token = torus::rpc::ReadTokenFile(head.dir + "/token");
-  size_t colon = http.rfind(':');
-  if (head.address.empty() || colon == std::string::npos || !token.ok()) {
-    g_head = &head;
-    Fail("torus-head did not start (see " + log + ")");
-  }
-  head.http_host = http.substr(0, colon);
-  if (head.http_host == "0.0.0.0") head.http_host = "127.0.0.1";
-  head.http_port = std::stoi(http.substr(colon + 1));
-  head.token = *token;
-  return head;
-}
-
-double CpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  std::istringstream fields(line.substr(line.rfind(')') + 2));
-  std::string f;
-  long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14) utime = std::stol(f);
-    if (i == 15) stime = std::stol(f);
-  }
-  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
-}
-
-double RssMb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  while (in >> key) {
-    if (key == "VmRSS:") {
-      double kb = 0;
-      in >> kb;
-      return kb / 1024;
-    }
-    std::getline(in, key);
-  }
-  return 0;
 }
 
 int64_t WallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-// Limits in-flight calls and waits for all of them to finish.
-class InFlight {
- public:
-  explicit InFlight(int limit) : limit_(limit) {}
-  void Acquire() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return count_ < limit_; });
-    ++count_;
-  }
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    --count_;
-    cv_.notify_all();
-  }
-  void Drain() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return count_ == 0; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int count_ = 0;
-  const int limit_;
-};
 
 struct Node {
   std::string id;
@@ -213,17 +82,6 @@ struct Node {
 
 using Stub = torus::rpc::HeadService::Stub;
 
-std::vector<std::unique_ptr<Stub>> MakeStubs(const std::string& address, int count, int first_id) {
-  std::vector<std::unique_ptr<Stub>> stubs;
-  for (int c = 0; c < count; ++c) {
-    grpc::ChannelArguments args;
-    args.SetInt("grpc.channel_id", first_id + c);  // distinct channels, distinct connections
-    args.SetMaxReceiveMessageSize(512 << 20);
-    stubs.push_back(torus::rpc::HeadService::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
-  }
-  return stubs;
-}
 
 // A splitmix64 step: cheap, deterministic sample values.
 uint64_t Mix(uint64_t x) {
@@ -439,7 +297,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  Head head = StartHead({"--heartbeat-period-ms", std::to_string(heartbeat_period_ms)});
+  auto started = StartHead("/tmp/torus_bench_metrics_", {"--heartbeat-period-ms", std::to_string(heartbeat_period_ms)});
+  if (!started.ok()) Fail(std::string(started.status().message()));
+  HeadProcess head = *std::move(started);
   g_head = &head;
   g_head_pid = head.pid;
   signal(SIGTERM, OnSignal);
@@ -452,47 +312,11 @@ int main(int argc, char** argv) {
   // Register.
   std::vector<Node> nodes(n);
   std::atomic<int64_t> register_failed{0};
-  {
-    InFlight inflight(2000);
-    for (int i = 0; i < n; ++i) {
-      nodes[i].id = "bench-" + std::to_string(i);
-      struct Call {
-        grpc::ClientContext ctx;
-        torus::rpc::RegisterNodeRequest request;
-        torus::rpc::RegisterNodeReply reply;
-      };
-      auto* call = new Call;
-      call->ctx.AddMetadata("authorization", bearer);
-      auto* info = call->request.mutable_node();
-      info->set_node_id(nodes[i].id);
-      info->set_address("10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250));
-      info->set_hostname(nodes[i].id);
-      (*info->mutable_resources_total())["CPU"] = 2240000;
-      (*info->mutable_resources_total())["TPU"] = 40000;
-      (*info->mutable_resources_total())["memory"] = int64_t{720} << 30;
-      auto& labels = *info->mutable_labels();
-      labels["torus.io/node-id"] = nodes[i].id;
-      labels["torus.io/accelerator-type"] = "TPU-V6E";
-      labels["torus.io/tpu-slice-name"] = "slice-" + std::to_string(i / 4);
-      labels["torus.io/tpu-worker-id"] = std::to_string(i % 4);
-      labels["torus.io/tpu-topology"] = "4x4";
-      labels["torus.io/tpu-pod-type"] = "v6e-16";
-      labels["torus.io/tpu-chips-per-host"] = "4";
-      labels["torus.io/market-type"] = i % 3 == 0 ? "spot" : "on-demand";
-      *call->request.mutable_resources_available() = info->resources_total();
-      inflight.Acquire();
-      hb_stubs[i % hb_stubs.size()]->async()->RegisterNode(&call->ctx, &call->request, &call->reply,
-                                                           [call, &nodes, i, &register_failed, &inflight](grpc::Status s) {
-                                                             if (s.ok()) {
-                                                               nodes[i].incarnation = call->reply.incarnation();
-                                                             } else {
-                                                               ++register_failed;
-                                                             }
-                                                             delete call;
-                                                             inflight.Release();
-                                                           });
-    }
-    inflight.Drain();
+  const std::vector<uint64_t> incarnations = RegisterSyntheticHosts(hb_stubs, head.token, n);
+  for (int i = 0; i < n; ++i) {
+    nodes[i].id = "bench-" + std::to_string(i);
+    nodes[i].incarnation = incarnations[i];
+    if (incarnations[i] == 0) ++register_failed;
   }
   if (register_failed > 0) Fail(std::to_string(register_failed.load()) + " registrations failed");
   for (int i = 0; i < n; ++i) nodes[i].report = ReportTemplate(nodes[i], i, period_ms);
