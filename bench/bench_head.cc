@@ -192,4 +192,24 @@ std::vector<uint64_t> RegisterSyntheticHosts(const std::vector<std::unique_ptr<r
   return incarnations;
 }
 
+void SendHeartbeat(rpc::HeadService::Stub& stub, const std::string& bearer, const std::string& node_id,
+                   uint64_t incarnation, InFlight& inflight, std::atomic<int64_t>& failed) {
+  struct Call {
+    grpc::ClientContext ctx;
+    rpc::HeartbeatRequest request;
+    rpc::HeartbeatReply reply;
+  };
+  auto* call = new Call;
+  call->ctx.AddMetadata("authorization", bearer);
+  call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  call->request.set_node_id(node_id);
+  call->request.set_incarnation(incarnation);
+  inflight.Acquire();
+  stub.async()->Heartbeat(&call->ctx, &call->request, &call->reply, [call, &failed, &inflight](grpc::Status s) {
+    if (!s.ok() || call->reply.action() != rpc::HeartbeatReply::OK) ++failed;
+    delete call;
+    inflight.Release();
+  });
+}
+
 }  // namespace torus::bench

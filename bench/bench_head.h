@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -65,5 +66,10 @@ rpc::RegisterNodeRequest SyntheticV6eHost(int i);
 // incarnation, 0 for a registration that failed.
 std::vector<uint64_t> RegisterSyntheticHosts(const std::vector<std::unique_ptr<rpc::HeadService::Stub>>& stubs,
                                              const std::string& token, int n);
+
+// Sends one heartbeat of `node_id` as `incarnation`, asynchronously, holding a slot of `inflight` until it answers;
+// counts it in `failed` unless the head answers OK.
+void SendHeartbeat(rpc::HeadService::Stub& stub, const std::string& bearer, const std::string& node_id,
+                   uint64_t incarnation, InFlight& inflight, std::atomic<int64_t>& failed);
 
 }  // namespace torus::bench

@@ -327,27 +327,8 @@ int main(int argc, char** argv) {
   InFlight hb_inflight(2000);
   std::thread heartbeats([&] {
     Spread(n, heartbeat_period_ms, 1e9, stop, [&](int i) {
-      struct Call {
-        grpc::ClientContext ctx;
-        torus::rpc::HeartbeatRequest request;
-        torus::rpc::HeartbeatReply reply;
-      };
-      auto* call = new Call;
-      call->ctx.AddMetadata("authorization", bearer);
-      call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-      call->request.set_node_id(nodes[i].id);
-      call->request.set_incarnation(nodes[i].incarnation);
-      hb_inflight.Acquire();
       ++hb_sent;
-      hb_stubs[i % hb_stubs.size()]->async()->Heartbeat(&call->ctx, &call->request, &call->reply,
-                                                        [call, &hb_failed, &hb_inflight](grpc::Status s) {
-                                                          if (!s.ok() ||
-                                                              call->reply.action() != torus::rpc::HeartbeatReply::OK) {
-                                                            ++hb_failed;
-                                                          }
-                                                          delete call;
-                                                          hb_inflight.Release();
-                                                        });
+      SendHeartbeat(*hb_stubs[i % hb_stubs.size()], bearer, nodes[i].id, nodes[i].incarnation, hb_inflight, hb_failed);
     });
   });
   auto finish = [&] {

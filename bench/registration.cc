@@ -64,27 +64,8 @@ Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count) {
   // Heartbeats: every node once per period, spread evenly over 10 ms ticks.
   std::atomic<int64_t> sent{0};
   auto heartbeat = [&](int i) {
-    struct Call {
-      grpc::ClientContext ctx;
-      torus::rpc::HeartbeatRequest request;
-      torus::rpc::HeartbeatReply reply;
-    };
-    auto* call = new Call;
-    call->ctx.AddMetadata("authorization", bearer);
-    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    call->request.set_node_id(nodes[i].id);
-    call->request.set_incarnation(nodes[i].incarnation);
-    inflight.Acquire();
     ++sent;
-    stubs[i % stubs.size()]->async()->Heartbeat(&call->ctx, &call->request, &call->reply,
-                                                 [call, &failed, &inflight](grpc::Status s) {
-                                                   if (!s.ok() ||
-                                                       call->reply.action() != torus::rpc::HeartbeatReply::OK) {
-                                                     ++failed;
-                                                   }
-                                                   delete call;
-                                                   inflight.Release();
-                                                 });
+    SendHeartbeat(*stubs[i % stubs.size()], bearer, nodes[i].id, nodes[i].incarnation, inflight, failed);
   };
   const int64_t tick_ms = 10;
   const int64_t ticks_per_period = std::max<int64_t>(1, period_ms / tick_ms);
