@@ -1,0 +1,63 @@
+#include "torus/head/state/liveness.h"
+
+#include <algorithm>
+
+namespace torus::head {
+
+void Liveness::Registered(const NodeId& node, uint64_t incarnation, ResourceSet reported_available) {
+  absl::MutexLock lock(&mu_);
+  nodes_[node.str()] = Entry{incarnation, clock_->NowMicros(), true, std::move(reported_available)};
+}
+
+void Liveness::Restored(const NodeId& node, uint64_t incarnation) {
+  absl::MutexLock lock(&mu_);
+  nodes_[node.str()] = Entry{incarnation, clock_->NowMicros(), false, std::nullopt};
+}
+
+void Liveness::Forget(const NodeId& node) {
+  absl::MutexLock lock(&mu_);
+  nodes_.erase(node.str());
+}
+
+Liveness::Beat Liveness::Heartbeat(const NodeId& node, uint64_t incarnation, const ResourceSet* available) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node.str());
+  if (it == nodes_.end() || !it->second.confirmed || it->second.incarnation != incarnation) return Beat::kReregister;
+  it->second.last_heard_micros = clock_->NowMicros();
+  if (available != nullptr) it->second.available = *available;
+  return Beat::kOk;
+}
+
+std::vector<Liveness::Silent> Liveness::Expired(int64_t timeout_micros) const {
+  std::vector<Silent> out;
+  const int64_t now = clock_->NowMicros();
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, e] : nodes_) {
+    const int64_t silent = now - e.last_heard_micros;
+    if (silent > timeout_micros) out.push_back({NodeId(id), e.incarnation, silent});
+  }
+  std::sort(out.begin(), out.end(), [](const Silent& a, const Silent& b) { return a.node < b.node; });
+  return out;
+}
+
+bool Liveness::Confirmed(const NodeId& node) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node.str());
+  return it != nodes_.end() && it->second.confirmed;
+}
+
+std::optional<int64_t> Liveness::SilentMicros(const NodeId& node) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node.str());
+  if (it == nodes_.end()) return std::nullopt;
+  return clock_->NowMicros() - it->second.last_heard_micros;
+}
+
+std::optional<ResourceSet> Liveness::ReportedAvailable(const NodeId& node) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node.str());
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second.available;
+}
+
+}  // namespace torus::head

@@ -1,0 +1,67 @@
+// Liveness: when each alive node was last heard from, what its agent last reported as available, and whether it
+// has registered with this head. A node restored from the journal is alive but unconfirmed: its heartbeats are
+// answered "register again" until its agent registers and reports what it holds, and it is heard "now" at
+// restore, so it has one node timeout to do so.
+//
+// Heartbeats touch only this table (its own mutex), never the state store, so that 10,000 nodes at 2 Hz cost
+// little. Volatile: nothing here is journaled.
+//
+// Thread-safety: thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "torus/common/clock.h"
+#include "torus/common/resources.h"
+#include "torus/head/state/ids.h"
+
+namespace torus::head {
+
+class Liveness {
+ public:
+  explicit Liveness(const Clock* clock) : clock_(clock) {}
+
+  // The node registered with this head as `incarnation`; heard now.
+  void Registered(const NodeId& node, uint64_t incarnation, ResourceSet reported_available);
+  // The node is alive in a replayed state: heard now, unconfirmed until it registers.
+  void Restored(const NodeId& node, uint64_t incarnation);
+  // The node is dead: forgotten.
+  void Forget(const NodeId& node);
+
+  enum class Beat { kOk, kReregister };
+  // kReregister unless `node` is confirmed as `incarnation`. `available` (null = unchanged) is stored.
+  Beat Heartbeat(const NodeId& node, uint64_t incarnation, const ResourceSet* available);
+
+  struct Silent {
+    NodeId node;
+    uint64_t incarnation = 0;
+    int64_t silent_micros = 0;
+  };
+  // Nodes not heard from for longer than `timeout_micros`, by node id.
+  std::vector<Silent> Expired(int64_t timeout_micros) const;
+
+  bool Confirmed(const NodeId& node) const;
+  // Time since the node was last heard from; nullopt for a node not in the table.
+  std::optional<int64_t> SilentMicros(const NodeId& node) const;
+  // What its agent last reported as available; nullopt when it never did (or is not in the table).
+  std::optional<ResourceSet> ReportedAvailable(const NodeId& node) const;
+
+ private:
+  struct Entry {
+    uint64_t incarnation = 0;
+    int64_t last_heard_micros = 0;
+    bool confirmed = false;
+    std::optional<ResourceSet> available;
+  };
+  const Clock* clock_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> nodes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace torus::head

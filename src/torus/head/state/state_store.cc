@@ -1,0 +1,139 @@
+#include "torus/head/state/state_store.h"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "torus/head/state/codec.h"
+
+namespace torus::head {
+
+absl::Status Txn::Apply(Record record) {
+  absl::Status applied = state_.Apply(record);
+  if (!applied.ok()) {
+    spdlog::error("state: refused {}: {}", RecordName(record), std::string(applied.message()));
+    return applied;
+  }
+  records_.push_back(std::move(record));
+  return absl::OkStatus();
+}
+
+StateStore::StateStore(std::unique_ptr<Journal> journal, int64_t wall_ms_now, Options options)
+    : options_(options), start_wall_ms_(wall_ms_now), journal_(std::move(journal)) {}
+
+StateStore::~StateStore() { StopDispatch(); }
+
+absl::StatusOr<StateStore::Recovery> StateStore::Open() {
+  const auto start = std::chrono::steady_clock::now();
+  Recovery recovery;
+  {
+    absl::MutexLock lock(&mu_);
+    auto contents = journal_->Load();
+    if (!contents.ok()) return contents.status();
+    if (contents->snapshot) {
+      auto restored = StateCodec::DecodeState(*contents->snapshot);
+      if (!restored.ok()) {
+        return absl::DataLossError(absl::StrCat(journal_->location(), ": snapshot: ", restored.status().message()));
+      }
+      state_ = *std::move(restored);
+      recovery.snapshot = true;
+    }
+    for (size_t i = 0; i < contents->records.size(); ++i) {
+      auto record = StateCodec::DecodeRecord(contents->records[i]);
+      absl::Status applied = record.ok() ? state_.Apply(*record) : record.status();
+      if (!applied.ok()) {
+        return absl::DataLossError(absl::StrCat(journal_->location(), ": record ", i + 1, " after the snapshot: ",
+                                                applied.message()));
+      }
+    }
+    recovery.records = contents->records.size();
+  }
+  recovery.epoch = Update([this](Txn& txn) {
+    const uint64_t epoch = txn.state().epoch() + 1;
+    txn.Apply(HeadStarted{epoch, start_wall_ms_}).IgnoreError();
+    return epoch;
+  });
+  recovery.micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+  return recovery;
+}
+
+void StateStore::CommitLocked(Txn& txn) {
+  if (txn.records_.empty()) return;
+  std::vector<std::string> encoded;
+  encoded.reserve(txn.records_.size());
+  for (const Record& r : txn.records_) encoded.push_back(StateCodec::EncodeRecord(r));
+  absl::Status appended = journal_->Append(encoded);
+  if (!appended.ok()) {
+    // The state already holds these records; serving it would acknowledge what a restart would not find.
+    spdlog::critical("{}; the head stops so that no acknowledged change is lost", std::string(appended.message()));
+    std::abort();
+  }
+  if (journal_->records_since_snapshot() >= options_.compact_after) {
+    absl::Status compacted = journal_->Compact(StateCodec::EncodeState(state_));
+    if (!compacted.ok()) spdlog::warn("{} (the journal keeps its records)", std::string(compacted.message()));
+  }
+  absl::MutexLock queue_lock(&queue_mu_);
+  ++committed_batches_;
+  if (dispatching_) {
+    queue_.push_back(std::move(txn.records_));
+    queue_cv_.Signal();
+  } else {
+    ++delivered_batches_;  // nobody listens yet (replay, start-up)
+  }
+}
+
+void StateStore::Subscribe(Subscriber subscriber) { subscribers_.push_back(std::move(subscriber)); }
+
+void StateStore::StartDispatch() {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    dispatching_ = true;
+  }
+  dispatcher_ = std::thread([this] { DispatchLoop(); });
+}
+
+void StateStore::StopDispatch() {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stopping_ = true;
+    queue_cv_.SignalAll();
+  }
+  if (dispatcher_.joinable()) dispatcher_.join();
+  absl::MutexLock lock(&queue_mu_);
+  dispatching_ = false;
+}
+
+void StateStore::DispatchLoop() {
+  absl::MutexLock lock(&queue_mu_);
+  while (true) {
+    while (queue_.empty() && !stopping_) queue_cv_.Wait(&queue_mu_);
+    if (queue_.empty()) return;
+    std::vector<Record> batch = std::move(queue_.front());
+    queue_.pop_front();
+    queue_mu_.Unlock();
+    for (const Subscriber& s : subscribers_) s(batch);
+    queue_mu_.Lock();
+    ++delivered_batches_;
+    queue_cv_.SignalAll();
+  }
+}
+
+void StateStore::WaitDelivered() {
+  absl::MutexLock lock(&queue_mu_);
+  const uint64_t target = committed_batches_;
+  while (delivered_batches_ < target && !(stopping_ && queue_.empty())) queue_cv_.Wait(&queue_mu_);
+}
+
+std::string StateStore::EncodedState() const {
+  absl::MutexLock lock(&mu_);
+  return StateCodec::EncodeState(state_);
+}
+
+std::string StateStore::journal_location() const {
+  absl::MutexLock lock(&mu_);
+  return journal_->location();
+}
+
+}  // namespace torus::head

@@ -1,0 +1,129 @@
+// StateStore: the one owner of the head's ClusterState. Every change is a transaction of typed records: each record
+// is applied at once (later logic in the transaction sees it), all of them are appended to the journal together
+// before Update returns — so nothing is acknowledged that a restart would forget — and then they are published,
+// in commit order, to subscribers on the store's dispatch thread.
+//
+// Open() replays the journal (snapshot, then records) and begins a new epoch (a HeadStarted record). Once the
+// journal holds `compact_after` records past its snapshot, a commit writes a new snapshot of the whole state and
+// drops those records (a pause of the encoding time, ~50 ms per 10,000 nodes and jobs).
+//
+// A journal that cannot be written is fatal: the head aborts with the journal's error rather than serve a state
+// that a restart would not find. (Reads never touch the journal.)
+//
+// Thread-safety: thread-safe. Read and Update hold the store's mutex for the duration of their function, which must
+// not block (no RPC, no file I/O beyond the journal's); subscribers run on the dispatch thread, one batch at a time.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "torus/head/state/cluster_state.h"
+#include "torus/head/state/journal.h"
+#include "torus/head/state/records.h"
+
+namespace torus::head {
+
+class StateStore;
+
+// One transaction: the state as it is now, and the records applied so far.
+class Txn {
+ public:
+  const ClusterState& state() const { return state_; }
+  // Applies `record` to the state and keeps it for the journal. An error (the record does not fit the state) leaves
+  // both unchanged and is logged: it means a bug in the caller's logic.
+  absl::Status Apply(Record record);
+  const std::vector<Record>& records() const { return records_; }
+
+ private:
+  friend class StateStore;
+  explicit Txn(ClusterState& state) : state_(state) {}
+  ClusterState& state_;
+  std::vector<Record> records_;
+};
+
+class StateStore {
+ public:
+  struct Options {
+    uint64_t compact_after = 20'000;  // records past the snapshot that trigger a new snapshot
+  };
+  struct Recovery {
+    bool snapshot = false;   // a snapshot was loaded
+    size_t records = 0;      // records replayed after it
+    uint64_t epoch = 0;      // the epoch this head serves
+    int64_t micros = 0;      // time to load and apply
+  };
+  using Subscriber = std::function<void(const std::vector<Record>&)>;
+
+  StateStore(std::unique_ptr<Journal> journal, int64_t wall_ms_now, Options options);
+  ~StateStore();  // stops dispatching
+
+  // Replays the journal, then records HeadStarted{epoch + 1}. Errors name the record (by position) that failed to
+  // decode or apply. REQUIRES: called once, before any Read or Update.
+  absl::StatusOr<Recovery> Open();
+
+  // Runs f(const ClusterState&) under the lock and returns what it returns.
+  template <typename F>
+  auto Read(F&& f) const -> std::invoke_result_t<F, const ClusterState&> {
+    absl::MutexLock lock(&mu_);
+    return f(static_cast<const ClusterState&>(state_));
+  }
+
+  // Runs f(Txn&) under the lock; journals and publishes what it applied. Returns what f returns.
+  template <typename F>
+  auto Update(F&& f) -> std::invoke_result_t<F, Txn&> {
+    absl::MutexLock lock(&mu_);
+    Txn txn(state_);
+    if constexpr (std::is_void_v<std::invoke_result_t<F, Txn&>>) {
+      f(txn);
+      CommitLocked(txn);
+    } else {
+      auto result = f(txn);
+      CommitLocked(txn);
+      return result;
+    }
+  }
+
+  // Adds a subscriber; call before StartDispatch.
+  void Subscribe(Subscriber subscriber);
+  void StartDispatch();
+  // Delivers what is queued, then stops the dispatch thread.
+  void StopDispatch();
+  // Blocks until every transaction committed before the call has been delivered to subscribers. Not from a
+  // subscriber.
+  void WaitDelivered();
+
+  // The whole state encoded (StateCodec), for tests and tools.
+  std::string EncodedState() const;
+  std::string journal_location() const;
+
+ private:
+  void CommitLocked(Txn& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DispatchLoop();
+
+  const Options options_;
+  const int64_t start_wall_ms_;
+  std::vector<Subscriber> subscribers_;  // set before StartDispatch
+
+  mutable absl::Mutex mu_;
+  ClusterState state_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex queue_mu_;
+  absl::CondVar queue_cv_;
+  std::deque<std::vector<Record>> queue_ ABSL_GUARDED_BY(queue_mu_);
+  uint64_t committed_batches_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  uint64_t delivered_batches_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool dispatching_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::thread dispatcher_;
+};
+
+}  // namespace torus::head
