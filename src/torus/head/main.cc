@@ -14,20 +14,24 @@
 #include "spdlog/spdlog.h"
 #include "torus/common/clock.h"
 #include "torus/common/termination.h"
-#include "torus/head/dashboard_http.h"
-#include "torus/head/failure_detector.h"
-#include "torus/head/head_service.h"
-#include "torus/head/http_api.h"
-#include "torus/head/job_manager.h"
-#include "torus/head/metrics_http.h"
-#include "torus/head/metrics_store.h"
-#include "torus/head/server_metrics.h"
-#include "torus/head/jobs_http.h"
-#include "torus/head/run_manager.h"
-#include "torus/head/runs_http.h"
-#include "torus/head/task_queue.h"
-#include "torus/head/placement_group_manager.h"
-#include "torus/head/node_registry.h"
+#include "torus/head/agents/grpc_agent_pool.h"
+#include "torus/head/api/dashboard_http.h"
+#include "torus/head/api/head_service.h"
+#include "torus/head/api/http_api.h"
+#include "torus/head/api/jobs_http.h"
+#include "torus/head/api/metrics_http.h"
+#include "torus/head/api/runs_http.h"
+#include "torus/head/metrics/metrics_store.h"
+#include "torus/head/metrics/server_metrics.h"
+#include "torus/head/nodes/failure_detector.h"
+#include "torus/head/nodes/membership.h"
+#include "torus/head/placement/placement_scheduler.h"
+#include "torus/head/placement/placement_service.h"
+#include "torus/head/state/journal.h"
+#include "torus/head/state/state_store.h"
+#include "torus/head/workloads/job_service.h"
+#include "torus/head/workloads/run_service.h"
+#include "torus/head/workloads/workload_driver.h"
 #include "torus/rpc/auth.h"
 
 namespace {
@@ -47,6 +51,10 @@ struct HeadFlags {
   bool dashboard_read_only = false;
   int64_t metrics_retention_s = 3600;
   int metrics_max_points = 720;
+  std::string state_dir;          // default: SESSION_DIR/state
+  bool no_journal = false;
+  std::string journal_sync = "normal";
+  int64_t compact_after = 20'000;
 };
 
 // The python/ directory with torus_train.py: beside the source tree of a build (build/bin/../../python) or an
@@ -88,51 +96,75 @@ int Run(const HeadFlags& flags) {
   }
 
   torus::RealClock clock;
-  torus::head::NodeRegistry registry(&clock, {.node_timeout_micros = flags.node_timeout_ms * 1000});
-  torus::head::AgentPool agents(*token, std::chrono::milliseconds(flags.agent_rpc_timeout_ms));
-  torus::head::PlacementGroupManager groups(&registry, &agents, &clock,
-                                            {.prepare_ttl = std::chrono::milliseconds(flags.prepare_ttl_ms)});
-  torus::head::TaskQueue tasks;
-  torus::head::JobManager jobs(&registry, &groups, &agents, &tasks, &clock,
-                               {.head_host = flags.host, .head_address = "", .token = *token});
-  torus::head::RunManager runs(&registry, &groups, &agents, &tasks, &clock,
-                               {.python_path = flags.python_path, .stop_grace_ms = flags.stop_grace_ms});
+  torus::head::RandomIdGenerator ids;
+  std::unique_ptr<torus::head::Journal> journal;
+  const std::string state_dir = flags.state_dir.empty() ? flags.session_dir + "/state" : flags.state_dir;
+  if (flags.no_journal) {
+    journal = torus::head::NewMemoryJournal();
+    spdlog::warn("the journal is off (--no-journal): a restart of this head forgets its state");
+  } else {
+    auto opened = torus::head::OpenSqliteJournal(
+        state_dir, flags.journal_sync == "full" ? torus::head::JournalSync::kFull : torus::head::JournalSync::kNormal);
+    if (!opened.ok()) {
+      spdlog::error("{}", std::string(opened.status().message()));
+      return 1;
+    }
+    journal = *std::move(opened);
+  }
+  torus::head::StateStore store(std::move(journal), clock.WallMillis(), {.compact_after = static_cast<uint64_t>(flags.compact_after)});
+  auto recovery = store.Open();
+  if (!recovery.ok()) {
+    spdlog::error("cannot recover the head's state: {}", std::string(recovery.status().message()));
+    return 1;
+  }
+  const size_t recovered = store.Read([](const torus::head::ClusterState& s) {
+    return s.nodes().size() + s.groups().size() + s.jobs().size() + s.runs().size();
+  });
+  spdlog::info("state from {}: epoch {}, {}{} records replayed in {:.1f} ms ({} nodes, groups, jobs and runs)",
+               store.journal_location(), recovery->epoch, recovery->snapshot ? "a snapshot and " : "",
+               recovery->records, recovery->micros / 1000.0, recovered);
+
+  torus::head::Liveness liveness(&clock);
+  torus::head::GrpcAgentPool agents(*token, std::chrono::milliseconds(flags.agent_rpc_timeout_ms));
+  torus::head::PlacementScheduler scheduler(&store, &liveness, &agents, &clock,
+                                            {.prepare_ttl_ms = flags.prepare_ttl_ms});
+  torus::head::Membership membership(&store, &liveness, &scheduler, &clock, flags.node_timeout_ms * 1000);
+  membership.RestoreLiveness();
+  torus::head::PlacementService groups(&store, &scheduler, &ids, &clock);
+  torus::head::JobService jobs(&store, &scheduler, &agents, &ids, &clock);
+  torus::head::RunService runs(&store, &scheduler, &agents, &ids, &clock);
+  torus::head::WorkloadDriver driver(&store, &liveness, &scheduler, &agents, &clock,
+                                     {.head_host = flags.host,
+                                      .token = *token,
+                                      .python_path = flags.python_path,
+                                      .run_stop_grace_ms = flags.stop_grace_ms});
   torus::head::Histogram placement_latency(torus::head::PlacementLatencyBounds());
-  groups.AddStateListener([&jobs, &runs, &groups, &placement_latency](const std::string& id,
-                                                                      torus::head::PgState state) {
-    jobs.OnGroupState(id, state);
-    runs.OnGroupState(id, state);
-    if (state != torus::head::PgState::kCreated) return;
-    if (auto view = groups.Get(id); view.ok()) {
-      if (auto seconds = torus::head::PlacementLatencySeconds(*view)) placement_latency.Observe(*seconds);
+  store.Subscribe([&scheduler](const std::vector<torus::head::Record>& records) { scheduler.OnRecords(records); });
+  store.Subscribe([&driver](const std::vector<torus::head::Record>& records) { driver.OnRecords(records); });
+  store.Subscribe([&store, &placement_latency](const std::vector<torus::head::Record>& records) {
+    for (const torus::head::Record& r : records) {
+      const auto* placed = std::get_if<torus::head::GroupPlaced>(&r);
+      if (placed == nullptr) continue;
+      auto seconds = store.Read([&](const torus::head::ClusterState& s) -> std::optional<double> {
+        const torus::head::Group* g = s.FindGroup(placed->group);
+        return g == nullptr ? std::nullopt : torus::head::PlacementLatencySeconds(*g);
+      });
+      if (seconds) placement_latency.Observe(*seconds);
     }
   });
   torus::head::MetricsStore metrics({.retention_ms = flags.metrics_retention_s * 1000,
                                      .max_points = flags.metrics_max_points},
                                     clock.WallMillis());
-  registry.SetDeathListener([&groups, &jobs](const std::string& id, const std::string& reason) {
-    spdlog::warn("node {} is DEAD: {}", id, reason);
-    groups.NotifyNodeDead(id);
-    jobs.OnNodeDead(id);
-  });
-  registry.SetRegistrationListener([&groups, &jobs](const std::string&) {
-    groups.NotifyClusterChanged();
-    jobs.OnClusterChanged();
-  });
-  groups.Start();
+  store.StartDispatch();
+  scheduler.Start();
   std::string cluster_id = token->substr(0, 12);
   torus::head::HeadServiceImpl service(
-      &registry, &groups, &clock,
+      &store, &membership, &liveness, &groups, &clock,
       {.token = *token, .cluster_id = cluster_id, .heartbeat_period_ms = flags.heartbeat_period_ms});
 
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(absl::StrCat(flags.host, ":", flags.port), grpc::InsecureServerCredentials(), &bound_port);
-  service.SetWorkerExitHandler([&jobs, &runs](const std::string& node_id, const std::string& worker_id,
-                                       const std::string& owner, int exit_code, int signal) {
-    if (owner.rfind("job:", 0) == 0) jobs.OnWorkerExited(node_id, worker_id, exit_code, signal);
-    if (owner.rfind("run:", 0) == 0) runs.OnWorkerExited(node_id, worker_id, exit_code, signal);
-  });
   service.SetMetricsStore(&metrics);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(16 << 20);
@@ -147,12 +179,12 @@ int Run(const HeadFlags& flags) {
     return 1;
   }
   std::string address = absl::StrCat(flags.host, ":", bound_port);
-  jobs.SetHeadAddress(address);
-  torus::head::HttpApi http(&registry, &groups, &clock, *token, cluster_id);
+  driver.SetHeadAddress(address);
+  torus::head::HttpApi http(&store, &liveness, &clock, *token, cluster_id);
   http.SetReadOnly(flags.dashboard_read_only);
   http.SetMetricsStore(&metrics);
-  http.AddRoutes([&metrics, &registry, &agents, &clock](httplib::Server& server) {
-    torus::head::RegisterMetricsRoutes(server, &metrics, &registry, &agents, &clock);
+  http.AddRoutes([&metrics, &store, &agents, &clock](httplib::Server& server) {
+    torus::head::RegisterMetricsRoutes(server, &metrics, &store, &agents, &clock);
   });
   http.AddRoutes([&jobs, &flags](httplib::Server& server) {
     torus::head::RegisterJobRoutes(server, &jobs,
@@ -189,7 +221,8 @@ int Run(const HeadFlags& flags) {
     return 1;
   }
   std::string http_address = absl::StrCat(flags.host, ":", *http_port);
-  runs.SetReportBaseUrl("http://" + http_address);
+  driver.SetReportBaseUrl("http://" + http_address);
+  driver.Start();
   if (!WriteFileAtomically(flags.session_dir + "/dashboard_address", http_address + "\n") ||
       !WriteFileAtomically(flags.session_dir + "/head_address", address + "\n")) {
     spdlog::error("cannot write addresses into {}", flags.session_dir);
@@ -199,16 +232,17 @@ int Run(const HeadFlags& flags) {
                address, http_address, cluster_id, flags.node_timeout_ms);
 
   auto check_period = std::chrono::microseconds(std::clamp<int64_t>(flags.node_timeout_ms * 100, 10'000, 100'000));
-  torus::head::FailureDetector detector(&registry, check_period);
+  torus::head::FailureDetector detector(&membership, check_period);
   detector.Start();
 
   const int signal_number = torus::WaitForTerminationSignal();
   spdlog::info("signal {}: shutting down", signal_number);
   detector.Stop();
   http.Stop();
-  groups.Stop();
-  tasks.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  driver.Stop();
+  scheduler.Stop();
+  store.StopDispatch();
   return 0;
 }
 
@@ -222,7 +256,7 @@ int main(int argc, char** argv) {
   torus::BlockTerminationSignals();
 
   HeadFlags flags;
-  CLI::App app{"torus-head: the torus control plane (membership, cluster view, slices)."};
+  CLI::App app{"torus-head: the torus control plane (membership, cluster view, slices, reservations, jobs, runs)."};
   app.add_option("--host", flags.host, "Address to listen on; loopback unless told otherwise")->capture_default_str();
   app.add_option("--port", flags.port, "gRPC port; 0 picks a free one (written to SESSION_DIR/head_address)")
       ->capture_default_str()
@@ -263,6 +297,17 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-max-points", flags.metrics_max_points, "Points kept per metric series at most")
       ->capture_default_str()
       ->check(CLI::Range(10, 100'000));
+  app.add_option("--state-dir", flags.state_dir,
+                 "Directory of the head's journal (its state survives a restart of the head) [default: SESSION_DIR/state]");
+  app.add_flag("--no-journal", flags.no_journal, "Keep the head's state in memory only: a restart forgets it");
+  app.add_option("--journal-sync", flags.journal_sync,
+                 "normal: a change survives a crash of the head (written to the OS before it is acknowledged); "
+                 "full: also a crash of the machine (fsync per change)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"normal", "full"}));
+  app.add_option("--compact-after", flags.compact_after, "Journal records past the snapshot that trigger a new snapshot")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{100'000'000}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -9,6 +9,7 @@
 #include "spdlog/spdlog.h"
 #include "torus/rpc/auth.h"
 #include "torus/rpc/convert.h"
+#include "torus/node/node_service.h"
 
 namespace torus::node {
 namespace {
@@ -22,15 +23,20 @@ int64_t NowWallMillis() {
       .count();
 }
 
+// Workers the head says to drop get SIGTERM, and SIGKILL this long after.
+constexpr int64_t kStopGraceMicros = 3'000'000;
+
 }  // namespace
 
 Agent::Agent(NodeIdentity identity, std::shared_ptr<grpc::Channel> channel, std::string token, BundleLedger* ledger,
-             int agent_port)
+             WorkerSupervisor* workers, int agent_port, int64_t head_grace_ms)
     : identity_(std::move(identity)),
       stub_(rpc::HeadService::NewStub(channel)),
       token_(std::move(token)),
       ledger_(ledger),
-      agent_port_(agent_port) {}
+      workers_(workers),
+      agent_port_(agent_port),
+      head_grace_ms_(head_grace_ms) {}
 
 void Agent::NotifyLedgerChanged() {
   {
@@ -73,6 +79,9 @@ grpc::Status Agent::Register() {
   info->set_agent_port(agent_port_);
   reported_ledger_version_ = ledger_->Version();
   rpc::ToProto(ledger_->Available(), request.mutable_resources_available());
+  ledger_->Expire();
+  for (const LedgerEntry& e : ledger_->Entries()) ToProto(e, request.add_bundles());
+  for (const WorkerInfo& w : workers_->List()) ToProto(w, request.add_workers());
 
   grpc::ClientContext ctx;
   AddAuth(ctx);
@@ -82,14 +91,53 @@ grpc::Status Agent::Register() {
   if (status.ok()) {
     incarnation_ = reply.incarnation();
     period_ms_ = std::clamp<int64_t>(reply.heartbeat_period_ms(), 10, 60'000);
+    // What the head does not hold here: bundles released (their workers stopped), workers stopped.
+    std::vector<std::string> stop(reply.stop_workers().begin(), reply.stop_workers().end());
+    for (const rpc::BundleRef& ref : reply.release()) {
+      BundleLedger::Released released = ledger_->Release(ref.group_id(), {ref.index()});
+      stop.insert(stop.end(), released.workers.begin(), released.workers.end());
+    }
+    for (const std::string& w : stop) workers_->Stop(w, kStopGraceMicros).IgnoreError();
+    if (!reply.release().empty() || !stop.empty()) {
+      spdlog::warn("the head holds nothing here for {} bundles and {} workers: released and stopped",
+                   reply.release_size(), stop.size());
+    }
   }
   return status;
+}
+
+void Agent::GiveUpOnHead(int64_t away_ms) {
+  BundleLedger::Released released = ledger_->ReleaseAll();
+  int stopped = 0;
+  for (const WorkerInfo& w : workers_->List()) {
+    if (w.running && workers_->Stop(w.worker_id, kStopGraceMicros).ok()) ++stopped;
+  }
+  spdlog::warn("the head has been unreachable for {} s (grace {} s): released {} bundles and stopped {} workers",
+               away_ms / 1000, head_grace_ms_ / 1000, released.bundles, stopped);
 }
 
 AgentExit Agent::Run() {
   bool ever_registered = false;
   int64_t backoff_ms = 100;
   std::string last_error;
+  // When the head last answered (monotonic ms); whether the grace ran out since.
+  auto now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  int64_t last_answer_ms = now_ms();
+  bool gave_up = false;
+  auto head_answered = [&] {
+    last_answer_ms = now_ms();
+    gave_up = false;
+  };
+  auto head_silent = [&] {
+    const int64_t away = now_ms() - last_answer_ms;
+    if (ever_registered && !gave_up && away > head_grace_ms_) {
+      GiveUpOnHead(away);
+      gave_up = true;
+    }
+  };
   while (true) {
     // Registration, retried with backoff until it works or we are stopped.
     grpc::Status status = Register();
@@ -101,10 +149,12 @@ AgentExit Agent::Run() {
       std::string error = absl::StrCat(status.error_code(), ": ", status.error_message());
       if (error != last_error) spdlog::warn("cannot register with the head ({}); retrying", error);
       last_error = error;
+      head_silent();
       if (!SleepFor(backoff_ms)) break;
       backoff_ms = std::min<int64_t>(backoff_ms * 2, 1000);
       continue;
     }
+    head_answered();
     ever_registered = true;
     backoff_ms = 100;
     last_error.clear();
@@ -130,20 +180,20 @@ AgentExit Agent::Run() {
       rpc::HeartbeatReply reply;
       grpc::Status hb = stub_->Heartbeat(&ctx, request, &reply);
       if (hb.ok()) {
+        head_answered();
         if (request.has_resources_available()) reported_ledger_version_ = ledger_version;
         if (!last_error.empty()) spdlog::info("head reachable again");
         last_error.clear();
         if (reply.action() == rpc::HeartbeatReply::REREGISTER) {
-          spdlog::warn("head does not know incarnation {}; registering again", incarnation_.load());
-          // The head gave up on this incarnation (declared it dead, or restarted): what it placed here is
-          // forgotten and may already run elsewhere, so this host drops it before joining again.
-          int dropped = ledger_->Clear();
-          if (dropped > 0) spdlog::warn("dropped {} bundles the head no longer tracks", dropped);
-          if (on_forgotten_) on_forgotten_();
+          // The head restarted, or declared this node dead: it learns what this host holds from the registration
+          // and says what to drop.
+          spdlog::warn("head does not know incarnation {}; registering again with what this host holds",
+                       incarnation_.load());
           reregister = true;
         }
         continue;
       }
+      head_silent();
       std::string error = absl::StrCat(hb.error_code(), ": ", hb.error_message());
       if (error != last_error) spdlog::warn("heartbeat failed ({}); will keep trying", error);
       last_error = error;

@@ -51,6 +51,7 @@ struct NodeFlags {
   std::string work_dir;
   int64_t metrics_period_ms = 5000;
   std::string tpu_log_dir = "/tmp/tpu_logs";
+  int64_t head_grace_ms = 300'000;
 };
 
 // Workers get SIGTERM on agent shutdown and SIGKILL this long after.
@@ -175,27 +176,36 @@ int Run(const NodeFlags& flags) {
 
   torus::RealClock clock;
   const int chips = static_cast<int>(identity->resources.GetFixed(torus::kResourceTpu) / torus::kResourceScale);
-  torus::node::BundleLedger ledger(&clock, identity->resources, chips);
+  const int gpus = static_cast<int>(identity->resources.GetFixed(torus::kResourceGpu) / torus::kResourceScale);
+  torus::node::BundleLedger ledger(&clock, identity->resources, chips, gpus);
+  torus::node::HostDevices devices{.chips = chips, .gpus = gpus, .base_env = worker_env};
+  if (auto type = identity->labels.find("torus.io/accelerator-type"); type != identity->labels.end()) {
+    if (auto gen = torus::ParseAcceleratorType(type->second); gen.ok()) devices.tpu_generation = *gen;
+  }
 
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   auto channel = grpc::CreateCustomChannel(flags.address, grpc::InsecureChannelCredentials(), args);
   torus::node::ExitReporter exit_reporter(torus::node::MakeHeadExitSender(channel, token, identity->node_id));
+  std::unique_ptr<torus::node::Agent> agent_holder;
   torus::node::WorkerSupervisor workers(&clock, worker_log_dir, worker_env,
-                                        [&exit_reporter](const torus::node::WorkerExit& exit) {
+                                        [&exit_reporter, &ledger, &agent_holder](const torus::node::WorkerExit& exit) {
+                                          // A released bundle is free once its last worker is gone.
+                                          if (ledger.Unbind(exit.worker_id) && agent_holder) {
+                                            agent_holder->NotifyLedgerChanged();
+                                          }
                                           exit_reporter.Report(exit);
                                         });
   const torus::node::LogFiles log_files({.agent_log = torus::node::DetectStdoutLogFile(),
                                          .tpu_log_dir = flags.tpu_log_dir,
                                          .worker_log_dir = worker_log_dir});
-  std::unique_ptr<torus::node::Agent> agent_holder;
   torus::node::NodeServiceImpl service(
       &ledger, &workers, flags.node_ip, token,
       [&agent_holder] {
         if (agent_holder) agent_holder->NotifyLedgerChanged();
       },
-      &log_files);
+      &log_files, devices);
   grpc::ServerBuilder builder;
   int agent_port = 0;
   builder.AddListeningPort(absl::StrCat(flags.node_ip, ":", flags.node_port), grpc::InsecureServerCredentials(),
@@ -208,18 +218,12 @@ int Run(const NodeFlags& flags) {
     return 1;
   }
   spdlog::info("agent service listening on {}:{}", flags.node_ip, agent_port);
-  agent_holder = std::make_unique<torus::node::Agent>(*identity, channel, token, &ledger, agent_port);
+  agent_holder = std::make_unique<torus::node::Agent>(*identity, channel, token, &ledger, &workers, agent_port,
+                                                      flags.head_grace_ms);
   torus::node::Agent& agent = *agent_holder;
-  // The head forgot this incarnation (declared it dead, or restarted): its workers may already run elsewhere.
-  agent.SetOnForgotten([&workers] {
-    for (const auto& w : workers.List()) {
-      if (w.running) workers.Stop(w.worker_id, 3'000'000).IgnoreError();
-    }
-  });
 
   std::unique_ptr<torus::node::MetricsSampler> sampler;
   if (flags.metrics_period_ms > 0) {
-    const int gpus = static_cast<int>(identity->resources.GetFixed(torus::kResourceGpu) / torus::kResourceScale);
     sampler = std::make_unique<torus::node::MetricsSampler>(
         &clock, torus::node::MetricsSamplerOptions{.node_id = identity->node_id, .period_ms = flags.metrics_period_ms},
         torus::node::MakeHostMetricsSources(chips, gpus, !flags.no_nvml, options.env,
@@ -291,6 +295,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
   app.add_option("--tpu-log-dir", flags.tpu_log_dir, "Directory of libtpu's logs, served as tpu/<file>")
       ->capture_default_str();
+  app.add_option("--head-grace-ms", flags.head_grace_ms,
+                 "How long workers keep running while the head is unreachable; after that the agent stops them and "
+                 "releases its bundles")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1000}, int64_t{7 * 86'400'000}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

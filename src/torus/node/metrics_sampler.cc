@@ -44,18 +44,16 @@ WorkerTags TagsOf(const RunningWorker& w, bool with_owner) {
   return tags;
 }
 
-// Device index -> the worker holding it. The chips the head placed a worker on come first; a worker's own
-// TPU_VISIBLE_CHIPS / CUDA_VISIBLE_DEVICES (which a user may set to anything) only claims what no placement holds.
+// Device index -> the worker holding it. The devices of the bundle a worker runs on come first; a worker's own
+// TPU_VISIBLE_CHIPS / CUDA_VISIBLE_DEVICES (which a user may set to anything) only claims what no bundle holds.
 // Among equal claims the first by worker id wins.
 std::map<int, const RunningWorker*> Holders(const std::vector<RunningWorker>& workers, bool tpu) {
   std::map<int, const RunningWorker*> holders;
-  if (tpu) {
-    for (const RunningWorker& w : workers) {
-      for (int chip : w.chips) holders.emplace(chip, &w);
-    }
+  for (const RunningWorker& w : workers) {
+    for (int d : tpu ? w.chips : w.gpus) holders.emplace(d, &w);
   }
   for (const RunningWorker& w : workers) {
-    if (tpu && !w.chips.empty()) continue;
+    if (!(tpu ? w.chips : w.gpus).empty()) continue;
     auto it = w.env_set.find(tpu ? "TPU_VISIBLE_CHIPS" : "CUDA_VISIBLE_DEVICES");
     if (it == w.env_set.end()) continue;
     for (int d : ParseDeviceList(it->second)) holders.emplace(d, &w);

@@ -30,6 +30,8 @@ grpc::Status CheckGrace(int64_t grace_ms) {
   return grpc::Status::OK;
 }
 
+}  // namespace
+
 void ToProto(const WorkerInfo& info, rpc::WorkerView* view) {
   view->set_worker_id(info.worker_id);
   view->set_owner(info.owner);
@@ -40,9 +42,48 @@ void ToProto(const WorkerInfo& info, rpc::WorkerView* view) {
   view->set_start_time_ms(info.start_time_ms);
   view->set_end_time_ms(info.end_time_ms);
   view->set_log_path(info.log_path);
+  view->set_group_id(info.group_id);
+  if (info.bundle_index) view->set_bundle_index(*info.bundle_index);
+  for (int chip : info.chips) view->add_chips(chip);
+  for (int gpu : info.gpus) view->add_gpus(gpu);
 }
 
-}  // namespace
+void ToProto(const LedgerEntry& e, rpc::LedgerEntryView* view) {
+  view->set_group_id(e.group_id);
+  view->set_attempt(e.attempt);
+  view->set_committed(e.committed);
+  view->set_released(e.released);
+  for (const std::string& w : e.workers) view->add_workers(w);
+  rpc::BundleSpec* spec = view->mutable_bundle();
+  spec->set_index(e.bundle.index);
+  rpc::ToProto(e.bundle.resources, spec->mutable_resources());
+  for (int chip : e.bundle.chips) spec->add_chips(chip);
+  for (int gpu : e.bundle.gpus) spec->add_gpus(gpu);
+}
+
+absl::StatusOr<EnvChange> BundleDeviceEnv(const HostDevices& host, const std::vector<int>& chips,
+                                          const std::vector<int>& gpus,
+                                          const std::map<std::string, std::string>& worker_env,
+                                          const std::map<std::string, std::string>& inherited) {
+  EnvChange change;
+  if (host.tpu_generation && host.chips > 0) {
+    auto tpu = TpuIsolationEnv(*host.tpu_generation, host.chips, chips, inherited);
+    if (!tpu.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("its chips cannot be isolated: ", tpu.status().message()));
+    }
+    for (auto& [key, value] : tpu->set) {
+      // Holding no chip, a worker gets the CPU guard only where it did not choose for itself.
+      if (chips.empty() && worker_env.contains(key)) continue;
+      change.set[key] = value;
+    }
+    change.unset = tpu->unset;
+  }
+  if (host.gpus > 0) {
+    for (auto& [key, value] : GpuIsolationEnv(gpus).set) change.set[key] = value;
+  }
+  std::erase_if(change.unset, [&](const std::string& key) { return change.set.contains(key); });
+  return change;
+}
 
 bool IsReservedPort(int port) {
   return (port >= 8431 && port <= 8438) || (port >= 8471 && port <= 8479) || port == 8081;
@@ -91,13 +132,16 @@ absl::StatusOr<int> PickFreePort(const std::string& ip) {
 }
 
 NodeServiceImpl::NodeServiceImpl(BundleLedger* ledger, WorkerSupervisor* workers, std::string node_ip,
-                                 std::string token, std::function<void()> on_change, const LogFiles* logs)
+                                 std::string token, std::function<void()> on_change, const LogFiles* logs,
+                                 HostDevices devices, int64_t release_grace_ms)
     : ledger_(ledger),
       workers_(workers),
       node_ip_(std::move(node_ip)),
       token_(std::move(token)),
       on_change_(std::move(on_change)),
-      logs_(logs) {}
+      logs_(logs),
+      devices_(std::move(devices)),
+      release_grace_ms_(release_grace_ms) {}
 
 grpc::ServerUnaryReactor* NodeServiceImpl::PrepareBundles(grpc::CallbackServerContext* ctx,
                                                           const rpc::PrepareBundlesRequest* request,
@@ -113,7 +157,8 @@ grpc::ServerUnaryReactor* NodeServiceImpl::PrepareBundles(grpc::CallbackServerCo
   for (const rpc::BundleSpec& spec : request->bundles()) {
     auto resources = rpc::FromProto(spec.resources(), absl::StrCat("bundle ", spec.index()));
     if (!resources.ok()) return FinishCall(ctx, rpc::ToGrpc(resources.status()));
-    bundles.push_back({spec.index(), *std::move(resources), {spec.chips().begin(), spec.chips().end()}});
+    bundles.push_back({spec.index(), *std::move(resources), {spec.chips().begin(), spec.chips().end()},
+                       {spec.gpus().begin(), spec.gpus().end()}});
   }
   absl::Status s = ledger_->Prepare(request->group_id(), request->attempt(), bundles, request->ttl_ms() * 1000);
   if (s.ok()) {
@@ -146,8 +191,13 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReleaseBundles(grpc::CallbackServerCo
                                                           const rpc::ReleaseBundlesRequest* request,
                                                           rpc::ReleaseBundlesReply* reply) {
   if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
-  reply->set_released(
-      ledger_->Release(request->group_id(), {request->indices().begin(), request->indices().end()}));
+  if (grpc::Status s = CheckGrace(request->grace_ms()); !s.ok()) return FinishCall(ctx, s);
+  BundleLedger::Released released =
+      ledger_->Release(request->group_id(), {request->indices().begin(), request->indices().end()});
+  // The bundle stays held until its workers are gone: they are stopped now.
+  const int64_t grace_ms = request->grace_ms() > 0 ? request->grace_ms() : release_grace_ms_;
+  for (const std::string& w : released.workers) workers_->Stop(w, grace_ms * 1000).IgnoreError();
+  reply->set_released(released.bundles);
   on_change_();
   return FinishCall(ctx, grpc::Status::OK);
 }
@@ -158,16 +208,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::GetLedger(grpc::CallbackServerContext
   ledger_->Expire();
   rpc::ToProto(ledger_->Available(), reply->mutable_resources_available());
   for (int chip : ledger_->BusyChips()) reply->add_busy_chips(chip);
-  for (const LedgerEntry& e : ledger_->Entries()) {
-    rpc::LedgerEntryView* view = reply->add_entries();
-    view->set_group_id(e.group_id);
-    view->set_attempt(e.attempt);
-    view->set_committed(e.committed);
-    rpc::BundleSpec* spec = view->mutable_bundle();
-    spec->set_index(e.bundle.index);
-    rpc::ToProto(e.bundle.resources, spec->mutable_resources());
-    for (int chip : e.bundle.chips) spec->add_chips(chip);
-  }
+  for (const LedgerEntry& e : ledger_->Entries()) ToProto(e, reply->add_entries());
   rpc::ToProto(ledger_->total(), reply->mutable_resources_total());
   return FinishCall(ctx, grpc::Status::OK);
 }
@@ -181,10 +222,42 @@ grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerConte
                   .argv = {request->argv().begin(), request->argv().end()},
                   .env_set = {request->env_set().begin(), request->env_set().end()},
                   .env_unset = {request->env_unset().begin(), request->env_unset().end()},
-                  .cwd = request->cwd(),
-                  .chips = {request->chips().begin(), request->chips().end()}};
+                  .cwd = request->cwd()};
+  bool bound = false;
+  if (request->has_bundle_index()) {
+    // A worker on a bundle: only one this agent holds committed for that group, and only its devices.
+    if (absl::Status s = ValidateWorkerId(spec.worker_id); !s.ok()) return FinishCall(ctx, rpc::ToGrpc(s));
+    if (request->group_id().empty()) return FinishCall(ctx, InvalidArgument("group_id is required with bundle_index"));
+    auto bundle = ledger_->Bind(request->group_id(), request->bundle_index(), spec.worker_id);
+    if (!bundle.ok()) {
+      spdlog::info("start of worker {} refused: {}", spec.worker_id, std::string(bundle.status().message()));
+      return FinishCall(ctx, rpc::ToGrpc(bundle.status()));
+    }
+    bound = true;
+    spec.chips = bundle->chips;
+    spec.gpus = bundle->gpus;
+    spec.group_id = request->group_id();
+    spec.bundle_index = request->bundle_index();
+    std::map<std::string, std::string> inherited = devices_.base_env;
+    for (const auto& [k, v] : spec.env_set) inherited[k] = v;
+    for (const std::string& k : spec.env_unset) inherited.erase(k);
+    auto devices = BundleDeviceEnv(devices_, spec.chips, spec.gpus, spec.env_set, inherited);
+    if (!devices.ok()) {
+      ledger_->Unbind(spec.worker_id);
+      return FinishCall(ctx, rpc::ToGrpc(absl::FailedPreconditionError(
+                                 absl::StrCat("bundle ", request->bundle_index(), " of group ", request->group_id(),
+                                              ": ", devices.status().message()))));
+    }
+    for (const auto& [k, v] : devices->set) spec.env_set[k] = v;
+    for (const std::string& k : devices->unset) {
+      spec.env_set.erase(k);
+      spec.env_unset.push_back(k);
+    }
+  }
   auto started = workers_->Start(spec);
   if (!started.ok()) {
+    // A duplicate start leaves the running worker bound; any other failure gives the bundle back.
+    if (bound && !absl::IsAlreadyExists(started.status())) ledger_->Unbind(spec.worker_id);
     spdlog::info("start of worker {} refused: {}", request->worker_id(), std::string(started.status().message()));
     return FinishCall(ctx, rpc::ToGrpc(started.status()));
   }

@@ -7,23 +7,51 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "torus/common/tpu_shape.h"
 #include "torus/node.grpc.pb.h"
+#include "torus/common/device_env.h"
 #include "torus/node/bundle_ledger.h"
 #include "torus/node/log_files.h"
 #include "torus/node/worker_supervisor.h"
 
 namespace torus::node {
 
+// This host's devices, for the isolation environment of workers started on bundles.
+struct HostDevices {
+  std::optional<TpuGeneration> tpu_generation;  // set on a TPU host
+  int chips = 0;
+  int gpus = 0;
+  std::map<std::string, std::string> base_env;  // what workers inherit (the agent's environment)
+};
+
+// The environment change that gives a worker exactly its bundle's devices, over `inherited` (base env with the
+// worker's own env applied): TPU_VISIBLE_CHIPS and bounds (or, holding no chip on a TPU host, the CPU guard of
+// TpuIsolationEnv, except for keys the worker sets itself), and CUDA_VISIBLE_DEVICES on a GPU host.
+// FailedPrecondition when its chips cannot be isolated (a count other than 1, 2, 4, 8 or the host).
+absl::StatusOr<EnvChange> BundleDeviceEnv(const HostDevices& host, const std::vector<int>& chips,
+                                          const std::vector<int>& gpus,
+                                          const std::map<std::string, std::string>& worker_env,
+                                          const std::map<std::string, std::string>& inherited);
+
+// Proto forms the agent reports.
+void ToProto(const WorkerInfo& info, rpc::WorkerView* view);
+void ToProto(const LedgerEntry& entry, rpc::LedgerEntryView* view);
+
 class NodeServiceImpl final : public rpc::NodeService::CallbackService {
  public:
   // `ledger` and `workers` are owned by the caller; `node_ip` is the address workers' ports are picked on.
   // `on_change` is called after every change of the ledger, e.g. to send availability with the next heartbeat.
-  // `logs` (owned by the caller; null = none served) backs ListLogs and ReadLog.
+  // `logs` (owned by the caller; null = none served) backs ListLogs and ReadLog. A worker started on a bundle gets
+  // the bundle's devices of `devices`; ReleaseBundles stops a released bundle's workers after `release_grace_ms`.
   NodeServiceImpl(BundleLedger* ledger, WorkerSupervisor* workers, std::string node_ip, std::string token,
-                  std::function<void()> on_change, const LogFiles* logs = nullptr);
+                  std::function<void()> on_change, const LogFiles* logs = nullptr, HostDevices devices = {},
+                  int64_t release_grace_ms = 3000);
 
   grpc::ServerUnaryReactor* PrepareBundles(grpc::CallbackServerContext* ctx, const rpc::PrepareBundlesRequest* request,
                                            rpc::PrepareBundlesReply* reply) override;
@@ -60,6 +88,8 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
   const std::string token_;
   const std::function<void()> on_change_;
   const LogFiles* logs_;
+  const HostDevices devices_;
+  const int64_t release_grace_ms_;
 };
 
 // A TCP port that was free on every address of this host a moment ago (the kernel's pick for the wildcard address;

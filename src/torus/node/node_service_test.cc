@@ -29,7 +29,9 @@ class NodeServiceTest : public ::testing::Test {
     dir_ = pattern;
     ResourceSet total;
     total.Set("CPU", 4);
-    ledger_ = std::make_unique<BundleLedger>(&clock_, total, 0);
+    total.Set("TPU", 4);
+    total.Set("GPU", 2);
+    ledger_ = std::make_unique<BundleLedger>(&clock_, total, 4, 2);
     workers_ = std::make_unique<WorkerSupervisor>(&real_clock_, dir_ + "/workers", EnvMap{{"PATH", "/usr/bin:/bin"}},
                                                   [this](const WorkerExit& e) {
                                                     {
@@ -41,8 +43,10 @@ class NodeServiceTest : public ::testing::Test {
     std::filesystem::create_directories(dir_ + "/tpu");
     log_files_ = std::make_unique<LogFiles>(
         LogFilesOptions{.agent_log = "", .tpu_log_dir = dir_ + "/tpu", .worker_log_dir = dir_ + "/workers"});
-    service_ = std::make_unique<NodeServiceImpl>(ledger_.get(), workers_.get(), "127.0.0.1", kToken, [] {},
-                                                 log_files_.get());
+    // A v6e host with 4 chips (and, for the test, 2 GPUs): workers on bundles get their devices.
+    service_ = std::make_unique<NodeServiceImpl>(
+        ledger_.get(), workers_.get(), "127.0.0.1", kToken, [] {}, log_files_.get(),
+        HostDevices{.tpu_generation = TpuGeneration::kV6e, .chips = 4, .gpus = 2, .base_env = {}}, 1000);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -190,28 +194,119 @@ TEST_F(NodeServiceTest, ListAndReadLogs) {
   EXPECT_EQ(stub_->ReadLog(Ctx().get(), read, &reply).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
-TEST_F(NodeServiceTest, RunningWorkersKeepTheirChipsAndEnvironment) {
+// Commits bundle `index` of `group` with these devices in the agent's ledger, as the head's reservation would.
+void Reserve(BundleLedger& ledger, const std::string& group, int index, std::vector<int> chips, std::vector<int> gpus) {
+  ResourceSet r;
+  r.Set("CPU", 1);
+  if (!chips.empty()) r.Set("TPU", static_cast<double>(chips.size()));
+  if (!gpus.empty()) r.Set("GPU", static_cast<double>(gpus.size()));
+  ASSERT_TRUE(ledger.Prepare(group, 1, {{index, r, chips, gpus}}, 60'000'000).ok());
+  ASSERT_TRUE(ledger.Commit(group, 1).ok());
+}
+
+rpc::StartWorkerRequest OnBundle(const std::string& id, const std::string& group, int index,
+                                 const std::string& command) {
   rpc::StartWorkerRequest request;
-  request.set_worker_id("r0");
+  request.set_worker_id(id);
   request.set_owner("run-a");
   request.add_argv("/bin/sh");
   request.add_argv("-c");
-  request.add_argv("sleep 30");
+  request.add_argv(command);
+  request.set_group_id(group);
+  request.set_bundle_index(index);
+  return request;
+}
+
+TEST_F(NodeServiceTest, AWorkerOnABundleGetsExactlyItsDevices) {
+  Reserve(*ledger_, "pg-a/v6e-0", 0, {2, 3}, {1});
+  rpc::StartWorkerRequest request = OnBundle("r0", "pg-a/v6e-0", 0, "sleep 30");
   (*request.mutable_env_set())["TORUS_RUN_ID"] = "run-a";
-  request.add_chips(2);
-  request.add_chips(3);
+  (*request.mutable_env_set())["TPU_VISIBLE_CHIPS"] = "0,1,2,3";  // a worker's own claim loses to its bundle
+  (*request.mutable_env_set())["CUDA_VISIBLE_DEVICES"] = "0";
   rpc::StartWorkerReply reply;
   ASSERT_TRUE(stub_->StartWorker(Ctx().get(), request, &reply).ok());
   std::vector<RunningWorker> running = workers_->Running();
   ASSERT_EQ(running.size(), 1u);
   EXPECT_EQ(running[0].worker_id, "r0");
-  EXPECT_EQ(running[0].owner, "run-a");
   EXPECT_EQ(running[0].pid, reply.pid());
   EXPECT_EQ(running[0].chips, (std::vector<int>{2, 3}));
+  EXPECT_EQ(running[0].gpus, (std::vector<int>{1}));
   EXPECT_EQ(running[0].env_set.at("TORUS_RUN_ID"), "run-a");
+  EXPECT_EQ(running[0].env_set.at("TPU_VISIBLE_CHIPS"), "2,3");
+  EXPECT_EQ(running[0].env_set.at("TPU_CHIPS_PER_HOST_BOUNDS"), "1,2,1");
+  EXPECT_EQ(running[0].env_set.at("CUDA_VISIBLE_DEVICES"), "1");
+
+  rpc::ListWorkersReply listed;
+  ASSERT_TRUE(stub_->ListWorkers(Ctx().get(), rpc::ListWorkersRequest(), &listed).ok());
+  ASSERT_EQ(listed.workers_size(), 1);
+  EXPECT_EQ(listed.workers(0).group_id(), "pg-a/v6e-0");
+  EXPECT_EQ(listed.workers(0).bundle_index(), 0);
+  EXPECT_EQ(std::vector<int>(listed.workers(0).chips().begin(), listed.workers(0).chips().end()),
+            (std::vector<int>{2, 3}));
   workers_->Stop("r0", 0).IgnoreError();
   ASSERT_TRUE(WaitExited("r0"));
   EXPECT_TRUE(workers_->Running().empty());
+}
+
+TEST_F(NodeServiceTest, AWorkerWithoutChipsOnATpuHostIsKeptOffThem) {
+  Reserve(*ledger_, "pg-cpu", 0, {}, {});
+  rpc::StartWorkerRequest request = OnBundle("c0", "pg-cpu", 0, "sleep 30");
+  rpc::StartWorkerReply reply;
+  ASSERT_TRUE(stub_->StartWorker(Ctx().get(), request, &reply).ok());
+  std::vector<RunningWorker> running = workers_->Running();
+  ASSERT_EQ(running.size(), 1u);
+  EXPECT_EQ(running[0].env_set.at("JAX_PLATFORMS"), "cpu");
+  EXPECT_EQ(running[0].env_set.at("CUDA_VISIBLE_DEVICES"), "");
+  workers_->Stop("c0", 0).IgnoreError();
+  ASSERT_TRUE(WaitExited("c0"));
+}
+
+TEST_F(NodeServiceTest, AWorkerIsStartedOnlyOnABundleCommittedToItsGroup) {
+  rpc::StartWorkerReply reply;
+  grpc::Status s = stub_->StartWorker(Ctx().get(), OnBundle("w", "pg-x", 0, "true"), &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message(), "bundle 0 of group pg-x is not held on this host");
+  ResourceSet r;
+  r.Set("CPU", 1);
+  ASSERT_TRUE(ledger_->Prepare("pg-x", 5, {{0, r, {}, {}}}, 60'000'000).ok());
+  s = stub_->StartWorker(Ctx().get(), OnBundle("w", "pg-x", 0, "true"), &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message(), "bundle 0 of group pg-x is prepared but not committed");
+  rpc::StartWorkerRequest no_group = OnBundle("w", "", 0, "true");
+  s = stub_->StartWorker(Ctx().get(), no_group, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "group_id is required with bundle_index");
+  // Three chips cannot be isolated: refused, and the bundle keeps no binding.
+  Reserve(*ledger_, "pg-3", 0, {0, 1, 2}, {});
+  s = stub_->StartWorker(Ctx().get(), OnBundle("t3", "pg-3", 0, "true"), &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("bundle 0 of group pg-3: its chips cannot be isolated"), std::string::npos)
+      << s.error_message();
+  for (const LedgerEntry& e : ledger_->Entries()) EXPECT_TRUE(e.workers.empty()) << e.group_id;
+  EXPECT_TRUE(workers_->List().empty());
+}
+
+TEST_F(NodeServiceTest, ReleasingABundleStopsItsWorkersAndFreesItOnceTheyAreGone) {
+  Reserve(*ledger_, "pg-r", 0, {0}, {});
+  rpc::StartWorkerReply reply;
+  ASSERT_TRUE(stub_->StartWorker(Ctx().get(), OnBundle("r", "pg-r", 0, "trap '' TERM; sleep 30"), &reply).ok());
+  rpc::ReleaseBundlesRequest release;
+  release.set_group_id("pg-r");
+  release.set_grace_ms(500);
+  rpc::ReleaseBundlesReply released;
+  ASSERT_TRUE(stub_->ReleaseBundles(Ctx().get(), release, &released).ok());
+  EXPECT_EQ(released.released(), 1);
+  // Still held, marked released, while its worker ignores SIGTERM.
+  rpc::LedgerView ledger;
+  ASSERT_TRUE(stub_->GetLedger(Ctx().get(), rpc::GetLedgerRequest(), &ledger).ok());
+  ASSERT_EQ(ledger.entries_size(), 1);
+  EXPECT_TRUE(ledger.entries(0).released());
+  EXPECT_EQ(ledger.entries(0).workers(0), "r");
+  EXPECT_EQ(std::vector<int>(ledger.busy_chips().begin(), ledger.busy_chips().end()), (std::vector<int>{0}));
+  ASSERT_TRUE(WaitExited("r"));  // SIGKILL after the grace
+  // The agent's exit path unbinds the worker (here by hand, as the agent's main wires it).
+  EXPECT_TRUE(ledger_->Unbind("r"));
+  EXPECT_TRUE(ledger_->Entries().empty());
 }
 
 TEST_F(NodeServiceTest, StartErrors) {
@@ -226,6 +321,12 @@ TEST_F(NodeServiceTest, StartErrors) {
   EXPECT_NE(s.error_message().find("no-such-binary-xyz"), std::string::npos) << s.error_message();
   ASSERT_TRUE(Start("w", {"sleep", "30"}, &reply).ok());
   EXPECT_EQ(Start("w", {"true"}, &reply).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  // A duplicate start on a bundle leaves the running worker bound.
+  Reserve(*ledger_, "pg-d", 0, {}, {});
+  ASSERT_TRUE(stub_->StartWorker(Ctx().get(), OnBundle("d", "pg-d", 0, "sleep 30"), &reply).ok());
+  EXPECT_EQ(stub_->StartWorker(Ctx().get(), OnBundle("d", "pg-d", 0, "sleep 30"), &reply).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(ledger_->Entries()[0].workers, (std::set<std::string>{"d"}));
 }
 
 TEST_F(NodeServiceTest, StopWorkerAndOwner) {

@@ -227,7 +227,10 @@ absl::StatusOr<StartedWorker> WorkerSupervisor::Start(const WorkerSpec& spec) {
     record.info.start_time_ms = clock_->WallMillis();
     record.info.log_path = log_path;
     record.env_set = spec.env_set;
-    record.chips = spec.chips;
+    record.info.chips = spec.chips;
+    record.info.gpus = spec.gpus;
+    record.info.group_id = spec.group_id;
+    record.info.bundle_index = spec.bundle_index;
     spawn_queue_.push_back(&request);
   }
   spawner_cv_.notify_one();
@@ -605,7 +608,8 @@ std::vector<RunningWorker> WorkerSupervisor::Running() const {
   std::vector<RunningWorker> out;
   for (const auto& [id, record] : workers_) {
     if (record.exec_confirmed && record.info.running) {
-      out.push_back({record.info.worker_id, record.info.owner, record.info.pid, record.env_set, record.chips});
+      out.push_back({record.info.worker_id, record.info.owner, record.info.pid, record.env_set, record.info.chips,
+                     record.info.gpus});
     }
   }
   return out;

@@ -23,6 +23,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <set>
 #include <string>
@@ -44,7 +45,10 @@ struct WorkerSpec {
   std::map<std::string, std::string> env_set{};  // added to (or replacing in) the base environment
   std::vector<std::string> env_unset{};          // removed from it
   std::string cwd{};                             // empty = the agent's working directory
-  std::vector<int> chips{};                      // TPU chips of this host it holds, for metrics (may be empty)
+  std::vector<int> chips{};                      // TPU chips of this host it holds (may be empty)
+  std::vector<int> gpus{};                       // GPUs of this host it holds (may be empty)
+  std::string group_id{};                        // the bundle it runs on (for listings): ledger group ...
+  std::optional<int> bundle_index{};             // ... and index; unset: it holds no bundle
 };
 
 struct StartedWorker {
@@ -71,6 +75,10 @@ struct WorkerInfo {
   int64_t start_time_ms = 0;
   int64_t end_time_ms = 0;  // 0 while running
   std::string log_path;
+  std::string group_id;     // its bundle, when it has one
+  std::optional<int> bundle_index;
+  std::vector<int> chips;   // the devices it holds
+  std::vector<int> gpus;
 };
 
 // A running worker and the environment its spec added (what the metrics sampler tags samples from).
@@ -80,6 +88,7 @@ struct RunningWorker {
   pid_t pid = 0;
   std::map<std::string, std::string> env_set;
   std::vector<int> chips;  // as in its spec
+  std::vector<int> gpus;   // as in its spec
 };
 
 struct LogChunk {
@@ -132,7 +141,6 @@ class WorkerSupervisor {
   struct Record {
     WorkerInfo info;
     std::map<std::string, std::string> env_set;  // from the spec
-    std::vector<int> chips;                      // from the spec
     bool exec_confirmed = false;      // the spawner saw exec succeed; until then the record only holds the id
     bool reaped_early = false;        // the reaper collected it before exec was confirmed
     int early_wait_status = 0;        // its wait status then

@@ -216,6 +216,7 @@ absl::Status ClusterState::ApplyOne(const GroupSubmitted& r) {
 }
 
 void ClusterState::AddHistory(Group& g, int64_t wall_ms, const std::string& message) {
+  ++g.changes;
   g.history.push_back({wall_ms, PgStateName(g.state), message});
   if (g.history.size() > kMaxGroupHistory) g.history.erase(g.history.begin() + 1);
 }
@@ -240,7 +241,11 @@ absl::Status ClusterState::ApplyOne(const GroupWaiting& r) {
   const bool changed = g->state != PgState::kPending || g->history.empty() || g->history.back().message != r.reason;
   g->state = PgState::kPending;
   g->reason = r.reason;
-  if (changed) AddHistory(*g, r.wall_ms, r.reason);
+  if (changed) {
+    AddHistory(*g, r.wall_ms, r.reason);
+  } else {
+    ++g->changes;
+  }
   return absl::OkStatus();
 }
 

@@ -29,6 +29,51 @@ struct adl_serializer<std::optional<T>> {
 };
 }  // namespace nlohmann
 
+// Like nlohmann's NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE, but a missing or mistyped field is an error that names it:
+// `group: [json.exception.out_of_range.403] key 'group' not found`.
+template <typename T>
+void TorusGetField(const json& j, const char* name, T& value) {
+  try {
+    j.at(name).get_to(value);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(absl::StrCat(name, ": ", e.what()));
+  }
+}
+#define TORUS_JSON_FROM(field) TorusGetField(nlohmann_json_j, #field, nlohmann_json_t.field);
+#define TORUS_JSON_FIELDS(Type, ...)                                                                   \
+  inline void to_json(nlohmann::json& nlohmann_json_j, const Type& nlohmann_json_t) {                 \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_TO, __VA_ARGS__))                           \
+  }                                                                                                    \
+  inline void from_json(const nlohmann::json& nlohmann_json_j, Type& nlohmann_json_t) {               \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(TORUS_JSON_FROM, __VA_ARGS__))                            \
+  }
+
+// Enums by name; an unknown name is an error (nlohmann's own enum macro would take the first value).
+#define TORUS_JSON_ENUM(Type, ...)                                                                     \
+  inline const std::vector<std::pair<Type, const char*>>& Type##Names() {                              \
+    static const auto* names = new std::vector<std::pair<Type, const char*>>(__VA_ARGS__);            \
+    return *names;                                                                                     \
+  }                                                                                                    \
+  inline void to_json(nlohmann::json& j, const Type& v) {                                              \
+    for (const auto& [value, name] : Type##Names()) {                                                  \
+      if (value == v) {                                                                                \
+        j = name;                                                                                      \
+        return;                                                                                        \
+      }                                                                                                \
+    }                                                                                                  \
+    j = nullptr;                                                                                       \
+  }                                                                                                    \
+  inline void from_json(const nlohmann::json& j, Type& v) {                                            \
+    const std::string text = j.get<std::string>();                                                     \
+    for (const auto& [value, name] : Type##Names()) {                                                  \
+      if (text == name) {                                                                              \
+        v = value;                                                                                     \
+        return;                                                                                        \
+      }                                                                                                \
+    }                                                                                                  \
+    throw std::invalid_argument(absl::StrCat("\"", text, "\" is not a ", #Type));                   \
+  }
+
 namespace torus {
 
 void to_json(json& j, const ResourceSet& r) {
@@ -59,16 +104,16 @@ void from_json(const json& j, Topology& t) { t.dims = j.get<std::vector<int>>();
 
 namespace sched {
 
-NLOHMANN_JSON_SERIALIZE_ENUM(Strategy, {{Strategy::kPack, "PACK"},
+TORUS_JSON_ENUM(Strategy, {{Strategy::kPack, "PACK"},
                                         {Strategy::kSpread, "SPREAD"},
                                         {Strategy::kStrictPack, "STRICT_PACK"},
                                         {Strategy::kStrictSpread, "STRICT_SPREAD"}})
-NLOHMANN_JSON_SERIALIZE_ENUM(BundleUnit, {{BundleUnit::kHost, "host"}, {BundleUnit::kChip, "chip"}})
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(BundleAlternative, bundles, bundle_selectors)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(BundleRequest, primary, fallbacks, strategy, fixed)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SliceShapeRequest, generation, topology, num_slices, chips_per_host,
+TORUS_JSON_ENUM(BundleUnit, {{BundleUnit::kHost, "host"}, {BundleUnit::kChip, "chip"}})
+TORUS_JSON_FIELDS(BundleAlternative, bundles, bundle_selectors)
+TORUS_JSON_FIELDS(BundleRequest, primary, fallbacks, strategy, fixed)
+TORUS_JSON_FIELDS(SliceShapeRequest, generation, topology, num_slices, chips_per_host,
                                                 selector)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SliceGroupRequest, primary, fallbacks, unit, resources_per_bundle,
+TORUS_JSON_FIELDS(SliceGroupRequest, primary, fallbacks, unit, resources_per_bundle,
                                                 keep_slices)
 
 }  // namespace sched
@@ -84,50 +129,50 @@ void from_json(const json& j, Id<Tag>& id) {
   id = Id<Tag>(j.get<std::string>());
 }
 
-NLOHMANN_JSON_SERIALIZE_ENUM(NodeState, {{NodeState::kAlive, "ALIVE"}, {NodeState::kDead, "DEAD"}})
-NLOHMANN_JSON_SERIALIZE_ENUM(PgState, {{PgState::kPending, "PENDING"},
+TORUS_JSON_ENUM(NodeState, {{NodeState::kAlive, "ALIVE"}, {NodeState::kDead, "DEAD"}})
+TORUS_JSON_ENUM(PgState, {{PgState::kPending, "PENDING"},
                                        {PgState::kCreated, "CREATED"},
                                        {PgState::kRescheduling, "RESCHEDULING"},
                                        {PgState::kRemoved, "REMOVED"},
                                        {PgState::kFailed, "FAILED"}})
-NLOHMANN_JSON_SERIALIZE_ENUM(PgKind, {{PgKind::kBundles, "bundles"}, {PgKind::kSlices, "slices"}})
-NLOHMANN_JSON_SERIALIZE_ENUM(OwnerKind, {{OwnerKind::kNone, ""}, {OwnerKind::kJob, "job"}, {OwnerKind::kRun, "run"}})
-NLOHMANN_JSON_SERIALIZE_ENUM(WorkerPhase, {{WorkerPhase::kStarting, "STARTING"},
+TORUS_JSON_ENUM(PgKind, {{PgKind::kBundles, "bundles"}, {PgKind::kSlices, "slices"}})
+TORUS_JSON_ENUM(OwnerKind, {{OwnerKind::kNone, ""}, {OwnerKind::kJob, "job"}, {OwnerKind::kRun, "run"}})
+TORUS_JSON_ENUM(WorkerPhase, {{WorkerPhase::kStarting, "STARTING"},
                                            {WorkerPhase::kRunning, "RUNNING"},
                                            {WorkerPhase::kExited, "EXITED"}})
-NLOHMANN_JSON_SERIALIZE_ENUM(JobStatus, {{JobStatus::kPending, "PENDING"},
+TORUS_JSON_ENUM(JobStatus, {{JobStatus::kPending, "PENDING"},
                                          {JobStatus::kRunning, "RUNNING"},
                                          {JobStatus::kStopped, "STOPPED"},
                                          {JobStatus::kSucceeded, "SUCCEEDED"},
                                          {JobStatus::kFailed, "FAILED"}})
-NLOHMANN_JSON_SERIALIZE_ENUM(RunStatus, {{RunStatus::kPending, "PENDING"},
+TORUS_JSON_ENUM(RunStatus, {{RunStatus::kPending, "PENDING"},
                                          {RunStatus::kRunning, "RUNNING"},
                                          {RunStatus::kRestarting, "RESTARTING"},
                                          {RunStatus::kSucceeded, "SUCCEEDED"},
                                          {RunStatus::kFailed, "FAILED"},
                                          {RunStatus::kStopped, "STOPPED"}})
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(NodeRegistration, node_id, address, hostname, total, labels, pid,
+TORUS_JSON_FIELDS(NodeRegistration, node_id, address, hostname, total, labels, pid,
                                                 start_time_ms, agent_port)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Node, info, state, incarnation, registered_wall_ms, died_wall_ms,
+TORUS_JSON_FIELDS(Node, info, state, incarnation, registered_wall_ms, died_wall_ms,
                                                 death_reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Owner, kind, id)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HeldBundle, index, ledger_index, node, ledger_group, attempt,
+TORUS_JSON_FIELDS(Owner, kind, id)
+TORUS_JSON_FIELDS(HeldBundle, index, ledger_index, node, ledger_group, attempt,
                                                 slice_name, worker_id, chips, gpus, resources, lost)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PgEvent, time_ms, state, message)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Group, id, name, kind, bundle_request, slice_request, request_text,
+TORUS_JSON_FIELDS(PgEvent, time_ms, state, message)
+TORUS_JSON_FIELDS(Group, id, name, kind, bundle_request, slice_request, request_text,
                                                 owner, seq, state, reason, alternative, bundles, slices, history,
-                                                created_wall_ms, timeout_s)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WorkerExit, exit_code, signal, lost, reason, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Worker, id, owner, attempt, rank, node, group, ledger_group, bundle,
+                                                created_wall_ms, timeout_s, changes)
+TORUS_JSON_FIELDS(WorkerExit, exit_code, signal, lost, start_failed, reason, wall_ms)
+TORUS_JSON_FIELDS(Worker, id, owner, attempt, rank, node, group, ledger_group, bundle,
                                                 chips, gpus, phase, pid, start_wall_ms, exit)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobRequest, entrypoint, submission_id, env_vars, working_dir, metadata,
+TORUS_JSON_FIELDS(JobRequest, entrypoint, submission_id, env_vars, working_dir, metadata,
                                                 resources, label_selector, runtime_env_json)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Job, id, request, status, message, error_type, submit_time_ms,
+TORUS_JSON_FIELDS(Job, id, request, status, message, error_type, submit_time_ms,
                                                 start_time_ms, end_time_ms, group, worker, exit_code, stop_requested)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RankState, rank, worker, node, address, slice_name, chips, gpus)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MetricPoint, step, metrics_json, time_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RunAttempt, number, start_time_ms, end_time_ms, end_reason,
+TORUS_JSON_FIELDS(RankState, rank, worker, node, address, slice_name, chips, gpus)
+TORUS_JSON_FIELDS(StepMetrics, step, metrics_json, time_ms)
+TORUS_JSON_FIELDS(RunAttempt, number, start_time_ms, end_time_ms, end_reason,
                                                 checkpoint_dir, ranks, metrics)
 
 // A run: its spec in the run-spec JSON form; the plan is derived again on decoding.
@@ -147,48 +192,50 @@ void to_json(json& j, const Run& r) {
            {"committed", r.committed}};
 }
 void from_json(const json& j, Run& r) {
-  r.id = j.at("id").get<RunId>();
-  auto spec = train::RunSpecFromJson(j.at("spec").get<std::string>());
+  TorusGetField(j, "id", r.id);
+  std::string spec_json;
+  TorusGetField(j, "spec", spec_json);
+  auto spec = train::RunSpecFromJson(spec_json);
   if (!spec.ok()) throw std::invalid_argument(absl::StrCat("spec: ", spec.status().message()));
   r.spec = *std::move(spec);
   auto plan = train::PlanRun(r.spec);
   if (!plan.ok()) throw std::invalid_argument(absl::StrCat("spec: ", plan.status().message()));
   r.plan = *std::move(plan);
-  j.at("group").get_to(r.group);
-  j.at("token").get_to(r.token);
-  j.at("status").get_to(r.status);
-  j.at("message").get_to(r.message);
-  j.at("failures").get_to(r.failures);
-  j.at("attempts").get_to(r.attempts);
-  j.at("created_time_ms").get_to(r.created_time_ms);
-  j.at("end_time_ms").get_to(r.end_time_ms);
-  j.at("stop_requested").get_to(r.stop_requested);
-  j.at("reports").get_to(r.reports);
-  j.at("committed").get_to(r.committed);
+  TorusGetField(j, "group", r.group);
+  TorusGetField(j, "token", r.token);
+  TorusGetField(j, "status", r.status);
+  TorusGetField(j, "message", r.message);
+  TorusGetField(j, "failures", r.failures);
+  TorusGetField(j, "attempts", r.attempts);
+  TorusGetField(j, "created_time_ms", r.created_time_ms);
+  TorusGetField(j, "end_time_ms", r.end_time_ms);
+  TorusGetField(j, "stop_requested", r.stop_requested);
+  TorusGetField(j, "reports", r.reports);
+  TorusGetField(j, "committed", r.committed);
 }
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HeadStarted, epoch, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(NodeRegistered, info, incarnation, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(NodeDied, node, incarnation, reason, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GroupSubmitted, group)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GroupPlaced, group, alternative, bundles, slices, message, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GroupWaiting, group, reason, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GroupBundlesLost, group, lost_indices, dropped_slices, message, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GroupEnded, group, state, message, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WorkerStarting, worker)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WorkerStarted, worker, pid, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WorkerExited, worker, exit)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSubmitted, job)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobUpdated, job, status, message, error_type, exit_code, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobStopRequested, job)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobDeleted, job)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RunSubmitted, run, spec_json, token, group, committed, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AttemptStarted, run, attempt)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(AttemptEnded, run, number, reason, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RunFinished, run, status, message, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RunStopRequested, run)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RunReported, run, attempt, rank, step, metrics_json, checkpoint, wall_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointCommitted, run, step, dir, committed)
+TORUS_JSON_FIELDS(HeadStarted, epoch, wall_ms)
+TORUS_JSON_FIELDS(NodeRegistered, info, incarnation, wall_ms)
+TORUS_JSON_FIELDS(NodeDied, node, incarnation, reason, wall_ms)
+TORUS_JSON_FIELDS(GroupSubmitted, group)
+TORUS_JSON_FIELDS(GroupPlaced, group, alternative, bundles, slices, message, wall_ms)
+TORUS_JSON_FIELDS(GroupWaiting, group, reason, wall_ms)
+TORUS_JSON_FIELDS(GroupBundlesLost, group, lost_indices, dropped_slices, message, wall_ms)
+TORUS_JSON_FIELDS(GroupEnded, group, state, message, wall_ms)
+TORUS_JSON_FIELDS(WorkerStarting, worker)
+TORUS_JSON_FIELDS(WorkerStarted, worker, pid, wall_ms)
+TORUS_JSON_FIELDS(WorkerExited, worker, exit)
+TORUS_JSON_FIELDS(JobSubmitted, job)
+TORUS_JSON_FIELDS(JobUpdated, job, status, message, error_type, exit_code, wall_ms)
+TORUS_JSON_FIELDS(JobStopRequested, job)
+TORUS_JSON_FIELDS(JobDeleted, job)
+TORUS_JSON_FIELDS(RunSubmitted, run, spec_json, token, group, committed, wall_ms)
+TORUS_JSON_FIELDS(AttemptStarted, run, attempt)
+TORUS_JSON_FIELDS(AttemptEnded, run, number, reason, wall_ms)
+TORUS_JSON_FIELDS(RunFinished, run, status, message, wall_ms)
+TORUS_JSON_FIELDS(RunStopRequested, run)
+TORUS_JSON_FIELDS(RunReported, run, attempt, rank, step, metrics_json, checkpoint, wall_ms)
+TORUS_JSON_FIELDS(CheckpointCommitted, run, step, dir, committed)
 
 namespace {
 
@@ -214,10 +261,26 @@ constexpr int kSnapshotFormat = 1;
 
 }  // namespace
 
-std::string StateCodec::EncodeRecord(const Record& record) {
+namespace {
+
+json RecordJson(const Record& record) {
   json j = std::visit([](const auto& r) { return json(r); }, record);
   j["type"] = RecordName(record);
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return j;
+}
+
+}  // namespace
+
+std::string StateCodec::EncodeRecord(const Record& record) {
+  return RecordJson(record).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::optional<std::string> StateCodec::EncodeRecordExact(const Record& record) {
+  try {
+    return RecordJson(record).dump(-1, ' ', false, json::error_handler_t::strict);
+  } catch (const json::type_error&) {
+    return std::nullopt;  // text that is not UTF-8
+  }
 }
 
 absl::StatusOr<Record> StateCodec::DecodeRecord(std::string_view text) {

@@ -3,11 +3,15 @@
 //
 //   {"type":"GroupEnded","group":"pg-4k1x0q9z2a","state":"REMOVED","message":"removed","wall_ms":1733050000000}
 //
-// Encoding is deterministic (object keys in order), so two equal states encode to equal text.
+// Encoding is deterministic (object keys in order), so two equal states encode to equal text. JSON text is UTF-8:
+// a byte of a string that is not UTF-8 is written as U+FFFD, so such a record does not decode to itself.
+// StateStore therefore applies the record as it decodes from the journal (see Txn::Apply), and a replayed state
+// always equals the live one.
 //
 // Thread-safety: pure functions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,6 +24,8 @@ namespace torus::head {
 class StateCodec {
  public:
   static std::string EncodeRecord(const Record& record);
+  // The record's text when every string in it is UTF-8; nullopt otherwise (EncodeRecord would replace bytes).
+  static std::optional<std::string> EncodeRecordExact(const Record& record);
   // InvalidArgument naming the record type and the problem (unknown type, missing or mistyped field).
   static absl::StatusOr<Record> DecodeRecord(std::string_view text);
 

@@ -14,9 +14,10 @@ void Liveness::Restored(const NodeId& node, uint64_t incarnation) {
   nodes_[node.str()] = Entry{incarnation, clock_->NowMicros(), false, std::nullopt};
 }
 
-void Liveness::Forget(const NodeId& node) {
+void Liveness::Forget(const NodeId& node, uint64_t incarnation) {
   absl::MutexLock lock(&mu_);
-  nodes_.erase(node.str());
+  auto it = nodes_.find(node.str());
+  if (it != nodes_.end() && it->second.incarnation == incarnation) nodes_.erase(it);
 }
 
 Liveness::Beat Liveness::Heartbeat(const NodeId& node, uint64_t incarnation, const ResourceSet* available) {

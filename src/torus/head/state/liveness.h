@@ -31,8 +31,8 @@ class Liveness {
   void Registered(const NodeId& node, uint64_t incarnation, ResourceSet reported_available);
   // The node is alive in a replayed state: heard now, unconfirmed until it registers.
   void Restored(const NodeId& node, uint64_t incarnation);
-  // The node is dead: forgotten.
-  void Forget(const NodeId& node);
+  // The node is dead as `incarnation`: forgotten (unless it registered again since, as another incarnation).
+  void Forget(const NodeId& node, uint64_t incarnation);
 
   enum class Beat { kOk, kReregister };
   // kReregister unless `node` is confirmed as `incarnation`. `available` (null = unchanged) is stored.

@@ -30,6 +30,7 @@ std::string WorkerPhaseName(WorkerPhase p) {
 
 std::string WorkerExit::Describe() const {
   if (lost) return absl::StrCat("was lost: ", reason);
+  if (start_failed) return absl::StrCat("failed to start: ", reason);
   if (signal != 0) return absl::StrCat("was killed by signal ", signal);
   return absl::StrCat("exited with code ", exit_code);
 }

@@ -108,6 +108,7 @@ struct Group {
   std::vector<PgEvent> history;
   int64_t created_wall_ms = 0;
   double timeout_s = 0;                    // 0 = wait until removed
+  uint64_t changes = 0;                    // bumped by every record about the group
 
   bool Live() const { return state != PgState::kRemoved && state != PgState::kFailed; }
   bool Waiting() const { return state == PgState::kPending || state == PgState::kRescheduling; }
@@ -119,15 +120,17 @@ struct Group {
 enum class WorkerPhase { kStarting, kRunning, kExited };
 std::string WorkerPhaseName(WorkerPhase p);
 
-// How a worker ended. `lost`: it vanished with its host or was not found there (no exit code).
+// How a worker ended. `lost`: it vanished with its host or was not found there (no exit code); `start_failed`:
+// its agent could not start it.
 struct WorkerExit {
-  int exit_code = 0;  // valid when signal == 0 and !lost
+  int exit_code = 0;  // valid when signal == 0 and !lost and !start_failed
   int signal = 0;
   bool lost = false;
-  std::string reason;  // for lost workers: why
+  bool start_failed = false;
+  std::string reason;  // for lost workers and failed starts: why
   int64_t wall_ms = 0;
-  bool Succeeded() const { return !lost && signal == 0 && exit_code == 0; }
-  // "exited with code 1", "was killed by signal 9", "was lost: <reason>"
+  bool Succeeded() const { return !lost && !start_failed && signal == 0 && exit_code == 0; }
+  // "exited with code 1", "was killed by signal 9", "was lost: <reason>", "failed to start: <reason>"
   std::string Describe() const;
   bool operator==(const WorkerExit&) const = default;
 };
@@ -204,11 +207,11 @@ struct RankState {
   bool operator==(const RankState&) const = default;
 };
 
-struct MetricPoint {
+struct StepMetrics {
   int64_t step = 0;
   std::string metrics_json;  // rank 0's metrics object, as reported
   int64_t time_ms = 0;
-  bool operator==(const MetricPoint&) const = default;
+  bool operator==(const StepMetrics&) const = default;
 };
 
 struct RunAttempt {
@@ -218,7 +221,7 @@ struct RunAttempt {
   std::string end_reason;
   std::string checkpoint_dir;  // what it resumed from
   std::vector<RankState> ranks;
-  std::vector<MetricPoint> metrics;  // the last kMaxMetricPoints reports of rank 0
+  std::vector<StepMetrics> metrics;  // the last kMaxMetricPoints reports of rank 0
   bool ended() const { return end_time_ms != 0; }
   bool operator==(const RunAttempt&) const = default;
 };

@@ -10,12 +10,20 @@
 namespace torus::head {
 
 absl::Status Txn::Apply(Record record) {
+  std::optional<std::string> text = StateCodec::EncodeRecordExact(record);
+  if (!text) {
+    text = StateCodec::EncodeRecord(record);
+    auto as_journaled = StateCodec::DecodeRecord(*text);
+    if (!as_journaled.ok()) return as_journaled.status();
+    record = *std::move(as_journaled);
+  }
   absl::Status applied = state_.Apply(record);
   if (!applied.ok()) {
     spdlog::error("state: refused {}: {}", RecordName(record), std::string(applied.message()));
     return applied;
   }
   records_.push_back(std::move(record));
+  encoded_.push_back(*std::move(text));
   return absl::OkStatus();
 }
 
@@ -61,10 +69,7 @@ absl::StatusOr<StateStore::Recovery> StateStore::Open() {
 
 void StateStore::CommitLocked(Txn& txn) {
   if (txn.records_.empty()) return;
-  std::vector<std::string> encoded;
-  encoded.reserve(txn.records_.size());
-  for (const Record& r : txn.records_) encoded.push_back(StateCodec::EncodeRecord(r));
-  absl::Status appended = journal_->Append(encoded);
+  absl::Status appended = journal_->Append(txn.encoded_);
   if (!appended.ok()) {
     // The state already holds these records; serving it would acknowledge what a restart would not find.
     spdlog::critical("{}; the head stops so that no acknowledged change is lost", std::string(appended.message()));

@@ -38,7 +38,8 @@ class Txn {
  public:
   const ClusterState& state() const { return state_; }
   // Applies `record` to the state and keeps it for the journal. An error (the record does not fit the state) leaves
-  // both unchanged and is logged: it means a bug in the caller's logic.
+  // both unchanged and is logged: it means a bug in the caller's logic. A record holding text that is not UTF-8 is
+  // applied as the journal will hold it (each bad byte as U+FFFD), so that a replay gives the same state.
   absl::Status Apply(Record record);
   const std::vector<Record>& records() const { return records_; }
 
@@ -47,6 +48,7 @@ class Txn {
   explicit Txn(ClusterState& state) : state_(state) {}
   ClusterState& state_;
   std::vector<Record> records_;
+  std::vector<std::string> encoded_;  // records_, as the journal writes them
 };
 
 class StateStore {

@@ -1,0 +1,228 @@
+#include "torus/head/agents/grpc_agent_pool.h"
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "torus/rpc/auth.h"
+#include "torus/rpc/convert.h"
+
+namespace torus::head {
+
+namespace {
+
+// Counts outstanding async calls and lets one thread wait for all of them.
+class Latch {
+ public:
+  explicit Latch(size_t n) : left_(n) {}
+  void CountDown() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--left_ == 0) cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return left_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t left_;
+};
+
+// Runs one async unary call per entry and waits for all; `start` fills the request, issues the call and must invoke
+// `done` exactly once. Replies are kept for the caller in `replies`.
+template <typename Request, typename Reply>
+std::vector<absl::Status> RunAll(
+    size_t n,
+    const std::function<void(size_t, grpc::ClientContext*, Request*, Reply*, std::function<void(grpc::Status)>)>& start,
+    const std::string& token, std::chrono::milliseconds timeout, std::vector<Reply>* replies = nullptr) {
+  struct Call {
+    grpc::ClientContext ctx;
+    Request request;
+    Reply reply;
+  };
+  std::vector<std::unique_ptr<Call>> calls(n);
+  std::vector<absl::Status> results(n);
+  Latch latch(n);
+  for (size_t i = 0; i < n; ++i) {
+    calls[i] = std::make_unique<Call>();
+    calls[i]->ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", token));
+    calls[i]->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    start(i, &calls[i]->ctx, &calls[i]->request, &calls[i]->reply, [&results, &latch, i](grpc::Status s) {
+      results[i] = rpc::FromGrpc(s);
+      latch.CountDown();
+    });
+  }
+  if (n > 0) latch.Wait();
+  if (replies != nullptr) {
+    replies->clear();
+    for (auto& call : calls) replies->push_back(std::move(call->reply));
+  }
+  return results;
+}
+
+void ToBundleSpec(const HeldBundle& b, rpc::BundleSpec* spec) {
+  spec->set_index(b.ledger_index);
+  rpc::ToProto(b.resources, spec->mutable_resources());
+  for (int chip : b.chips) spec->add_chips(chip);
+  for (int gpu : b.gpus) spec->add_gpus(gpu);
+}
+
+template <typename Reply>
+absl::StatusOr<Reply> Unary(const std::string& token, std::chrono::milliseconds timeout,
+                            const std::function<grpc::Status(grpc::ClientContext*, Reply*)>& call) {
+  grpc::ClientContext ctx;
+  ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", token));
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  Reply reply;
+  grpc::Status s = call(&ctx, &reply);
+  if (!s.ok()) return rpc::FromGrpc(s);
+  return reply;
+}
+
+}  // namespace
+
+GrpcAgentPool::GrpcAgentPool(std::string token, std::chrono::milliseconds rpc_timeout)
+    : token_(std::move(token)), rpc_timeout_(rpc_timeout) {}
+
+rpc::NodeService::Stub* GrpcAgentPool::StubFor(const std::string& target) {
+  absl::MutexLock lock(&mu_);
+  auto& stub = stubs_[target];
+  if (!stub) stub = rpc::NodeService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  return stub.get();
+}
+
+std::vector<absl::Status> GrpcAgentPool::Prepare(const std::vector<AgentBundles>& entries, int64_t ttl_ms) {
+  return RunAll<rpc::PrepareBundlesRequest, rpc::PrepareBundlesReply>(
+      entries.size(),
+      [&](size_t i, grpc::ClientContext* ctx, rpc::PrepareBundlesRequest* req, rpc::PrepareBundlesReply* reply,
+          std::function<void(grpc::Status)> done) {
+        req->set_group_id(entries[i].ledger_group);
+        req->set_attempt(entries[i].attempt);
+        req->set_ttl_ms(ttl_ms);
+        for (const HeldBundle& b : entries[i].bundles) ToBundleSpec(b, req->add_bundles());
+        StubFor(entries[i].target)->async()->PrepareBundles(ctx, req, reply, std::move(done));
+      },
+      token_, rpc_timeout_);
+}
+
+std::vector<absl::Status> GrpcAgentPool::Commit(const std::vector<AgentBundles>& entries) {
+  return RunAll<rpc::CommitBundlesRequest, rpc::CommitBundlesReply>(
+      entries.size(),
+      [&](size_t i, grpc::ClientContext* ctx, rpc::CommitBundlesRequest* req, rpc::CommitBundlesReply* reply,
+          std::function<void(grpc::Status)> done) {
+        req->set_group_id(entries[i].ledger_group);
+        req->set_attempt(entries[i].attempt);
+        StubFor(entries[i].target)->async()->CommitBundles(ctx, req, reply, std::move(done));
+      },
+      token_, rpc_timeout_);
+}
+
+void GrpcAgentPool::Cancel(const std::vector<AgentBundles>& entries) {
+  RunAll<rpc::CancelBundlesRequest, rpc::CancelBundlesReply>(
+      entries.size(),
+      [&](size_t i, grpc::ClientContext* ctx, rpc::CancelBundlesRequest* req, rpc::CancelBundlesReply* reply,
+          std::function<void(grpc::Status)> done) {
+        req->set_group_id(entries[i].ledger_group);
+        req->set_attempt(entries[i].attempt);
+        StubFor(entries[i].target)->async()->CancelBundles(ctx, req, reply, std::move(done));
+      },
+      token_, rpc_timeout_);
+}
+
+void GrpcAgentPool::Release(const std::vector<AgentBundles>& entries) {
+  RunAll<rpc::ReleaseBundlesRequest, rpc::ReleaseBundlesReply>(
+      entries.size(),
+      [&](size_t i, grpc::ClientContext* ctx, rpc::ReleaseBundlesRequest* req, rpc::ReleaseBundlesReply* reply,
+          std::function<void(grpc::Status)> done) {
+        req->set_group_id(entries[i].ledger_group);
+        for (const HeldBundle& b : entries[i].bundles) req->add_indices(b.ledger_index);
+        StubFor(entries[i].target)->async()->ReleaseBundles(ctx, req, reply, std::move(done));
+      },
+      token_, rpc_timeout_);
+}
+
+std::vector<absl::StatusOr<int64_t>> GrpcAgentPool::StartWorkers(
+    const std::vector<std::pair<std::string, StartSpec>>& targets_and_specs) {
+  std::vector<rpc::StartWorkerReply> replies;
+  std::vector<absl::Status> statuses = RunAll<rpc::StartWorkerRequest, rpc::StartWorkerReply>(
+      targets_and_specs.size(),
+      [&](size_t i, grpc::ClientContext* ctx, rpc::StartWorkerRequest* req, rpc::StartWorkerReply* reply,
+          std::function<void(grpc::Status)> done) {
+        const StartSpec& spec = targets_and_specs[i].second;
+        req->set_worker_id(spec.id.str());
+        req->set_owner(spec.owner);
+        for (const std::string& arg : spec.argv) req->add_argv(arg);
+        req->mutable_env_set()->insert(spec.env_set.begin(), spec.env_set.end());
+        for (const std::string& key : spec.env_unset) req->add_env_unset(key);
+        req->set_cwd(spec.cwd);
+        if (spec.bundle >= 0) {
+          req->set_group_id(spec.ledger_group);
+          req->set_bundle_index(spec.bundle);
+        }
+        StubFor(targets_and_specs[i].first)->async()->StartWorker(ctx, req, reply, std::move(done));
+      },
+      token_, rpc_timeout_, &replies);
+  std::vector<absl::StatusOr<int64_t>> out;
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (statuses[i].ok()) {
+      out.push_back(replies[i].pid());
+    } else {
+      out.push_back(statuses[i]);
+    }
+  }
+  return out;
+}
+
+void GrpcAgentPool::StopWorkers(const std::vector<std::pair<std::string, WorkerId>>& targets_and_workers,
+                                int64_t grace_ms) {
+  RunAll<rpc::StopWorkerRequest, rpc::StopWorkerReply>(
+      targets_and_workers.size(),
+      [&](size_t i, grpc::ClientContext* ctx, rpc::StopWorkerRequest* req, rpc::StopWorkerReply* reply,
+          std::function<void(grpc::Status)> done) {
+        req->set_worker_id(targets_and_workers[i].second.str());
+        req->set_grace_ms(grace_ms);
+        StubFor(targets_and_workers[i].first)->async()->StopWorker(ctx, req, reply, std::move(done));
+      },
+      token_, rpc_timeout_);
+}
+
+absl::StatusOr<LogChunk> GrpcAgentPool::ReadWorkerLog(const std::string& target, const WorkerId& worker,
+                                                      int64_t offset, int64_t max_bytes) {
+  rpc::ReadWorkerLogRequest request;
+  request.set_worker_id(worker.str());
+  request.set_offset(offset);
+  request.set_max_bytes(max_bytes);
+  auto reply = Unary<rpc::ReadWorkerLogReply>(token_, rpc_timeout_,
+                                              [&](grpc::ClientContext* ctx, rpc::ReadWorkerLogReply* r) {
+                                                return StubFor(target)->ReadWorkerLog(ctx, request, r);
+                                              });
+  if (!reply.ok()) return reply.status();
+  return LogChunk{reply->data(), reply->next_offset(), reply->finished()};
+}
+
+absl::StatusOr<int> GrpcAgentPool::FreePort(const std::string& target) {
+  auto reply = Unary<rpc::FreePortReply>(token_, rpc_timeout_, [&](grpc::ClientContext* ctx, rpc::FreePortReply* r) {
+    return StubFor(target)->FreePort(ctx, rpc::FreePortRequest(), r);
+  });
+  if (!reply.ok()) return reply.status();
+  return reply->port();
+}
+
+absl::StatusOr<rpc::ListLogsReply> GrpcAgentPool::ListLogs(const std::string& target) {
+  return Unary<rpc::ListLogsReply>(token_, rpc_timeout_, [&](grpc::ClientContext* ctx, rpc::ListLogsReply* r) {
+    return StubFor(target)->ListLogs(ctx, rpc::ListLogsRequest(), r);
+  });
+}
+
+absl::StatusOr<rpc::ReadLogReply> GrpcAgentPool::ReadLog(const std::string& target,
+                                                         const rpc::ReadLogRequest& request) {
+  return Unary<rpc::ReadLogReply>(token_, rpc_timeout_, [&](grpc::ClientContext* ctx, rpc::ReadLogReply* r) {
+    return StubFor(target)->ReadLog(ctx, request, r);
+  });
+}
+
+}  // namespace torus::head

@@ -1,0 +1,229 @@
+#include "torus/head/api/head_service.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "torus/common/well_known_labels.h"
+#include "torus/head/api/views.h"
+#include "torus/head/placement/group_requests.h"
+#include "torus/rpc/convert.h"
+#include "torus/rpc/server_auth.h"
+
+namespace torus::head {
+namespace {
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx, const grpc::Status& status) {
+  return rpc::FinishCall(ctx, status);
+}
+
+// What an agent reports holding, in domain form.
+AgentReport ReportOf(const rpc::RegisterNodeRequest& request, NodeRegistration info, ResourceSet available) {
+  AgentReport report{std::move(info), std::move(available), {}, {}};
+  for (const rpc::LedgerEntryView& e : request.bundles()) {
+    report.bundles.push_back({e.group_id(), e.bundle().index(), e.attempt(), e.committed()});
+  }
+  for (const rpc::WorkerView& w : request.workers()) {
+    report.workers.push_back(
+        {WorkerId(w.worker_id()), w.pid(), w.running(), w.exit_code(), w.signal(), w.end_time_ms()});
+  }
+  return report;
+}
+
+}  // namespace
+
+HeadServiceImpl::HeadServiceImpl(StateStore* store, Membership* membership, Liveness* liveness,
+                                 PlacementService* groups, const Clock* clock, HeadServiceOptions options)
+    : store_(store),
+      membership_(membership),
+      liveness_(liveness),
+      groups_(groups),
+      clock_(clock),
+      options_(std::move(options)),
+      start_time_ms_(clock->WallMillis()) {}
+
+grpc::Status HeadServiceImpl::Authenticate(const grpc::CallbackServerContext* ctx) const {
+  return rpc::CheckToken(ctx, options_.token);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::RegisterNode(grpc::CallbackServerContext* ctx,
+                                                        const rpc::RegisterNodeRequest* request,
+                                                        rpc::RegisterNodeReply* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  const rpc::NodeInfo& node = request->node();
+  auto total = rpc::FromProto(node.resources_total(), "resources_total");
+  if (!total.ok()) return Finish(ctx, rpc::ToGrpc(total.status()));
+  auto available = rpc::FromProto(request->resources_available(), "resources_available");
+  if (!available.ok()) return Finish(ctx, rpc::ToGrpc(available.status()));
+  NodeRegistration info{
+      .node_id = node.node_id(),
+      .address = node.address(),
+      .hostname = node.hostname(),
+      .total = *std::move(total),
+      .labels = rpc::FromProto(node.labels()),
+      .pid = node.pid(),
+      .start_time_ms = node.start_time_ms(),
+      .agent_port = node.agent_port(),
+  };
+  auto registered = membership_->Register(ReportOf(*request, std::move(info), *std::move(available)));
+  if (!registered.ok()) return Finish(ctx, rpc::ToGrpc(registered.status()));
+  reply->set_incarnation(registered->incarnation);
+  reply->set_heartbeat_period_ms(options_.heartbeat_period_ms);
+  reply->set_cluster_id(options_.cluster_id);
+  for (const auto& [group, index] : registered->release) {
+    rpc::BundleRef* ref = reply->add_release();
+    ref->set_group_id(group);
+    ref->set_index(index);
+  }
+  for (const WorkerId& w : registered->stop) reply->add_stop_workers(w.str());
+  return Finish(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::Heartbeat(grpc::CallbackServerContext* ctx,
+                                                     const rpc::HeartbeatRequest* request,
+                                                     rpc::HeartbeatReply* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  ResourceSet available;
+  if (request->has_resources_available()) {
+    auto parsed = rpc::FromProto(request->resources_available(), "resources_available");
+    if (!parsed.ok()) return Finish(ctx, rpc::ToGrpc(parsed.status()));
+    available = *std::move(parsed);
+  }
+  const Liveness::Beat beat = liveness_->Heartbeat(NodeId(request->node_id()), request->incarnation(),
+                                                   request->has_resources_available() ? &available : nullptr);
+  reply->set_action(beat == Liveness::Beat::kOk ? rpc::HeartbeatReply::OK : rpc::HeartbeatReply::REREGISTER);
+  return Finish(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::UnregisterNode(grpc::CallbackServerContext* ctx,
+                                                          const rpc::UnregisterNodeRequest* request,
+                                                          rpc::UnregisterNodeReply* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  absl::Status s = membership_->Unregister(NodeId(request->node_id()), request->incarnation(), request->reason());
+  if (s.ok()) spdlog::info("node {} unregistered: {}", request->node_id(), request->reason());
+  return Finish(ctx, rpc::ToGrpc(s));
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::MarkNodeDead(grpc::CallbackServerContext* ctx,
+                                                        const rpc::MarkNodeDeadRequest* request,
+                                                        rpc::MarkNodeDeadReply* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  auto was_alive = membership_->MarkDead(NodeId(request->node_id()), request->reason());
+  if (!was_alive.ok()) return Finish(ctx, rpc::ToGrpc(was_alive.status()));
+  reply->set_was_alive(*was_alive);
+  return Finish(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::GetClusterStatus(grpc::CallbackServerContext* ctx,
+                                                            const rpc::GetClusterStatusRequest* request,
+                                                            rpc::ClusterStatus* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  const int64_t wall = clock_->WallMillis();
+  store_->Read([&](const ClusterState& s) { BuildClusterStatus(s, *liveness_, request->include_dead(), wall, reply); });
+  reply->set_cluster_id(options_.cluster_id);
+  reply->set_head_start_time_ms(start_time_ms_);
+  return Finish(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::CreatePlacementGroup(grpc::CallbackServerContext* ctx,
+                                                                const rpc::PlacementGroupSpec* request,
+                                                                rpc::PlacementGroupView* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  auto bundles = BundleRequestFromProto(*request);
+  if (!bundles.ok()) return Finish(ctx, rpc::ToGrpc(bundles.status()));
+  auto group = groups_->CreateBundles(*std::move(bundles), request->name(), request->timeout_s());
+  if (!group.ok()) return Finish(ctx, rpc::ToGrpc(group.status()));
+  *reply = store_->Read([&](const ClusterState& s) { return GroupView(s, *group); });
+  return Finish(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::ReserveSlices(grpc::CallbackServerContext* ctx,
+                                                         const rpc::SliceGroupSpec* request,
+                                                         rpc::PlacementGroupView* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  auto slices = SliceRequestFromProto(*request);
+  if (!slices.ok()) return Finish(ctx, rpc::ToGrpc(slices.status()));
+  auto group = groups_->CreateSlices(*std::move(slices), request->name(), request->timeout_s());
+  if (!group.ok()) return Finish(ctx, rpc::ToGrpc(group.status()));
+  *reply = store_->Read([&](const ClusterState& s) { return GroupView(s, *group); });
+  return Finish(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::GetPlacementGroup(grpc::CallbackServerContext* ctx,
+                                                             const rpc::GetPlacementGroupRequest* request,
+                                                             rpc::PlacementGroupView* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  // Answered when the group settles or the wait ends, without holding a thread in between.
+  const int64_t wait_ms = std::clamp<int64_t>(request->wait_ready_ms(), 0, 3'600'000);
+  groups_->WaitSettled(request->id(), wait_ms, [this, reactor, reply](absl::StatusOr<Group> group) {
+    if (!group.ok()) {
+      reactor->Finish(rpc::ToGrpc(group.status()));
+      return;
+    }
+    *reply = store_->Read([&](const ClusterState& s) { return GroupView(s, *group); });
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::RemovePlacementGroup(grpc::CallbackServerContext* ctx,
+                                                                const rpc::RemovePlacementGroupRequest* request,
+                                                                rpc::PlacementGroupView* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  auto group = groups_->Remove(request->id());
+  if (!group.ok()) return Finish(ctx, rpc::ToGrpc(group.status()));
+  *reply = store_->Read([&](const ClusterState& s) { return GroupView(s, *group); });
+  return Finish(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::ListPlacementGroups(grpc::CallbackServerContext* ctx,
+                                                               const rpc::ListPlacementGroupsRequest* request,
+                                                               rpc::PlacementGroupList* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  const std::vector<Group> groups = groups_->List(request->include_removed());
+  store_->Read([&](const ClusterState& s) {
+    for (const Group& g : groups) *reply->add_groups() = GroupView(s, g);
+  });
+  return Finish(ctx, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::WorkerExited(grpc::CallbackServerContext* ctx,
+                                                        const rpc::WorkerExitedRequest* request,
+                                                        rpc::WorkerExitedReply* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  if (request->worker_id().empty()) {
+    return Finish(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker_id is required"));
+  }
+  absl::Status s = membership_->ReportWorkerExit(NodeId(request->node_id()), WorkerId(request->worker_id()),
+                                                 request->exit_code(), request->signal(), request->end_time_ms());
+  return Finish(ctx, rpc::ToGrpc(s));
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::ReportMetrics(grpc::CallbackServerContext* ctx,
+                                                         const rpc::MetricsReport* request,
+                                                         rpc::MetricsReportReply* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  std::optional<Labels> labels = store_->Read([&](const ClusterState& s) -> std::optional<Labels> {
+    const Node* n = s.FindNode(NodeId(request->node_id()));
+    if (n == nullptr || !n->alive() || n->incarnation != request->incarnation()) return std::nullopt;
+    return n->info.labels;
+  });
+  if (!labels) {
+    reply->set_unknown_node(true);
+    return Finish(ctx, grpc::Status::OK);
+  }
+  if (metrics_ != nullptr) metrics_->Ingest(NodeMetricTags(request->node_id(), *labels), *request, clock_->WallMillis());
+  return Finish(ctx, grpc::Status::OK);
+}
+
+MetricLabels NodeMetricTags(const std::string& node_id, const Labels& labels) {
+  MetricLabels tags = {{"node_id", node_id}};
+  auto slice = labels.find(std::string(kLabelTpuSliceName));
+  auto worker = labels.find(std::string(kLabelTpuWorkerId));
+  if (slice != labels.end()) tags.emplace_back("slice", slice->second);
+  if (worker != labels.end()) tags.emplace_back("worker_id", worker->second);
+  return tags;
+}
+
+}  // namespace torus::head

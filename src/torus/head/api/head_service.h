@@ -1,0 +1,84 @@
+// HeadServiceImpl: the head's gRPC handlers. Each handler checks the cluster token, converts the request to domain
+// types, calls the owning component and converts the answer back. No state of its own.
+//
+// Thread-safety: thread-safe; handlers run on gRPC's callback threads and touch only thread-safe components.
+#pragma once
+
+#include <string>
+
+#include "torus/common/clock.h"
+#include "torus/head.grpc.pb.h"
+#include "torus/head/metrics/metrics_store.h"
+#include "torus/head/nodes/membership.h"
+#include "torus/head/placement/placement_service.h"
+#include "torus/head/state/liveness.h"
+#include "torus/head/state/state_store.h"
+
+namespace torus::head {
+
+struct HeadServiceOptions {
+  std::string token;
+  std::string cluster_id;
+  int64_t heartbeat_period_ms = 500;
+};
+
+class HeadServiceImpl final : public rpc::HeadService::CallbackService {
+ public:
+  HeadServiceImpl(StateStore* store, Membership* membership, Liveness* liveness, PlacementService* groups,
+                  const Clock* clock, HeadServiceOptions options);
+
+  grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* ctx, const rpc::RegisterNodeRequest* request,
+                                         rpc::RegisterNodeReply* reply) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const rpc::HeartbeatRequest* request,
+                                      rpc::HeartbeatReply* reply) override;
+  grpc::ServerUnaryReactor* UnregisterNode(grpc::CallbackServerContext* ctx,
+                                           const rpc::UnregisterNodeRequest* request,
+                                           rpc::UnregisterNodeReply* reply) override;
+  grpc::ServerUnaryReactor* MarkNodeDead(grpc::CallbackServerContext* ctx, const rpc::MarkNodeDeadRequest* request,
+                                         rpc::MarkNodeDeadReply* reply) override;
+  grpc::ServerUnaryReactor* GetClusterStatus(grpc::CallbackServerContext* ctx,
+                                             const rpc::GetClusterStatusRequest* request,
+                                             rpc::ClusterStatus* reply) override;
+  grpc::ServerUnaryReactor* CreatePlacementGroup(grpc::CallbackServerContext* ctx,
+                                                 const rpc::PlacementGroupSpec* request,
+                                                 rpc::PlacementGroupView* reply) override;
+  grpc::ServerUnaryReactor* ReserveSlices(grpc::CallbackServerContext* ctx, const rpc::SliceGroupSpec* request,
+                                          rpc::PlacementGroupView* reply) override;
+  grpc::ServerUnaryReactor* GetPlacementGroup(grpc::CallbackServerContext* ctx,
+                                              const rpc::GetPlacementGroupRequest* request,
+                                              rpc::PlacementGroupView* reply) override;
+  grpc::ServerUnaryReactor* RemovePlacementGroup(grpc::CallbackServerContext* ctx,
+                                                 const rpc::RemovePlacementGroupRequest* request,
+                                                 rpc::PlacementGroupView* reply) override;
+  grpc::ServerUnaryReactor* ListPlacementGroups(grpc::CallbackServerContext* ctx,
+                                                const rpc::ListPlacementGroupsRequest* request,
+                                                rpc::PlacementGroupList* reply) override;
+  grpc::ServerUnaryReactor* WorkerExited(grpc::CallbackServerContext* ctx, const rpc::WorkerExitedRequest* request,
+                                         rpc::WorkerExitedReply* reply) override;
+
+  // Adds the report to the metrics store (set by SetMetricsStore) when its node is alive as that incarnation.
+  grpc::ServerUnaryReactor* ReportMetrics(grpc::CallbackServerContext* ctx, const rpc::MetricsReport* request,
+                                          rpc::MetricsReportReply* reply) override;
+
+  // Where agents' metric reports go; set before serving (reports are dropped without one).
+  void SetMetricsStore(MetricsStore* store) { metrics_ = store; }
+
+
+ private:
+  // OK when the call carries the cluster token; UNAUTHENTICATED otherwise.
+  grpc::Status Authenticate(const grpc::CallbackServerContext* ctx) const;
+
+  StateStore* store_;
+  Membership* membership_;
+  Liveness* liveness_;
+  PlacementService* groups_;
+  MetricsStore* metrics_ = nullptr;
+  const Clock* clock_;
+  const HeadServiceOptions options_;
+  const int64_t start_time_ms_;
+};
+
+// The tags the head adds to a node's samples: node_id, and slice and worker_id when the node is a TPU slice host.
+MetricLabels NodeMetricTags(const std::string& node_id, const Labels& labels);
+
+}  // namespace torus::head

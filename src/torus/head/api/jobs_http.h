@@ -1,0 +1,37 @@
+// The Ray Jobs REST API on the head's HTTP server (reference/semantics.md §9), so that Ray job clients and
+// KubeRay-style controllers can submit to torus:
+//
+//   GET  /api/version               {"version": "4", "ray_version", "ray_commit", "session_name"}
+//   POST /api/jobs/                 {"job_id", "submission_id"}
+//   GET  /api/jobs/                 [JobDetails]
+//   GET  /api/jobs/{id}             JobDetails, or 404 "Job {id} does not exist"
+//   GET  /api/jobs/{id}/logs        {"logs": "..."}
+//   POST /api/jobs/{id}/stop        {"stopped": bool}
+//   DELETE /api/jobs/{id}           {"deleted": true}; 400 while not terminal
+//
+// Bad requests (bad JSON, unknown fields, wrong types) get 400 with a text body naming the field.
+//
+// Thread-safety: handlers run on the HTTP server's threads and call the thread-safe JobService.
+#pragma once
+
+#include <httplib.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "torus/head/workloads/job_service.h"
+
+namespace torus::head {
+
+struct JobsHttpOptions {
+  std::string ray_version = "2.40.0";  // what Ray job clients are told; they refuse versions below 2.8
+  std::string session_name;
+};
+
+void RegisterJobRoutes(httplib::Server& server, JobService* jobs, JobsHttpOptions options);
+
+// Parses a POST /api/jobs/ body. InvalidArgument names the field and the expected type.
+absl::StatusOr<JobRequest> ParseJobSubmission(const std::string& body);
+
+}  // namespace torus::head

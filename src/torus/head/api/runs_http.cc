@@ -1,0 +1,88 @@
+#include "torus/head/api/runs_http.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "torus/head/api/http_util.h"
+#include "torus/head/api/views.h"
+#include "torus/train/run_spec.h"
+
+namespace torus::head {
+namespace {
+
+int HttpCode(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument: return 400;
+    case absl::StatusCode::kUnauthenticated: return 401;
+    case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kFailedPrecondition: return 409;
+    case absl::StatusCode::kAlreadyExists: return 409;
+    default: return 500;
+  }
+}
+
+void SendStatus(httplib::Response& res, const absl::Status& s) { SendError(res, HttpCode(s), std::string(s.message())); }
+
+bool IntParam(const httplib::Request& req, const std::string& name, int64_t fallback, int64_t& out,
+              httplib::Response& res) {
+  out = fallback;
+  if (!req.has_param(name)) return true;
+  if (!absl::SimpleAtoi(req.get_param_value(name), &out) || out < 0) {
+    SendError(res, 400, absl::StrCat("query parameter ", name, " must be a non-negative integer"));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void RegisterRunRoutes(httplib::Server& server, RunService* runs) {
+  server.Post("/api/v0/runs", [runs](const httplib::Request& req, httplib::Response& res) {
+    auto spec = train::RunSpecFromJson(req.body);
+    if (!spec.ok()) return SendStatus(res, spec.status());
+    auto id = runs->Submit(*std::move(spec));
+    if (!id.ok()) return SendStatus(res, id.status());
+    auto run = runs->Get(id->str());
+    SendJson(res, 200, {{"run_id", id->str()},
+                        {"name", run.ok() ? nlohmann::json(run->run.spec.run.name) : nlohmann::json(nullptr)}});
+  });
+
+  server.Get("/api/v0/runs", [runs](const httplib::Request& req, httplib::Response& res) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const RunView& run : runs->List()) list.push_back(RunJson(run));
+    FilterByStatus(req, &list);
+    if (Paginate(req, res, &list)) SendJson(res, 200, list);
+  });
+
+  server.Get(R"(/api/v0/runs/([^/]+))", [runs](const httplib::Request& req, httplib::Response& res) {
+    auto run = runs->Get(req.matches[1]);
+    if (!run.ok()) return SendStatus(res, run.status());
+    SendJson(res, 200, RunJson(*run));
+  });
+
+  server.Post(R"(/api/v0/runs/([^/]+)/stop)", [runs](const httplib::Request& req, httplib::Response& res) {
+    auto stopped = runs->Stop(req.matches[1]);
+    if (!stopped.ok()) return SendStatus(res, stopped.status());
+    SendJson(res, 200, {{"stopped", *stopped}});
+  });
+
+  server.Get(R"(/api/v0/runs/([^/]+)/logs)", [runs](const httplib::Request& req, httplib::Response& res) {
+    int64_t rank = 0, attempt = 0, offset = 0, max_bytes = 0;
+    if (!IntParam(req, "rank", 0, rank, res) || !IntParam(req, "attempt", 0, attempt, res) ||
+        !IntParam(req, "offset", 0, offset, res) || !IntParam(req, "max_bytes", 1 << 20, max_bytes, res)) {
+      return;
+    }
+    auto chunk = runs->ReadLog(req.matches[1], static_cast<int>(rank), static_cast<int>(attempt), offset,
+                               std::min<int64_t>(max_bytes, 16 << 20));
+    if (!chunk.ok()) return SendStatus(res, chunk.status());
+    SendJson(res, 200,
+             {{"data", chunk->data}, {"next_offset", chunk->next_offset}, {"finished", chunk->finished}});
+  });
+
+  server.Post(R"(/api/v0/runs/([^/]+)/report)", [runs](const httplib::Request& req, httplib::Response& res) {
+    auto reply = runs->Report(req.matches[1], req.get_header_value("Authorization"), req.body);
+    if (!reply.ok()) return SendStatus(res, reply.status());
+    SendJson(res, 200, *reply);
+  });
+}
+
+}  // namespace torus::head

@@ -1,0 +1,37 @@
+// FailureDetector: a thread that periodically declares DEAD the nodes that fell silent (Membership::ExpireSilent).
+//
+// The check runs every `check_period` (a tenth of the node timeout, at most 100 ms), so a node is declared DEAD
+// no later than timeout + check period after its last heartbeat.
+//
+// Thread-safety: Start/Stop from one owner thread; the worker thread touches only the (thread-safe) membership.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "torus/head/nodes/membership.h"
+
+namespace torus::head {
+
+class FailureDetector {
+ public:
+  FailureDetector(Membership* membership, std::chrono::microseconds check_period);
+  ~FailureDetector();  // stops the thread
+
+  void Start();
+  void Stop();
+
+ private:
+  void Run();
+
+  Membership* membership_;
+  const std::chrono::microseconds check_period_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace torus::head

@@ -1,0 +1,290 @@
+// WorkloadDriver: starting a job's worker and a run's attempt (on the driver's executor).
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "torus/common/well_known_labels.h"
+#include "torus/head/workloads/job_machine.h"
+#include "torus/head/workloads/run_machine.h"
+#include "torus/head/workloads/workload_driver.h"
+#include "torus/sched/slices.h"
+#include "torus/train/env_builder.h"
+
+namespace torus::head {
+namespace {
+
+// What the agents answered, recorded: the pid of each started worker, or why it did not start.
+void RecordStarts(Txn& txn, const std::vector<WorkerId>& workers, const std::vector<absl::StatusOr<int64_t>>& started,
+                  int64_t wall) {
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const Worker* w = txn.state().FindWorker(workers[i]);
+    if (w == nullptr) continue;
+    if (started[i].ok()) {
+      txn.Apply(WorkerStarted{workers[i], *started[i], wall}).IgnoreError();
+    } else if (w->phase != WorkerPhase::kExited) {
+      WorkerExit exit{.start_failed = true, .reason = std::string(started[i].status().message()), .wall_ms = wall};
+      txn.Apply(WorkerExited{workers[i], exit}).IgnoreError();
+    }
+  }
+}
+
+std::string GenerationOf(const Node& node) {
+  auto type = node.info.labels.find(std::string(kLabelAcceleratorType));
+  return type == node.info.labels.end() ? "" : type->second;
+}
+
+}  // namespace
+
+void WorkloadDriver::LaunchJob(const JobId& id) {
+  const Key key{OwnerKind::kJob, id.str()};
+  Options options;
+  {
+    absl::MutexLock lock(&mu_);
+    options = options_;
+  }
+  auto confirmed = [this](const NodeId& node) { return liveness_->Confirmed(node); };
+  struct Plan {
+    std::string target;
+    StartSpec spec;
+  };
+  std::optional<Plan> plan = store_->Update([&](Txn& txn) -> std::optional<Plan> {
+    const Job* job = txn.state().FindJob(id);
+    if (job == nullptr || !job->worker.empty()) return std::nullopt;
+    const JobStep step = DecideJob(JobFactsOf(txn.state(), *job), clock_->WallMillis());
+    if (!step.start) return std::nullopt;
+    Worker w;
+    w.id = WorkerId("job-" + id.str());
+    w.owner = Owner::Job(id);
+    if (!job->group.empty()) {
+      const Group* g = txn.state().FindGroup(job->group);
+      if (g == nullptr || g->bundles.empty()) return std::nullopt;
+      const HeldBundle& b = g->bundles.front();
+      if (!confirmed(b.node)) {
+        Park(key);  // its node has not registered with this head yet
+        return std::nullopt;
+      }
+      w.node = b.node;
+      w.group = g->id;
+      w.ledger_group = b.ledger_group;
+      w.bundle = b.ledger_index;
+      w.chips = b.chips;
+      w.gpus = b.gpus;
+    } else {
+      std::optional<NodeId> node = PickNodeForJob(txn.state(), *job, options.head_host, confirmed);
+      if (!node) {
+        Park(key);
+        return std::nullopt;
+      }
+      w.node = *node;
+    }
+    const Node* node = txn.state().FindNode(w.node);
+    Plan p;
+    p.target = node->target();
+    p.spec.id = w.id;
+    p.spec.owner = "job:" + id.str();
+    p.spec.argv = {"/bin/sh", "-c", job->request.entrypoint};
+    p.spec.cwd = job->request.working_dir;
+    p.spec.env_set = job->request.env_vars;
+    // Set after the job's own variables: the job id tags the job's metrics and logs, and cannot be claimed.
+    p.spec.env_set["TORUS_JOB_ID"] = id.str();
+    p.spec.env_set["TORUS_ADDRESS"] = options.head_address;
+    p.spec.env_set["TORUS_TOKEN"] = options.token;
+    p.spec.env_set.erase("TORUS_RUN_ID");
+    p.spec.env_set.erase("TORUS_RANK");
+    p.spec.ledger_group = w.ledger_group;
+    p.spec.bundle = w.bundle;
+    w.start_wall_ms = clock_->WallMillis();
+    if (!txn.Apply(WorkerStarting{std::move(w)}).ok()) return std::nullopt;
+    return p;
+  });
+  if (plan) {
+    {
+      absl::MutexLock lock(&mu_);
+      starting_.insert(plan->spec.id);
+    }
+    auto started = agents_->StartWorkers({{plan->target, plan->spec}});
+    if (started[0].ok()) spdlog::info("job {} started on {} (pid {})", id.str(), plan->target, *started[0]);
+    store_->Update([&](Txn& txn) { RecordStarts(txn, {plan->spec.id}, started, clock_->WallMillis()); });
+    absl::MutexLock lock(&mu_);
+    starting_.erase(plan->spec.id);
+  }
+  Done(key);
+}
+
+void WorkloadDriver::LaunchAttempt(const RunId& id) {
+  const Key key{OwnerKind::kRun, id.str()};
+  Options options;
+  {
+    absl::MutexLock lock(&mu_);
+    options = options_;
+  }
+  // Where each rank goes, read from the state as it is now.
+  struct Prep {
+    uint64_t group_changes = 0;
+    int attempt = 0;
+    std::vector<HeldBundle> bundles;
+    std::vector<std::string> targets;
+    train::GangEnvInput input;
+    train::RunSpec spec;
+  };
+  std::optional<Prep> prep = store_->Read([&](const ClusterState& s) -> std::optional<Prep> {
+    const Run* run = s.FindRun(id);
+    if (run == nullptr || !DecideRun(RunFactsOf(s, *run), clock_->WallMillis()).start_attempt) return std::nullopt;
+    const Group* g = s.FindGroup(run->group);
+    Prep p;
+    p.group_changes = g->changes;
+    p.attempt = static_cast<int>(run->attempts.size()) + 1;
+    p.spec = run->spec;
+    p.bundles = g->bundles;
+    train::GangEnvInput& in = p.input;
+    in.run_id = id.str();
+    in.run_name = run->spec.run.name;
+    in.attempt = p.attempt;
+    in.storage_path = run->storage();
+    in.checkpoint_dir = run->committed.empty() ? "" : run->committed.back().second;
+    in.report_url = absl::StrCat(options.report_base_url, "/api/v0/runs/", id.str(), "/report");
+    in.run_token = run->token;
+    in.use_gpu = run->spec.scaling.use_gpu;
+    in.user_env = run->spec.env;
+    for (const HeldBundle& b : g->bundles) {
+      const Node* n = s.FindNode(b.node);
+      if (n == nullptr || !n->alive()) return std::nullopt;  // the group is rescheduled; its CREATED brings us back
+      if (!liveness_->Confirmed(b.node)) {
+        Park(key);
+        return std::nullopt;
+      }
+      train::RankPlacement r;
+      r.node_id = b.node.str();
+      r.address = n->info.address;
+      r.slice_name = b.slice_name;
+      r.gpus = b.gpus;
+      if (!b.slice_name.empty()) {
+        r.slice_index = static_cast<int>(std::find(g->slices.begin(), g->slices.end(), b.slice_name) -
+                                         g->slices.begin());
+        r.tpu_worker_id = b.worker_id;
+        r.chips = b.chips;
+        r.host_chips = static_cast<int>(n->info.total.GetFixed(kResourceTpu) / kResourceScale);
+        if (auto gen = ParseAcceleratorType(GenerationOf(*n)); gen.ok()) in.tpu_generation = *gen;
+      }
+      in.ranks.push_back(std::move(r));
+      p.targets.push_back(n->target());
+    }
+    if (in.tpu_generation) {
+      std::map<std::string, std::vector<std::string>> hosts_of_slice;
+      for (const sched::Slice& slice : sched::BuildSlices(s.NodeSnapshots(/*include_dead=*/false))) {
+        for (const sched::SliceHost& h : slice.hosts) {
+          if (h.worker_id >= 0) hosts_of_slice[slice.name].push_back(h.address);
+        }
+      }
+      for (const std::string& slice : g->slices) in.slice_hosts.push_back(hosts_of_slice[slice]);
+    }
+    if (in.ranks.empty()) return std::nullopt;
+    return p;
+  });
+  if (!prep) {
+    Done(key);
+    return;
+  }
+
+  // Two free ports on rank 0's host: torch's rendezvous and JAX's coordinator.
+  std::string port_error;
+  auto master = agents_->FreePort(prep->targets[0]);
+  auto jax = agents_->FreePort(prep->targets[0]);
+  for (int i = 0; jax.ok() && master.ok() && *jax == *master && i < 5; ++i) jax = agents_->FreePort(prep->targets[0]);
+  if (!master.ok() || !jax.ok()) {
+    port_error = absl::StrCat("cannot get a free port on rank 0's host: ",
+                              (!master.ok() ? master.status() : jax.status()).message());
+  } else {
+    prep->input.master_port = *master;
+    prep->input.jax_port = *jax;
+  }
+  auto envs = port_error.empty() ? train::BuildGangEnv(prep->input)
+                                 : absl::StatusOr<std::vector<EnvChange>>(std::vector<EnvChange>());
+
+  // The attempt and its workers are recorded before any agent is asked.
+  const std::string owner = absl::StrCat("run:", id.str(), ":a", prep->attempt);
+  std::vector<std::pair<std::string, StartSpec>> starts;
+  std::vector<WorkerId> workers;
+  const bool recorded = store_->Update([&](Txn& txn) {
+    const Run* run = txn.state().FindRun(id);
+    const int64_t wall = clock_->WallMillis();
+    if (run == nullptr || !DecideRun(RunFactsOf(txn.state(), *run), wall).start_attempt ||
+        static_cast<int>(run->attempts.size()) + 1 != prep->attempt ||
+        txn.state().FindGroup(run->group)->changes != prep->group_changes) {
+      return false;  // something changed meanwhile: decided again from the new state
+    }
+    if (!envs.ok()) {
+      txn.Apply(RunFinished{id, RunStatus::kFailed,
+                            absl::StrCat("cannot build the workers' environment: ", envs.status().message()), wall})
+          .IgnoreError();
+      return false;
+    }
+    RunAttempt attempt;
+    attempt.number = prep->attempt;
+    attempt.start_time_ms = wall;
+    attempt.checkpoint_dir = prep->input.checkpoint_dir;
+    std::vector<Worker> planned;
+    for (size_t r = 0; r < prep->bundles.size(); ++r) {
+      const HeldBundle& b = prep->bundles[r];
+      Worker w;
+      w.id = WorkerId(absl::StrCat(id.str(), "-a", prep->attempt, "-r", r));
+      w.owner = Owner::Run(id);
+      w.attempt = prep->attempt;
+      w.rank = static_cast<int>(r);
+      w.node = b.node;
+      w.group = run->group;
+      w.ledger_group = b.ledger_group;
+      w.bundle = b.ledger_index;
+      w.chips = b.chips;
+      w.gpus = b.gpus;
+      w.start_wall_ms = wall;
+      attempt.ranks.push_back(RankState{static_cast<int>(r), w.id, b.node, prep->input.ranks[r].address,
+                                        b.slice_name, b.chips, b.gpus});
+      if (port_error.empty()) {
+        StartSpec spec;
+        spec.id = w.id;
+        spec.owner = owner;
+        spec.argv = prep->spec.entrypoint;
+        spec.cwd = prep->spec.working_dir;
+        spec.env_set = (*envs)[r].set;
+        spec.env_unset = (*envs)[r].unset;
+        if (!options.python_path.empty()) {
+          auto user = prep->spec.env.find("PYTHONPATH");
+          spec.env_set["PYTHONPATH"] = user == prep->spec.env.end()
+                                           ? options.python_path
+                                           : absl::StrCat(options.python_path, ":", user->second);
+        }
+        spec.ledger_group = b.ledger_group;
+        spec.bundle = b.ledger_index;
+        starts.emplace_back(prep->targets[r], std::move(spec));
+      }
+      workers.push_back(w.id);
+      planned.push_back(std::move(w));
+    }
+    txn.Apply(AttemptStarted{id, std::move(attempt)}).IgnoreError();
+    for (Worker& w : planned) txn.Apply(WorkerStarting{std::move(w)}).IgnoreError();
+    if (!port_error.empty()) {
+      for (const WorkerId& w : workers) {
+        txn.Apply(WorkerExited{w, WorkerExit{.start_failed = true, .reason = port_error, .wall_ms = wall}})
+            .IgnoreError();
+      }
+    }
+    return true;
+  });
+  if (recorded && !starts.empty()) {
+    {
+      absl::MutexLock lock(&mu_);
+      starting_.insert(workers.begin(), workers.end());
+    }
+    auto started = agents_->StartWorkers(starts);
+    size_t ok = std::count_if(started.begin(), started.end(), [](const auto& s) { return s.ok(); });
+    spdlog::info("run {} attempt {}: started {} of {} workers", id.str(), prep->attempt, ok, started.size());
+    store_->Update([&](Txn& txn) { RecordStarts(txn, workers, started, clock_->WallMillis()); });
+    absl::MutexLock lock(&mu_);
+    for (const WorkerId& w : workers) starting_.erase(w);
+  }
+  Done(key);
+}
+
+}  // namespace torus::head

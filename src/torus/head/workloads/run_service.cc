@@ -1,0 +1,256 @@
+#include "torus/head/workloads/run_service.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "torus/head/placement/group_ops.h"
+#include "torus/head/workloads/steps.h"
+#include "torus/rpc/auth.h"
+#include "torus/train/checkpoints.h"
+
+namespace torus::head {
+namespace {
+
+absl::Status NoRun(const std::string& id) { return absl::NotFoundError(absl::StrCat("run ", id, " does not exist")); }
+
+RunView ViewOf(const ClusterState& s, const Run& run) {
+  RunView view{run, {}};
+  for (const RunAttempt& a : run.attempts) {
+    std::vector<std::optional<Worker>> ranks;
+    for (const RankState& r : a.ranks) {
+      const Worker* w = s.FindWorker(r.worker);
+      ranks.push_back(w == nullptr ? std::nullopt : std::optional<Worker>(*w));
+    }
+    view.workers.push_back(std::move(ranks));
+  }
+  return view;
+}
+
+struct ParsedReport {
+  int rank = 0;
+  int attempt = 0;
+  int64_t step = 0;
+  std::optional<std::string> metrics_json;
+  std::string checkpoint;
+};
+
+absl::StatusOr<ParsedReport> ParseReport(const std::string& body) {
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError("body must be a JSON object");
+  for (const char* field : {"rank", "attempt", "step"}) {
+    if (!j.contains(field) || !j[field].is_number_integer()) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", field, "\" must be an integer"));
+    }
+  }
+  if (j.contains("metrics") && !j["metrics"].is_object()) {
+    return absl::InvalidArgumentError("\"metrics\" must be an object");
+  }
+  if (j.contains("checkpoint") && !j["checkpoint"].is_null() && !j["checkpoint"].is_string()) {
+    return absl::InvalidArgumentError("\"checkpoint\" must be a string or null");
+  }
+  ParsedReport r;
+  r.rank = j["rank"].get<int>();
+  r.attempt = j["attempt"].get<int>();
+  r.step = j["step"].get<int64_t>();
+  if (j.contains("metrics")) r.metrics_json = j["metrics"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (j.contains("checkpoint") && j["checkpoint"].is_string()) r.checkpoint = j["checkpoint"].get<std::string>();
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<RunId> RunService::Submit(train::RunSpec spec) {
+  spec = train::ApplyRunDefaults(std::move(spec));
+  auto plan = train::PlanRun(spec);
+  if (!plan.ok()) return plan.status();
+  const std::string storage = spec.run.storage_path + "/" + spec.run.name;
+  std::error_code ec;
+  std::filesystem::create_directories(storage, ec);
+  // Resume across runs of the same name: what an earlier run committed counts.
+  std::vector<std::pair<int64_t, std::string>> committed = train::ListCommitted(storage);
+  const int64_t wall = clock_->WallMillis();
+  return store_->Update([&](Txn& txn) -> absl::StatusOr<RunId> {
+    RunId id;
+    do {
+      id = RunId(absl::StrCat("run-", ids_->Suffix(10)));
+    } while (txn.state().FindRun(id) != nullptr);
+    const NewGroup group_spec{"run:" + id.str(), Owner::Run(id), 0, wall};
+    auto group = plan->tpu ? SubmitSliceGroup(txn, *ids_, plan->slice_request, group_spec)
+                           : SubmitBundleGroup(txn, *ids_, plan->bundle_request, group_spec);
+    if (!group.ok()) return group.status();
+    absl::Status s =
+        txn.Apply(RunSubmitted{id, train::RunSpecToJson(spec), ids_->Secret(), *group, committed, wall});
+    if (!s.ok()) return s;
+    spdlog::info("run {} ({}) submitted: {} workers, group {}", id.str(), spec.run.name, plan->num_workers,
+                 group->str());
+    return id;
+  });
+}
+
+absl::StatusOr<RunView> RunService::Get(const std::string& id_or_name) const {
+  return store_->Read([&](const ClusterState& s) -> absl::StatusOr<RunView> {
+    const Run* run = s.FindRun(id_or_name);
+    if (run == nullptr) return NoRun(id_or_name);
+    return ViewOf(s, *run);
+  });
+}
+
+std::vector<RunView> RunService::List() const {
+  std::vector<RunView> out = store_->Read([&](const ClusterState& s) {
+    std::vector<RunView> views;
+    for (const auto& [id, run] : s.runs()) views.push_back(ViewOf(s, run));
+    return views;
+  });
+  std::stable_sort(out.begin(), out.end(), [](const RunView& a, const RunView& b) {
+    return a.run.created_time_ms < b.run.created_time_ms;
+  });
+  return out;
+}
+
+absl::StatusOr<bool> RunService::Stop(const std::string& id_or_name) {
+  std::vector<HeldBundle> release;
+  auto stopped = store_->Update([&](Txn& txn) -> absl::StatusOr<bool> {
+    const Run* run = txn.state().FindRun(id_or_name);
+    if (run == nullptr) return NoRun(id_or_name);
+    if (run->Terminal()) return false;
+    const RunId id = run->id;
+    txn.Apply(RunStopRequested{id}).IgnoreError();
+    ApplyRunStep(txn, id, clock_->WallMillis(), release);
+    return true;
+  });
+  scheduler_->Release(std::move(release));
+  return stopped;
+}
+
+absl::StatusOr<nlohmann::json> RunService::Report(const std::string& id, const std::string& bearer,
+                                                  const std::string& body) {
+  auto storage = store_->Read([&](const ClusterState& s) -> absl::StatusOr<std::string> {
+    const Run* run = s.FindRun(RunId(id));
+    if (run == nullptr) return NoRun(id);
+    if (!rpc::BearerMatches(bearer, run->token)) return absl::UnauthenticatedError("wrong run token");
+    return run->storage();
+  });
+  if (!storage.ok()) return storage.status();
+  auto report = ParseReport(body);
+  if (!report.ok()) return report.status();
+  if (!report->checkpoint.empty()) {
+    if (absl::Status valid = train::ValidateStagedDir(*storage, report->checkpoint); !valid.ok()) return valid;
+  }
+
+  // The report itself; and, when it completes a step with checkpoints, what is to be committed.
+  struct Completed {
+    std::map<int, std::string> staged;
+    std::optional<int> keep;
+  };
+  auto completed = store_->Update([&](Txn& txn) -> absl::StatusOr<std::optional<Completed>> {
+    const Run* run = txn.state().FindRun(RunId(id));
+    if (run == nullptr) return NoRun(id);
+    if (!rpc::BearerMatches(bearer, run->token)) return absl::UnauthenticatedError("wrong run token");
+    const RunAttempt* current = run->current();
+    if (current == nullptr || current->number != report->attempt || current->ended() || run->Terminal()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("attempt ", report->attempt, " of run ", id, " is not the running one"));
+    }
+    if (report->rank < 0 || report->rank >= static_cast<int>(current->ranks.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", report->rank, " is out of range"));
+    }
+    const size_t ranks = current->ranks.size();
+    RunReported r{run->id,      report->attempt,
+                  report->rank, report->step,
+                  report->rank == 0 ? report->metrics_json : std::nullopt,
+                  report->checkpoint, clock_->WallMillis()};
+    if (absl::Status s = txn.Apply(std::move(r)); !s.ok()) return s;
+    const Run* after = txn.state().FindRun(RunId(id));
+    auto step = after->reports.find(report->step);
+    if (step == after->reports.end() || step->second.size() != ranks) return std::optional<Completed>();
+    Completed c{{}, after->spec.run.checkpoints_to_keep};
+    for (const auto& [rank, dir] : step->second) {
+      if (!dir.empty()) c.staged[rank] = dir;
+    }
+    return std::optional<Completed>(std::move(c));
+  });
+  if (!completed.ok()) return completed.status();
+  if (!*completed) return nlohmann::json{{"committed", false}};
+
+  // Every rank reported this step: merge and commit its checkpoints (file moves, outside the store's lock; one
+  // commit of a run at a time).
+  std::shared_ptr<std::mutex> run_mu;
+  {
+    std::lock_guard<std::mutex> lock(commits_mu_);
+    auto& m = commit_locks_[id];
+    if (!m) m = std::make_shared<std::mutex>();
+    run_mu = m;
+  }
+  std::lock_guard<std::mutex> commit_lock(*run_mu);
+  auto dir = train::CommitCheckpoint(*storage, report->step, report->attempt, (*completed)->staged);
+  if (!dir.ok()) return dir.status();
+  if ((*completed)->keep) train::PruneCheckpoints(*storage, *(*completed)->keep);
+  std::vector<std::pair<int64_t, std::string>> committed = train::ListCommitted(*storage);
+  store_->Update([&](Txn& txn) {
+    if (txn.state().FindRun(RunId(id)) == nullptr) return;
+    txn.Apply(CheckpointCommitted{RunId(id), report->step, *dir, committed}).IgnoreError();
+  });
+  spdlog::info("run {}: checkpoint of step {} committed at {}", id, report->step, *dir);
+  return nlohmann::json{{"committed", true}, {"checkpoint", *dir}};
+}
+
+absl::StatusOr<LogChunk> RunService::ReadLog(const std::string& id_or_name, int rank, int attempt, int64_t offset,
+                                             int64_t max_bytes) {
+  struct Where {
+    std::string target;
+    WorkerId worker;
+    bool finished_attempt = false;
+    bool empty = false;
+  };
+  auto where = store_->Read([&](const ClusterState& s) -> absl::StatusOr<Where> {
+    const Run* run = s.FindRun(id_or_name);
+    if (run == nullptr) return NoRun(id_or_name);
+    if (run->attempts.empty()) return Where{"", WorkerId(), run->Terminal(), true};
+    const RunAttempt* a = &run->attempts.back();
+    if (attempt > 0) {
+      if (attempt > static_cast<int>(run->attempts.size())) {
+        return absl::NotFoundError(absl::StrCat("run ", run->id.str(), " has no attempt ", attempt));
+      }
+      a = &run->attempts[static_cast<size_t>(attempt - 1)];
+    }
+    if (rank < 0 || rank >= static_cast<int>(a->ranks.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank, " is out of range; attempt ", a->number, " has ", a->ranks.size(), " ranks"));
+    }
+    const RankState& r = a->ranks[static_cast<size_t>(rank)];
+    const Node* n = s.FindNode(r.node);
+    return Where{n == nullptr ? "" : n->target(), r.worker, a->ended(), false};
+  });
+  if (!where.ok()) return where.status();
+  if (where->empty) return LogChunk{"", offset, where->finished_attempt};
+  absl::StatusOr<LogChunk> chunk = where->target.empty()
+                                       ? absl::StatusOr<LogChunk>(absl::NotFoundError("its node is forgotten"))
+                                       : agents_->ReadWorkerLog(where->target, where->worker, offset, max_bytes);
+  // The host is gone with its log: say so rather than fail.
+  if (!chunk.ok() && where->finished_attempt) return LogChunk{"", offset, true};
+  return chunk;
+}
+
+std::map<std::string, int> RunService::CountByStatus() const {
+  std::map<std::string, int> counts;
+  for (RunStatus s : {RunStatus::kPending, RunStatus::kRunning, RunStatus::kRestarting, RunStatus::kSucceeded,
+                      RunStatus::kFailed, RunStatus::kStopped}) {
+    counts[RunStatusName(s)] = 0;
+  }
+  store_->Read([&](const ClusterState& s) {
+    for (const auto& [id, run] : s.runs()) ++counts[RunStatusName(run.status)];
+  });
+  return counts;
+}
+
+int64_t RunService::TotalRestarts() const {
+  return store_->Read([](const ClusterState& s) {
+    int64_t total = 0;
+    for (const auto& [id, run] : s.runs()) total += run.failures;
+    return total;
+  });
+}
+
+}  // namespace torus::head

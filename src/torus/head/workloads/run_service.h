@@ -1,0 +1,73 @@
+// RunService: what users and workers ask of gang runs — submit, get, list, stop, report, read a rank's log. A run
+// reserves a slice group (TPU) or a placement group (CPU/GPU), submitted in the same transaction as the run; the
+// driver (workload_driver.h) starts one worker per bundle and restarts the gang as run_machine.h says.
+//
+// Reports: each rank reports the steps it reached (rank 0 with metrics), optionally with a staged checkpoint; once
+// every rank of the running attempt reported a step, its staged checkpoints are merged into
+// <storage>/checkpoint_<step> and committed (train/checkpoints.h), and the next attempt resumes from the latest.
+//
+// Thread-safety: thread-safe. Checkpoint files are moved outside the store's lock.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "torus/common/clock.h"
+#include "torus/head/agents/agent_pool.h"
+#include "torus/head/placement/placement_scheduler.h"
+#include "torus/head/state/ids.h"
+#include "torus/head/state/state_store.h"
+#include "torus/train/run_spec.h"
+
+namespace torus::head {
+
+// A run as users see it: the record and the workers of each attempt (by attempt, then rank; unset when forgotten).
+struct RunView {
+  Run run;
+  std::vector<std::vector<std::optional<Worker>>> workers;
+};
+
+class RunService {
+ public:
+  RunService(StateStore* store, PlacementScheduler* scheduler, AgentPool* agents, IdGenerator* ids,
+             const Clock* clock)
+      : store_(store), scheduler_(scheduler), agents_(agents), ids_(ids), clock_(clock) {}
+
+  // Validates (PlanRun) and records the run and its group; returns the run id. InvalidArgument names the field.
+  absl::StatusOr<RunId> Submit(train::RunSpec spec);
+  // By id, or the newest run of that name. NotFound otherwise.
+  absl::StatusOr<RunView> Get(const std::string& id_or_name) const;
+  // Every run, oldest first.
+  std::vector<RunView> List() const;
+  // False when already terminal; otherwise the run is STOPPED when this returns and its workers are being stopped.
+  absl::StatusOr<bool> Stop(const std::string& id_or_name);
+  // A worker's report (body: rank, attempt, step, metrics, checkpoint). Returns {"committed": bool[, "checkpoint"]}.
+  // NotFound for an unknown run; Unauthenticated for a wrong token; FailedPrecondition for an attempt that is not
+  // the running one; InvalidArgument names a bad field.
+  absl::StatusOr<nlohmann::json> Report(const std::string& id, const std::string& bearer, const std::string& body);
+  // One rank's output of an attempt (0 = the latest). A finished attempt whose host is gone reads as empty and
+  // finished.
+  absl::StatusOr<LogChunk> ReadLog(const std::string& id_or_name, int rank, int attempt, int64_t offset,
+                                   int64_t max_bytes);
+
+  // Runs by status name (every status present), and the failed attempts of all runs, for /metrics.
+  std::map<std::string, int> CountByStatus() const;
+  int64_t TotalRestarts() const;
+
+ private:
+  StateStore* store_;
+  PlacementScheduler* scheduler_;
+  AgentPool* agents_;
+  IdGenerator* ids_;
+  const Clock* clock_;
+  std::mutex commits_mu_;
+  std::map<std::string, std::shared_ptr<std::mutex>> commit_locks_;  // per run; guarded by commits_mu_
+};
+
+}  // namespace torus::head
