@@ -119,7 +119,8 @@ int CmdStart(const StartFlags& flags) {
                                     .dashboard_port = flags.dashboard_port,
                                     .heartbeat_period_ms = flags.heartbeat_period_ms,
                                     .node_timeout_ms = flags.node_timeout_ms,
-                                    .dashboard_read_only = flags.dashboard_read_only});
+                                    .dashboard_read_only = flags.dashboard_read_only,
+                                    .state_dir = flags.state_dir});
     if (!head_address.ok()) {
       std::cerr << "torus start: " << head_address.status().message() << "\n";
       return 1;

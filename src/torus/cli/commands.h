@@ -76,6 +76,7 @@ struct StartFlags {
   int64_t node_timeout_ms = 3000;
   bool no_local_node = false;        // --head without an agent on this machine
   bool dashboard_read_only = false;  // head: GET needs no token
+  std::string state_dir;             // head: its journal (an existing one brings the cluster's state back)
   AgentFlags agent;
 };
 
@@ -120,6 +121,8 @@ struct SliceReserveFlags {
 };
 
 int CmdStart(const StartFlags& flags);
+// Starts the latest session's head again (after a crash, or stopping the one that runs), from its journal.
+int CmdHeadRestart();
 int CmdStop();
 int CmdUp(const UpFlags& flags);
 // Prints the dashboard's login URL of the latest session.

@@ -1,6 +1,7 @@
 #include "torus/cli/launcher.h"
 
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <thread>
 
@@ -14,24 +15,22 @@
 
 namespace torus::cli {
 
-absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
-  std::string log = launch.session + "/logs/head.log";
-  SpawnSpec spec{.argv = {SiblingBinary("torus-head"), "--session-dir", launch.session, "--host", launch.host,
-                          "--port", absl::StrCat(launch.port), "--dashboard-port", absl::StrCat(launch.dashboard_port), "--heartbeat-period-ms",
-                          absl::StrCat(launch.heartbeat_period_ms), "--node-timeout-ms",
-                          absl::StrCat(launch.node_timeout_ms), "--agent-rpc-timeout-ms",
-                          absl::StrCat(launch.agent_rpc_timeout_ms), "--prepare-ttl-ms",
-                          absl::StrCat(launch.prepare_ttl_ms)},
-                 .env = CurrentEnvironment(),
-                 .log_path = log};
-  if (launch.dashboard_read_only) spec.argv.push_back("--dashboard-read-only");
+namespace {
+
+std::string HeadLaunchFile(const std::string& session) { return session + "/head.json"; }
+
+// Spawns torus-head with `args`, records it, and waits until it has written its address.
+absl::StatusOr<std::string> StartHead(const std::string& session, const std::vector<std::string>& args) {
+  std::string log = session + "/logs/head.log";
+  SpawnSpec spec{.argv = {SiblingBinary("torus-head")}, .env = CurrentEnvironment(), .log_path = log};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   auto pid = SpawnDaemon(spec);
   if (!pid.ok()) return pid.status();
-  auto recorded = RecordProcess(launch.session, {"head", "head", *pid});
+  auto recorded = RecordProcess(session, {"head", "head", *pid});
   if (!recorded.ok()) return recorded;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < deadline) {
-    auto address = client::ReadTrimmed(launch.session + "/head_address");
+    auto address = client::ReadTrimmed(session + "/head_address");
     if (address.ok() && !address->empty()) return *address;
     if (!ProcessAlive(*pid)) {
       return absl::InternalError(absl::StrCat("torus-head exited during start; end of ", log, ":\n",
@@ -41,6 +40,68 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
   }
   StopProcesses({*pid}, std::chrono::seconds(2));
   return absl::DeadlineExceededError(absl::StrCat("torus-head did not start within 15 s; see ", log));
+}
+
+// The port of "host:port" (the last colon's), or nullopt.
+std::optional<std::string> PortOf(const absl::StatusOr<std::string>& address) {
+  if (!address.ok()) return std::nullopt;
+  const size_t colon = address->rfind(':');
+  if (colon == std::string::npos || colon + 1 == address->size()) return std::nullopt;
+  return address->substr(colon + 1);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
+  std::vector<std::string> args = {"--session-dir",          launch.session,
+                                   "--host",                 launch.host,
+                                   "--port",                 absl::StrCat(launch.port),
+                                   "--dashboard-port",       absl::StrCat(launch.dashboard_port),
+                                   "--heartbeat-period-ms",  absl::StrCat(launch.heartbeat_period_ms),
+                                   "--node-timeout-ms",      absl::StrCat(launch.node_timeout_ms),
+                                   "--agent-rpc-timeout-ms", absl::StrCat(launch.agent_rpc_timeout_ms),
+                                   "--prepare-ttl-ms",       absl::StrCat(launch.prepare_ttl_ms)};
+  if (launch.dashboard_read_only) args.push_back("--dashboard-read-only");
+  if (!launch.state_dir.empty()) {
+    args.push_back("--state-dir");
+    args.push_back(launch.state_dir);
+  }
+  {
+    std::ofstream out(HeadLaunchFile(launch.session));
+    out << nlohmann::json{{"args", args}}.dump(2) << "\n";
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", HeadLaunchFile(launch.session)));
+  }
+  return StartHead(launch.session, args);
+}
+
+absl::StatusOr<std::string> RelaunchHead(const std::string& session) {
+  std::ifstream in(HeadLaunchFile(session));
+  if (!in) return absl::NotFoundError(absl::StrCat("no head was started in ", session, " (no head.json)"));
+  auto saved = nlohmann::json::parse(in, nullptr, false);
+  if (saved.is_discarded() || !saved.contains("args") || !saved["args"].is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(HeadLaunchFile(session), " is not a saved head launch"));
+  }
+  std::vector<std::string> args;
+  for (const auto& a : saved["args"]) {
+    if (!a.is_string()) return absl::InvalidArgumentError(absl::StrCat(HeadLaunchFile(session), ": args are strings"));
+    args.push_back(a.get<std::string>());
+  }
+  // The ports it served on: agents heartbeat there and workers report there.
+  const std::optional<std::string> grpc_port = PortOf(client::ReadTrimmed(session + "/head_address"));
+  const std::optional<std::string> http_port = PortOf(client::ReadTrimmed(session + "/dashboard_address"));
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--port" && grpc_port) args[i + 1] = *grpc_port;
+    if (args[i] == "--dashboard-port" && http_port) args[i + 1] = *http_port;
+  }
+  std::vector<pid_t> running;
+  for (const ProcessRecord& r : ReadProcesses(session)) {
+    if (r.role == "head" && IsTorusProcess(r.pid)) running.push_back(r.pid);
+  }
+  StopProcesses(running, std::chrono::seconds(5));
+  std::error_code ec;
+  std::filesystem::remove(session + "/head_address", ec);
+  std::filesystem::remove(session + "/dashboard_address", ec);
+  return StartHead(session, args);
 }
 
 absl::StatusOr<pid_t> LaunchAgent(const AgentLaunch& launch) {

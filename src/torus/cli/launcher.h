@@ -29,11 +29,17 @@ struct HeadLaunch {
   int64_t agent_rpc_timeout_ms = 2000;
   int64_t prepare_ttl_ms = 10'000;
   bool dashboard_read_only = false;
+  std::string state_dir;  // empty: the head's default, <session>/state
 };
 
-// Starts torus-head and waits (up to 15 s) until it has written its address; returns "host:port".
-// On failure the error includes the end of the head's log.
+// Starts torus-head and waits (up to 15 s) until it has written its address; returns "host:port". The launch is
+// saved as `<session>/head.json`, so that `torus head restart` can repeat it. On failure the error includes the end
+// of the head's log.
 absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch);
+
+// Starts the latest session's head again with its saved launch, on the ports it served on before (agents and
+// workers know them), after stopping a head of that session that still runs. Returns "host:port".
+absl::StatusOr<std::string> RelaunchHead(const std::string& session);
 
 struct AgentLaunch {
   std::string session;

@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
   cmd_start->add_option("--node-timeout-ms", start.node_timeout_ms, "Head: a node silent this long is DEAD")
       ->capture_default_str();
   cmd_start->add_flag("--no-local-node", start.no_local_node, "Head: do not start an agent on this machine");
+  cmd_start->add_option("--state-dir", start.state_dir,
+                        "Head: directory of its journal; one that holds a cluster's state (and token) brings that "
+                        "cluster back [default: <session>/state]");
   cmd_start->add_flag("--dashboard-read-only", start.dashboard_read_only,
                       "Head: let GET requests (page, JSON views, /metrics) through without the token");
   AddAgentOptions(cmd_start, start.agent);
@@ -85,6 +88,13 @@ int main(int argc, char** argv) {
   cmd_nodes->add_flag("--json", json, "Print JSON");
   cmd_nodes->add_flag("--alive", alive_only, "Only ALIVE nodes");
   cmd_nodes->callback([&] { rc = torus::cli::CmdNodes(head, json, alive_only); });
+
+  auto* cmd_head = app.add_subcommand("head", "Act on the head");
+  cmd_head->require_subcommand(1);
+  auto* cmd_head_restart = cmd_head->add_subcommand(
+      "restart", "Start the latest session's head again on its ports, from its journal: nothing it acknowledged is "
+                 "lost, running jobs and runs are adopted (a head that runs is stopped first)");
+  cmd_head_restart->callback([&] { rc = torus::cli::CmdHeadRestart(); });
 
   auto* cmd_node = app.add_subcommand("node", "Act on one node");
   cmd_node->require_subcommand(1);

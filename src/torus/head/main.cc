@@ -88,17 +88,27 @@ int Run(const HeadFlags& flags) {
     spdlog::error("cannot create session directory {}: {}", flags.session_dir, ec.message());
     return 1;
   }
-  std::string token_path = flags.token_file.empty() ? flags.session_dir + "/token" : flags.token_file;
-  auto token = torus::rpc::LoadOrCreateTokenFile(token_path);
-  if (!token.ok()) {
-    spdlog::error("{}", token.status().ToString());
-    return 1;
-  }
 
   torus::RealClock clock;
   torus::head::RandomIdGenerator ids;
   std::unique_ptr<torus::head::Journal> journal;
   const std::string state_dir = flags.state_dir.empty() ? flags.session_dir + "/state" : flags.state_dir;
+  // The cluster's token is part of its state: a head brought back on a state directory keeps the token its agents
+  // and workers hold.
+  std::string token_path = flags.token_file.empty() ? flags.session_dir + "/token" : flags.token_file;
+  const std::string state_token = state_dir + "/token";
+  if (!flags.no_journal && !std::filesystem::exists(token_path, ec) && std::filesystem::exists(state_token, ec)) {
+    std::filesystem::copy_file(state_token, token_path, ec);
+    if (ec) {
+      spdlog::error("cannot copy {} to {}: {}", state_token, token_path, ec.message());
+      return 1;
+    }
+  }
+  auto token = torus::rpc::LoadOrCreateTokenFile(token_path);
+  if (!token.ok()) {
+    spdlog::error("{}", token.status().ToString());
+    return 1;
+  }
   if (flags.no_journal) {
     journal = torus::head::NewMemoryJournal();
     spdlog::warn("the journal is off (--no-journal): a restart of this head forgets its state");
@@ -110,6 +120,11 @@ int Run(const HeadFlags& flags) {
       return 1;
     }
     journal = *std::move(opened);
+    if (!std::filesystem::exists(state_token, ec)) {
+      std::filesystem::copy_file(token_path, state_token, ec);
+      std::filesystem::permissions(state_token, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                                   std::filesystem::perm_options::replace, ec);
+    }
   }
   torus::head::StateStore store(std::move(journal), clock.WallMillis(), {.compact_after = static_cast<uint64_t>(flags.compact_after)});
   auto recovery = store.Open();

@@ -1,0 +1,31 @@
+// torus head restart
+#include <iostream>
+
+#include "torus/cli/commands.h"
+#include "torus/cli/launcher.h"
+#include "torus/cli/session_dir.h"
+#include "torus/client/session.h"
+
+namespace torus::cli {
+
+int CmdHeadRestart() {
+  auto latest = client::LatestSessionDir(client::TempRoot());
+  if (!latest.ok()) {
+    std::cerr << "torus head restart: " << latest.status().message() << "\n";
+    return 1;
+  }
+  auto address = RelaunchHead(*latest);
+  if (!address.ok()) {
+    std::cerr << "torus head restart: " << address.status().message() << "\n";
+    return absl::IsNotFound(address.status()) || absl::IsInvalidArgument(address.status()) ? 2 : 1;
+  }
+  pid_t pid = 0;
+  for (const ProcessRecord& r : ReadProcesses(*latest)) {
+    if (r.role == "head") pid = r.pid;
+  }
+  std::cout << "torus head restarted at " << *address << " (pid " << pid << "); it recovered its state from "
+            << *latest << "/state and agents are registering again\n";
+  return 0;
+}
+
+}  // namespace torus::cli
