@@ -1,7 +1,10 @@
 #include "torus/head/state/codec.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
+#include <thread>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -257,7 +260,7 @@ const std::map<std::string, Decoder, std::less<>>& Decoders() {
   return *decoders;
 }
 
-constexpr int kSnapshotFormat = 1;
+constexpr int kSnapshotFormat = 2;  // 2: one line of metadata, then one line per entity
 
 }  // namespace
 
@@ -300,61 +303,119 @@ absl::StatusOr<Record> StateCodec::DecodeRecord(std::string_view text) {
 }
 
 std::string StateCodec::EncodeState(const ClusterState& s) {
-  json j = {{"format", kSnapshotFormat},
-            {"epoch", s.epoch_},
-            {"next_group_seq", s.next_group_seq_},
-            {"last_incarnation", s.last_incarnation_},
-            {"nodes", json::array()},
-            {"groups", json::array()},
-            {"workers", json::array()},
-            {"jobs", json::array()},
-            {"runs", json::array()}};
-  for (const auto& [id, n] : s.nodes_) j["nodes"].push_back(n);
-  for (const auto& [id, g] : s.groups_) j["groups"].push_back(g);
-  for (const auto& [id, w] : s.workers_) j["workers"].push_back(w);
-  for (const auto& [id, job] : s.jobs_) j["jobs"].push_back(job);
-  for (const auto& [id, run] : s.runs_) j["runs"].push_back(run);
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  // One line of metadata, then one line per entity: small documents that decode in parallel.
+  auto line = [](const char* kind, const json& value) {
+    return json{{kind, value}}.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  };
+  std::string out = json{{"format", kSnapshotFormat},
+                         {"epoch", s.epoch_},
+                         {"next_group_seq", s.next_group_seq_},
+                         {"last_incarnation", s.last_incarnation_}}
+                        .dump() +
+                    "\n";
+  for (const auto& [id, n] : s.nodes_) out += line("node", n);
+  for (const auto& [id, g] : s.groups_) out += line("group", g);
+  for (const auto& [id, w] : s.workers_) out += line("worker", w);
+  for (const auto& [id, job] : s.jobs_) out += line("job", job);
+  for (const auto& [id, run] : s.runs_) out += line("run", run);
+  return out;
 }
 
-absl::StatusOr<ClusterState> StateCodec::DecodeState(std::string_view text) {
+namespace {
+
+using Entity = std::variant<Node, Group, Worker, Job, Run>;
+
+absl::StatusOr<Entity> DecodeEntity(std::string_view text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError("snapshot: not a JSON object");
-  if (j.value("format", 0) != kSnapshotFormat) {
-    return absl::InvalidArgumentError(absl::StrCat("snapshot: format ", j.value("format", 0), " is not ",
+  if (j.is_discarded() || !j.is_object() || j.size() != 1) return absl::InvalidArgumentError("not an entity object");
+  const auto& [kind, value] = *j.items().begin();
+  try {
+    if (kind == "node") return Entity(value.get<Node>());
+    if (kind == "group") return Entity(value.get<Group>());
+    if (kind == "worker") return Entity(value.get<Worker>());
+    if (kind == "job") return Entity(value.get<Job>());
+    if (kind == "run") return Entity(value.get<Run>());
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(kind, ": ", e.what()));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown entity \"", kind, "\""));
+}
+
+}  // namespace
+
+absl::StatusOr<ClusterState> StateCodec::DecodeState(std::string_view text) {
+  std::vector<std::string_view> lines;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    if (end > start) lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  if (lines.empty()) return absl::InvalidArgumentError("snapshot: empty");
+  json meta = json::parse(lines[0], nullptr, /*allow_exceptions=*/false);
+  if (meta.is_discarded() || !meta.is_object()) return absl::InvalidArgumentError("snapshot: not a JSON object");
+  if (meta.value("format", 0) != kSnapshotFormat) {
+    return absl::InvalidArgumentError(absl::StrCat("snapshot: format ", meta.value("format", 0), " is not ",
                                                    kSnapshotFormat));
   }
   ClusterState s;
   try {
-    j.at("epoch").get_to(s.epoch_);
-    j.at("next_group_seq").get_to(s.next_group_seq_);
-    j.at("last_incarnation").get_to(s.last_incarnation_);
-    for (const json& n : j.at("nodes")) {
-      Node node = n.get<Node>();
-      if (node.alive()) ++s.alive_;
-      s.nodes_[node.id()] = std::move(node);
-    }
-    for (const json& g : j.at("groups")) {
-      Group group = g.get<Group>();
-      if (group.Live() && !group.name.empty()) s.live_names_[group.name] = group.id;
-      s.groups_[group.id] = std::move(group);
-    }
-    for (const json& w : j.at("workers")) {
-      Worker worker = w.get<Worker>();
-      s.workers_[worker.id] = std::move(worker);
-    }
-    for (const json& jb : j.at("jobs")) {
-      Job job = jb.get<Job>();
-      s.jobs_[job.id] = std::move(job);
-    }
-    for (const json& r : j.at("runs")) {
-      Run run = r.get<Run>();
-      s.runs_[run.id] = std::move(run);
-    }
+    TorusGetField(meta, "epoch", s.epoch_);
+    TorusGetField(meta, "next_group_seq", s.next_group_seq_);
+    TorusGetField(meta, "last_incarnation", s.last_incarnation_);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("snapshot: ", e.what()));
   }
+  // Entities decode in parallel, each thread a contiguous range of lines; they are added in order afterwards.
+  std::vector<absl::StatusOr<Entity>> entities(lines.size() - 1, absl::UnknownError("not decoded"));
+  ParallelFor(entities.size(), [&](size_t i) { entities[i] = DecodeEntity(lines[i + 1]); });
+  for (size_t i = 0; i < entities.size(); ++i) {
+    if (!entities[i].ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("snapshot: line ", i + 2, ": ", entities[i].status().message()));
+    }
+    std::visit(
+        [&s](auto& e) {
+          using T = std::decay_t<decltype(e)>;
+          if constexpr (std::is_same_v<T, Node>) {
+            if (e.alive()) ++s.alive_;
+            const NodeId id = e.id();
+            s.nodes_[id] = std::move(e);
+          } else if constexpr (std::is_same_v<T, Group>) {
+            if (e.Live() && !e.name.empty()) s.live_names_[e.name] = e.id;
+            const GroupId id = e.id;
+            s.groups_[id] = std::move(e);
+          } else if constexpr (std::is_same_v<T, Worker>) {
+            const WorkerId id = e.id;
+            s.workers_[id] = std::move(e);
+          } else if constexpr (std::is_same_v<T, Job>) {
+            const JobId id = e.id;
+            s.jobs_[id] = std::move(e);
+          } else {
+            const RunId id = e.id;
+            s.runs_[id] = std::move(e);
+          }
+        },
+        *entities[i]);
+  }
   return s;
+}
+
+void ParallelFor(size_t n, const std::function<void(size_t)>& body) {
+  const size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), 8);
+  if (n < 256 || threads == 1) {
+    for (size_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const size_t per = (n + threads - 1) / threads;
+  for (size_t t = 0; t < threads; ++t) {
+    const size_t begin = t * per, end = std::min(n, begin + per);
+    if (begin >= end) break;
+    pool.emplace_back([&body, begin, end] {
+      for (size_t i = begin; i < end; ++i) body(i);
+    });
+  }
+  for (std::thread& t : pool) t.join();
 }
 
 }  // namespace head

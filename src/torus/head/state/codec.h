@@ -11,6 +11,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,9 +30,14 @@ class StateCodec {
   // InvalidArgument naming the record type and the problem (unknown type, missing or mistyped field).
   static absl::StatusOr<Record> DecodeRecord(std::string_view text);
 
-  // A snapshot of every fact of the state.
+  // A snapshot of every fact of the state: a line of metadata, then one line per node, group, worker, job and run
+  // (decoded in parallel). Errors name the line.
   static std::string EncodeState(const ClusterState& state);
   static absl::StatusOr<ClusterState> DecodeState(std::string_view text);
 };
+
+// Runs body(0..n-1) on up to min(cores, 8) threads, each a contiguous range; inline for small n. Returns when all
+// are done.
+void ParallelFor(size_t n, const std::function<void(size_t)>& body);
 
 }  // namespace torus::head

@@ -460,10 +460,14 @@ TEST(StateCodecTest, SnapshotRoundTripsAndKeepsApplyingTheSame) {
 
 TEST(StateCodecTest, DecodeStateErrors) {
   EXPECT_EQ(StateCodec::DecodeState("nope").status().message(), "snapshot: not a JSON object");
-  auto format = StateCodec::DecodeState(R"({"format":2})");
+  auto format = StateCodec::DecodeState(R"({"format":1})");
   EXPECT_EQ(format.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(format.status().message(), "snapshot: format 2 is not 1");
-  auto missing = StateCodec::DecodeState(R"({"format":1,"epoch":1})");
+  EXPECT_EQ(format.status().message(), "snapshot: format 1 is not 2");
+  auto bad_line = StateCodec::DecodeState(
+      "{\"format\":2,\"epoch\":1,\"next_group_seq\":1,\"last_incarnation\":0}\n{\"job\":{\"id\":5}}\n");
+  EXPECT_EQ(bad_line.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad_line.status().message()), StartsWith("snapshot: line 2: job: id: "));
+  auto missing = StateCodec::DecodeState(R"({"format":2,"epoch":1})");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(missing.status().message()), StartsWith("snapshot: "));
 }

@@ -47,8 +47,11 @@ absl::StatusOr<StateStore::Recovery> StateStore::Open() {
       state_ = *std::move(restored);
       recovery.snapshot = true;
     }
-    for (size_t i = 0; i < contents->records.size(); ++i) {
-      auto record = StateCodec::DecodeRecord(contents->records[i]);
+    // Decoded in parallel, applied in order.
+    std::vector<absl::StatusOr<Record>> decoded(contents->records.size(), absl::UnknownError("not decoded"));
+    ParallelFor(decoded.size(), [&](size_t i) { decoded[i] = StateCodec::DecodeRecord(contents->records[i]); });
+    for (size_t i = 0; i < decoded.size(); ++i) {
+      const absl::StatusOr<Record>& record = decoded[i];
       absl::Status applied = record.ok() ? state_.Apply(*record) : record.status();
       if (!applied.ok()) {
         return absl::DataLossError(absl::StrCat(journal_->location(), ": record ", i + 1, " after the snapshot: ",
