@@ -1,14 +1,15 @@
 // torus job submit | status | logs | stop | list | delete, over the head's HTTP API.
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "torus/cli/command_util.h"
 #include "torus/cli/commands.h"
-#include "torus/cli/http_client.h"
 #include "torus/cli/pg_spec.h"
-#include "torus/common/resources.h"
 
 namespace torus::cli {
 namespace {
@@ -23,20 +24,36 @@ std::string ShellQuote(const std::string& arg) {
   return out + "'";
 }
 
-// Streams a job's output until it ends; returns the final status.
-absl::StatusOr<std::string> FollowJob(HttpClient& http, const std::string& id) {
+// Parses `--resources '{"CPU": 1}'`: resource name -> amount (the head checks the names and amounts).
+absl::StatusOr<std::map<std::string, double>> ParseJobResources(const std::string& text) {
+  const std::string flag = "--resources";
+  auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return absl::InvalidArgumentError(flag + ": must be a JSON object, e.g. '{\"CPU\": 1}'");
+  }
+  std::map<std::string, double> resources;
+  for (const auto& [name, value] : parsed.items()) {
+    if (!value.is_number()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": \"", name, "\" must be a number, e.g. '{\"CPU\": 1}'"));
+    }
+    resources[name] = value.get<double>();
+  }
+  return resources;
+}
+
+// Streams a job's output until it ends, waiting out a restart of the head; returns the final status.
+absl::StatusOr<std::string> FollowJob(client::HttpApiClient& http, const std::string& id, HeadWaiter& waiter) {
   int64_t offset = 0;
   while (true) {
-    auto chunk = http.Get(absl::StrCat("/api/v0/jobs/", UrlEncode(id), "/logs?offset=", offset));
+    auto chunk = waiter.Retry([&] { return http.ReadJobLog(id, offset); });
     if (!chunk.ok()) return chunk.status();
-    std::string data = (*chunk)["data"].get<std::string>();
-    std::cout << data << std::flush;
-    offset = (*chunk)["next_offset"].get<int64_t>();
-    std::string status = (*chunk)["status"].get<std::string>();
-    if (data.empty() && IsTerminalStatus(status) && ((*chunk)["finished"].get<bool>() || status != "SUCCEEDED")) {
-      return status;
+    std::cout << chunk->data << std::flush;
+    offset = chunk->next_offset;
+    if (chunk->data.empty() && IsTerminalStatus(chunk->status) &&
+        (chunk->finished || chunk->status != "SUCCEEDED")) {
+      return chunk->status;
     }
-    if (data.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (chunk->data.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 
@@ -45,50 +62,47 @@ absl::StatusOr<std::string> FollowJob(HttpClient& http, const std::string& id) {
 int CmdJobSubmit(const HeadFlags& head, const JobSubmitFlags& flags) {
   const std::string command = "job submit";
   if (flags.command.empty()) return FailCommand(command, absl::InvalidArgumentError("give the command after --"));
+  client::JobSubmission job;
   std::vector<std::string> quoted;
   for (const auto& a : flags.command) quoted.push_back(ShellQuote(a));
-  nlohmann::json body = {{"entrypoint", absl::StrJoin(quoted, " ")}};
-  if (!flags.submission_id.empty()) body["submission_id"] = flags.submission_id;
+  job.entrypoint = absl::StrJoin(quoted, " ");
+  job.submission_id = flags.submission_id;
   auto env = ParseEnvFlags(flags.env);
   if (!env.ok()) return FailCommand(command, env.status());
-  nlohmann::json runtime_env = nlohmann::json::object();
-  if (!env->empty()) runtime_env["env_vars"] = *env;
-  if (!flags.working_dir.empty()) runtime_env["working_dir"] = flags.working_dir;
-  if (!runtime_env.empty()) body["runtime_env"] = runtime_env;
+  job.env_vars = *std::move(env);
+  job.working_dir = flags.working_dir;
   if (!flags.resources.empty()) {
-    auto parsed = nlohmann::json::parse(flags.resources, nullptr, false);
-    if (parsed.is_discarded() || !parsed.is_object()) {
-      return FailCommand(command, absl::InvalidArgumentError("--resources: must be a JSON object, e.g. '{\"CPU\": 1}'"));
-    }
-    body["entrypoint_resources"] = parsed;
+    auto resources = ParseJobResources(flags.resources);
+    if (!resources.ok()) return FailCommand(command, resources.status());
+    job.resources = *std::move(resources);
   }
   if (!flags.label_selector.empty()) {
     auto selector = ParseSelectorJson("--label-selector", flags.label_selector);
     if (!selector.ok()) return FailCommand(command, selector.status());
-    body["entrypoint_label_selector"] = *selector;
+    job.label_selector = *std::move(selector);
   }
-  auto http = ConnectHttp(head.dashboard_address, head.token);
+  auto http = ConnectHttpApi(head);
   if (!http.ok()) return FailCommand(command, http.status());
-  auto reply = (*http)->Post("/api/jobs/", body);
-  if (!reply.ok()) return FailCommand(command, reply.status());
-  std::string id = (*reply)["submission_id"].get<std::string>();
-  std::cerr << "job " << id << " submitted\n";
+  auto id = (*http)->SubmitJob(job);
+  if (!id.ok()) return FailCommand(command, id.status());
+  std::cerr << "job " << *id << " submitted\n";
   if (flags.no_wait) {
-    std::cout << id << "\n";
+    std::cout << *id << "\n";
     return 0;
   }
-  auto status = FollowJob(**http, id);
+  HeadWaiter waiter("");
+  auto status = FollowJob(**http, *id, waiter);
   if (!status.ok()) return FailCommand(command, status.status());
-  auto job = (*http)->Get("/api/jobs/" + UrlEncode(id));
-  std::string message = job.ok() ? (*job)["message"].get<std::string>() : "";
-  std::cerr << "job " << id << " " << *status << (message.empty() ? "" : ": " + message) << "\n";
+  auto details = waiter.Retry([&] { return (*http)->GetJob(*id); });
+  std::string message = details.ok() ? details->value("message", "") : "";
+  std::cerr << "job " << *id << " " << *status << (message.empty() ? "" : ": " + message) << "\n";
   return *status == "SUCCEEDED" ? 0 : 1;
 }
 
 int CmdJobStatus(const HeadFlags& head, const std::string& id, bool json) {
-  auto http = ConnectHttp(head.dashboard_address, head.token);
+  auto http = ConnectHttpApi(head);
   if (!http.ok()) return FailCommand("job status", http.status());
-  auto job = (*http)->Get("/api/jobs/" + UrlEncode(id));
+  auto job = (*http)->GetJob(id);
   if (!job.ok()) return FailCommand("job status", job.status());
   if (json) {
     std::cout << job->dump(2) << "\n";
@@ -100,33 +114,33 @@ int CmdJobStatus(const HeadFlags& head, const std::string& id, bool json) {
 }
 
 int CmdJobLogs(const HeadFlags& head, const std::string& id, bool follow, std::optional<int> rank, int attempt) {
-  auto http = ConnectHttp(head.dashboard_address, head.token);
+  auto http = ConnectHttpApi(head);
   if (!http.ok()) return FailCommand("job logs", http.status());
   if (id.rfind("run-", 0) == 0 || rank) return FollowRunLogs(**http, id, follow, rank, attempt);
   if (follow) {
-    auto status = FollowJob(**http, id);
+    HeadWaiter waiter("");
+    auto status = FollowJob(**http, id, waiter);
     return status.ok() ? 0 : FailCommand("job logs", status.status());
   }
-  auto logs = (*http)->Get("/api/jobs/" + UrlEncode(id) + "/logs");
+  auto logs = (*http)->JobLogs(id);
   if (!logs.ok()) return FailCommand("job logs", logs.status());
-  std::cout << (*logs)["logs"].get<std::string>();
+  std::cout << *logs;
   return 0;
 }
 
 int CmdJobStop(const HeadFlags& head, const std::string& id) {
-  auto http = ConnectHttp(head.dashboard_address, head.token);
+  auto http = ConnectHttpApi(head);
   if (!http.ok()) return FailCommand("job stop", http.status());
-  auto reply = id.rfind("run-", 0) == 0 ? (*http)->Post("/api/v0/runs/" + UrlEncode(id) + "/stop", {})
-                                        : (*http)->Post("/api/jobs/" + UrlEncode(id) + "/stop", {});
-  if (!reply.ok()) return FailCommand("job stop", reply.status());
-  std::cout << id << ((*reply)["stopped"].get<bool>() ? " stopping" : " had already ended") << "\n";
+  auto stopped = id.rfind("run-", 0) == 0 ? (*http)->StopRun(id) : (*http)->StopJob(id);
+  if (!stopped.ok()) return FailCommand("job stop", stopped.status());
+  std::cout << id << (*stopped ? " stopping" : " had already ended") << "\n";
   return 0;
 }
 
 int CmdJobList(const HeadFlags& head, bool json) {
-  auto http = ConnectHttp(head.dashboard_address, head.token);
+  auto http = ConnectHttpApi(head);
   if (!http.ok()) return FailCommand("job list", http.status());
-  auto jobs = (*http)->Get("/api/jobs/");
+  auto jobs = (*http)->ListJobs();
   if (!jobs.ok()) return FailCommand("job list", jobs.status());
   if (json) {
     std::cout << jobs->dump(2) << "\n";
@@ -140,10 +154,10 @@ int CmdJobList(const HeadFlags& head, bool json) {
 }
 
 int CmdJobDelete(const HeadFlags& head, const std::string& id) {
-  auto http = ConnectHttp(head.dashboard_address, head.token);
+  auto http = ConnectHttpApi(head);
   if (!http.ok()) return FailCommand("job delete", http.status());
-  auto reply = (*http)->Delete("/api/jobs/" + UrlEncode(id));
-  if (!reply.ok()) return FailCommand("job delete", reply.status());
+  absl::Status deleted = (*http)->DeleteJob(id);
+  if (!deleted.ok()) return FailCommand("job delete", deleted);
   std::cout << id << " deleted\n";
   return 0;
 }

@@ -1,15 +1,18 @@
 // torus train: submit a gang run and stream every rank's output; torus train status | stop | list.
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <map>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "torus/cli/command_util.h"
 #include "torus/cli/commands.h"
-#include "torus/cli/http_client.h"
 #include "torus/cli/pg_spec.h"
+#include "torus/common/resources.h"
+#include "torus/common/status.h"
+#include "torus/train/run_spec.h"
 
 namespace torus::cli {
 namespace {
@@ -44,41 +47,103 @@ class RankPrinter {
 
 // Reads what is new of each rank of `attempt` (or only rank `only`); returns whether anything came. An error is
 // returned only for the one rank asked for; with all ranks, a lost host's log is skipped and the others go on.
-absl::StatusOr<bool> Drain(HttpClient& http, const std::string& id, int attempt, int ranks, std::optional<int> only,
-                           std::map<int, int64_t>& offsets, RankPrinter& printer) {
+// An unreachable head is waited for (`waiter`); if it stays away, that error is returned whatever the ranks.
+absl::StatusOr<bool> Drain(client::HttpApiClient& http, HeadWaiter& waiter, const std::string& id, int attempt,
+                           int ranks, std::optional<int> only, std::map<int, int64_t>& offsets, RankPrinter& printer) {
   bool any = false;
   for (int r = 0; r < (only ? *only + 1 : ranks); ++r) {
     if (only && *only != r) continue;
-    auto chunk = http.Get(absl::StrCat("/api/v0/runs/", UrlEncode(id), "/logs?rank=", r, "&attempt=", attempt,
-                                       "&offset=", offsets[r]));
+    auto chunk = waiter.Retry([&] { return http.ReadRunLog(id, r, attempt, offsets[r]); });
     if (!chunk.ok()) {
-      if (only) return chunk.status();
+      if (only || chunk.status().code() == absl::StatusCode::kUnavailable) return chunk.status();
       continue;
     }
-    std::string data = (*chunk)["data"].get<std::string>();
-    offsets[r] = (*chunk)["next_offset"].get<int64_t>();
-    if (!data.empty()) {
-      printer.Feed(r, data, !only.has_value());
+    offsets[r] = chunk->next_offset;
+    if (!chunk->data.empty()) {
+      printer.Feed(r, chunk->data, !only.has_value());
       any = true;
     }
   }
   return any;
 }
 
+// `--resources-per-worker '{"TPU": 1}'` -> fixed-point amounts; errors name the flag.
+absl::StatusOr<ResourceSet> ParseResourcesFlag(const std::string& flag, const std::string& text) {
+  auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return absl::InvalidArgumentError(flag + ": must be a JSON object, e.g. '{\"TPU\": 1}'");
+  }
+  ResourceSet resources;
+  for (const auto& [name, value] : parsed.items()) {
+    if (absl::Status valid = ValidateResourceName(name); !valid.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": ", valid.message()));
+    }
+    if (!value.is_number()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": \"", name, "\" must be a non-negative number"));
+    }
+    auto fixed = ToFixed(value.get<double>());
+    if (!fixed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": \"", name, "\": ", fixed.status().message()));
+    }
+    resources.SetFixed(name, *fixed);
+  }
+  return resources;
+}
+
+// The run `torus train` asks for. Only the flags' forms are checked here; the head validates the values (PlanRun).
+absl::StatusOr<train::RunSpec> RunSpecFromFlags(const TrainFlags& flags) {
+  train::RunSpec spec;
+  train::ScalingConfig& scaling = spec.scaling;
+  scaling.num_workers = flags.num_workers;
+  if (!flags.accelerator_type.empty() || !flags.topology.empty()) {
+    scaling.use_tpu = true;
+    scaling.accelerator_type = flags.accelerator_type;
+    scaling.topology = flags.topology;
+    scaling.num_slices = flags.num_slices;
+  }
+  scaling.use_gpu = flags.use_gpu;
+  scaling.chips_per_host = flags.chips_per_host;
+  if (!flags.resources_per_worker.empty()) {
+    TORUS_ASSIGN_OR_RETURN(scaling.resources_per_worker,
+                           ParseResourcesFlag("--resources-per-worker", flags.resources_per_worker));
+  }
+  if (!flags.placement_strategy.empty()) scaling.placement_strategy = flags.placement_strategy;
+  if (!flags.label_selector.empty()) {
+    TORUS_ASSIGN_OR_RETURN(scaling.label_selector, ParseSelectorJson("--label-selector", flags.label_selector));
+  }
+  for (const std::string& text : flags.fallbacks) {
+    TORUS_ASSIGN_OR_RETURN(rpc::SliceShapeProto shape, ParseFallbackShape(text));
+    // Without :NUM_SLICES a fallback takes the primary's number of slices (0).
+    const bool slices_given = std::count(text.begin(), text.end(), ':') == 2;
+    scaling.fallbacks.push_back({shape.accelerator_type(), shape.topology(),
+                                 slices_given ? static_cast<int>(shape.num_slices()) : 0, std::nullopt});
+  }
+  spec.run.name = flags.name;
+  spec.run.storage_path = flags.storage_path;
+  spec.run.max_failures = flags.max_failures;
+  spec.run.checkpoints_to_keep = flags.checkpoints_to_keep;
+  spec.entrypoint = flags.command;
+  TORUS_ASSIGN_OR_RETURN(spec.env, ParseEnvFlags(flags.env));
+  spec.working_dir = flags.working_dir;
+  return spec;
+}
+
 }  // namespace
 
-int FollowRunLogs(HttpClient& http, const std::string& id, bool follow, std::optional<int> rank, int only_attempt) {
+int FollowRunLogs(client::HttpApiClient& http, const std::string& id, bool follow, std::optional<int> rank,
+                  int only_attempt) {
+  HeadWaiter waiter("[torus] ", follow ? HeadWaiter::kMaxWait : std::chrono::milliseconds(0));
   int shown_attempt = 0;
   std::map<int, int64_t> offsets;
   RankPrinter printer;
   while (true) {
-    auto run = http.Get("/api/v0/runs/" + UrlEncode(id));
+    auto run = waiter.Retry([&] { return http.GetRun(id); });
     if (!run.ok()) return FailCommand("logs", run.status());
     const int attempt = only_attempt > 0 ? only_attempt : (*run)["attempt"].get<int>();
     const std::string status = (*run)["status"].get<std::string>();
     if (attempt != shown_attempt && attempt > 0) {
       if (shown_attempt > 0) {
-        auto drained = Drain(http, id, shown_attempt,
+        auto drained = Drain(http, waiter, id, shown_attempt,
                              static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size()), rank, offsets,
                              printer);
         if (!drained.ok()) return FailCommand("logs", drained.status());
@@ -97,7 +162,7 @@ int FollowRunLogs(HttpClient& http, const std::string& id, bool follow, std::opt
     bool any = false;
     if (shown_attempt > 0) {
       const int ranks = static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size());
-      auto drained = Drain(http, id, shown_attempt, ranks, rank, offsets, printer);
+      auto drained = Drain(http, waiter, id, shown_attempt, ranks, rank, offsets, printer);
       if (!drained.ok()) return FailCommand("logs", drained.status());
       any = *drained;
     }
@@ -116,65 +181,24 @@ int FollowRunLogs(HttpClient& http, const std::string& id, bool follow, std::opt
 int CmdTrain(const HeadFlags& head, const TrainFlags& flags) {
   const std::string command = "train";
   if (flags.command.empty()) return FailCommand(command, absl::InvalidArgumentError("give the command after --"));
-  nlohmann::json scaling = nlohmann::json::object();
-  if (flags.num_workers) scaling["num_workers"] = *flags.num_workers;
-  if (!flags.accelerator_type.empty() || !flags.topology.empty()) {
-    scaling["use_tpu"] = true;
-    scaling["accelerator_type"] = flags.accelerator_type;
-    scaling["topology"] = flags.topology;
-    scaling["num_slices"] = flags.num_slices;
-  }
-  if (flags.use_gpu) scaling["use_gpu"] = true;
-  if (flags.chips_per_host) scaling["chips_per_host"] = *flags.chips_per_host;
-  if (!flags.resources_per_worker.empty()) {
-    auto parsed = nlohmann::json::parse(flags.resources_per_worker, nullptr, false);
-    if (parsed.is_discarded() || !parsed.is_object()) {
-      return FailCommand(command, absl::InvalidArgumentError("--resources-per-worker: must be a JSON object, e.g. '{\"TPU\": 1}'"));
-    }
-    scaling["resources_per_worker"] = parsed;
-  }
-  if (!flags.placement_strategy.empty()) scaling["placement_strategy"] = flags.placement_strategy;
-  if (!flags.label_selector.empty()) {
-    auto selector = ParseSelectorJson("--label-selector", flags.label_selector);
-    if (!selector.ok()) return FailCommand(command, selector.status());
-    scaling["label_selector"] = *selector;
-  }
-  nlohmann::json fallbacks = nlohmann::json::array();
-  for (const std::string& text : flags.fallbacks) {
-    auto shape = ParseFallbackShape(text);
-    if (!shape.ok()) return FailCommand(command, shape.status());
-    nlohmann::json f = {{"accelerator_type", shape->accelerator_type()}, {"topology", shape->topology()}};
-    if (std::count(text.begin(), text.end(), ':') == 2) f["num_slices"] = shape->num_slices();
-    fallbacks.push_back(f);
-  }
-  if (!fallbacks.empty()) scaling["fallbacks"] = fallbacks;
-  nlohmann::json run_config = {{"max_failures", flags.max_failures}};
-  if (!flags.name.empty()) run_config["name"] = flags.name;
-  if (!flags.storage_path.empty()) run_config["storage_path"] = flags.storage_path;
-  if (flags.checkpoints_to_keep) run_config["checkpoints_to_keep"] = *flags.checkpoints_to_keep;
-  auto env = ParseEnvFlags(flags.env);
-  if (!env.ok()) return FailCommand(command, env.status());
-  nlohmann::json body = {{"scaling_config", scaling}, {"run_config", run_config}, {"entrypoint", flags.command},
-                         {"env", *env}};
-  if (!flags.working_dir.empty()) body["working_dir"] = flags.working_dir;
-
-  auto http = ConnectHttp(head.dashboard_address, head.token);
+  auto spec = RunSpecFromFlags(flags);
+  if (!spec.ok()) return FailCommand(command, spec.status());
+  auto http = ConnectHttpApi(head);
   if (!http.ok()) return FailCommand(command, http.status());
-  auto reply = (*http)->Post("/api/v0/runs", body);
-  if (!reply.ok()) return FailCommand(command, reply.status());
-  std::string id = (*reply)["run_id"].get<std::string>();
-  std::cerr << "[torus] run " << (*reply)["name"].get<std::string>() << " submitted as " << id << "\n";
+  auto run = (*http)->SubmitRun(*spec);
+  if (!run.ok()) return FailCommand(command, run.status());
+  std::cerr << "[torus] run " << run->name << " submitted as " << run->run_id << "\n";
   if (flags.no_wait) {
-    std::cout << id << "\n";
+    std::cout << run->run_id << "\n";
     return 0;
   }
-  return FollowRunLogs(**http, id, /*follow=*/true, std::nullopt, 0);
+  return FollowRunLogs(**http, run->run_id, /*follow=*/true, std::nullopt, 0);
 }
 
 int CmdTrainStatus(const HeadFlags& head, const std::string& id, bool json) {
-  auto http = ConnectHttp(head.dashboard_address, head.token);
+  auto http = ConnectHttpApi(head);
   if (!http.ok()) return FailCommand("train status", http.status());
-  auto run = (*http)->Get("/api/v0/runs/" + UrlEncode(id));
+  auto run = (*http)->GetRun(id);
   if (!run.ok()) return FailCommand("train status", run.status());
   if (json) {
     std::cout << run->dump(2) << "\n";
@@ -202,18 +226,18 @@ int CmdTrainStatus(const HeadFlags& head, const std::string& id, bool json) {
 }
 
 int CmdTrainStop(const HeadFlags& head, const std::string& id) {
-  auto http = ConnectHttp(head.dashboard_address, head.token);
+  auto http = ConnectHttpApi(head);
   if (!http.ok()) return FailCommand("train stop", http.status());
-  auto reply = (*http)->Post("/api/v0/runs/" + UrlEncode(id) + "/stop", {});
-  if (!reply.ok()) return FailCommand("train stop", reply.status());
-  std::cout << id << ((*reply)["stopped"].get<bool>() ? " stopped" : " had already ended") << "\n";
+  auto stopped = (*http)->StopRun(id);
+  if (!stopped.ok()) return FailCommand("train stop", stopped.status());
+  std::cout << id << (*stopped ? " stopped" : " had already ended") << "\n";
   return 0;
 }
 
 int CmdTrainList(const HeadFlags& head, bool json) {
-  auto http = ConnectHttp(head.dashboard_address, head.token);
+  auto http = ConnectHttpApi(head);
   if (!http.ok()) return FailCommand("train list", http.status());
-  auto runs = (*http)->Get("/api/v0/runs");
+  auto runs = (*http)->ListRuns();
   if (!runs.ok()) return FailCommand("train list", runs.status());
   if (json) {
     std::cout << runs->dump(2) << "\n";

@@ -46,8 +46,6 @@ struct TrainFlags {
   bool no_wait = false;
 };
 
-class HttpClient;
-
 // Flags passed through to an agent.
 struct AgentFlags {
   std::string labels;
@@ -150,7 +148,5 @@ int CmdTrain(const HeadFlags& head, const TrainFlags& flags);
 int CmdTrainStatus(const HeadFlags& head, const std::string& id, bool json);
 int CmdTrainStop(const HeadFlags& head, const std::string& id);
 int CmdTrainList(const HeadFlags& head, bool json);
-// Prints a run's output: every rank with a "[rank N] " prefix, or one rank bare; `follow` until it ends.
-int FollowRunLogs(HttpClient& http, const std::string& id, bool follow, std::optional<int> rank, int attempt);
 
 }  // namespace torus::cli

@@ -1,4 +1,5 @@
 // Client: the C++ API to a torus head, used by the CLI, tests and user programs.
+// Jobs and gang runs go over the head's HTTP API instead: HttpApiClient (http_api_client.h).
 //
 // Example:
 //   auto client = torus::client::Client::Connect({"127.0.0.1:6380", token});

@@ -165,9 +165,11 @@ absl::StatusOr<Registered> Membership::Register(AgentReport report) {
                       .wall_ms = wall};
       txn.Apply(WorkerExited{id, exit}).IgnoreError();
     }
+    // Confirmed before the records are published: whoever reacts to NodeRegistered may already place and start
+    // work on the node.
+    liveness_->Registered(node, out.incarnation, report.available);
     return out;
   });
-  liveness_->Registered(node, result.incarnation, report.available);
   scheduler_->Release(std::move(release));
   spdlog::info("node {} registered from {} (incarnation {}, {} labels){}", node.str(), report.info.address,
                result.incarnation, report.info.labels.size(),

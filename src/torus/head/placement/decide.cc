@@ -181,6 +181,11 @@ DecideOutcome DecideSlices(const Group& g, PassInput& input) {
     d.fresh.push_back(std::move(b));
   }
   if (auto problem = AssignDevices(d.fresh, input)) return NotPlaced{*problem};
+  // A kept slice the core did not keep (its hosts no longer match): given back once the new ones are reserved.
+  const std::set<std::string> chosen(d.slices.begin(), d.slices.end());
+  for (const HeldBundle& b : g.bundles) {
+    if (!chosen.contains(b.slice_name)) d.moved.push_back(b);
+  }
   // Slice-major in the chosen order, then worker id and chip block as placed.
   std::vector<HeldBundle> all = g.bundles;
   all.insert(all.end(), d.fresh.begin(), d.fresh.end());

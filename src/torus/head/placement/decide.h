@@ -46,7 +46,7 @@ struct Decision {
   uint64_t changes = 0;                // the group's `changes` the decision was made on
   std::vector<HeldBundle> fresh;       // to reserve now: node, ledger group and index, devices, resources
   std::vector<HeldBundle> bundles;     // every bundle the group holds once `fresh` is reserved, in order
-  std::vector<HeldBundle> moved;       // survivors the policy moved elsewhere: released once `fresh` is reserved
+  std::vector<HeldBundle> moved;       // survivors the policy moved or dropped: released once `fresh` is reserved
   std::vector<std::string> slices;     // slices held afterwards (slice groups)
   int alternative = 0;
   std::string message;                 // "reserved slices v6e-0, v6e-1 (fallback 1)", "placed 2 bundles on a, b"

@@ -173,11 +173,14 @@ void PlacementScheduler::Pass() {
   SendReleases();
 }
 
-std::map<NodeId, std::string> PlacementScheduler::Targets(bool placeable_only) const {
+std::map<NodeId, std::string> PlacementScheduler::Targets(bool placeable_only,
+                                                          std::map<NodeId, uint64_t>* incarnations) const {
   return store_->Read([&](const ClusterState& s) {
     std::map<NodeId, std::string> out;
     for (const auto& [id, n] : s.nodes()) {
-      if (n.alive() && (!placeable_only || liveness_->Confirmed(id))) out[id] = n.target();
+      if (!n.alive() || (placeable_only && !liveness_->Confirmed(id))) continue;
+      out[id] = n.target();
+      if (incarnations != nullptr) (*incarnations)[id] = n.incarnation;
     }
     return out;
   });
@@ -199,7 +202,8 @@ void PlacementScheduler::ExpireTimeouts() {
   std::vector<HeldBundle> release = store_->Update([&](Txn& txn) {
     std::vector<GroupId> due;
     for (const auto& [id, g] : txn.state().groups()) {
-      if (!g.Waiting() || g.timeout_s <= 0) continue;
+      // The timeout bounds the wait for creation; a group placed once and rescheduling now waits as long as it takes.
+      if (!g.Waiting() || g.timeout_s <= 0 || g.placed_once) continue;
       const int64_t at = g.created_wall_ms + static_cast<int64_t>(g.timeout_s * 1000);
       if (at <= wall) {
         due.push_back(id);
@@ -277,6 +281,8 @@ void PlacementScheduler::Schedule() {
       if (auto* d = std::get_if<Decision>(&outcome)) {
         Reserve({std::move(*d)});
         placed = true;  // or refused: either way it was tried
+        // What it holds now counts for the groups decided after it in this pass.
+        start.input = store_->Read([&](const ClusterState& s) { return BuildPassInput(s, placeable); });
       } else {
         reason = std::get<NotPlaced>(outcome).reason;
       }
@@ -317,7 +323,8 @@ void PlacementScheduler::Reserve(std::vector<Decision> decisions) {
     }
     batch.push_back({std::move(d), ""});
   }
-  const std::map<NodeId, std::string> targets = Targets(/*placeable_only=*/true);
+  std::map<NodeId, uint64_t> incarnations;  // of the agents asked: one that registers again meanwhile drops them
+  const std::map<NodeId, std::string> targets = Targets(/*placeable_only=*/true, &incarnations);
   std::vector<AgentBundles> calls;
   std::vector<size_t> owner;  // calls[i] belongs to batch[owner[i]]
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -363,8 +370,8 @@ void PlacementScheduler::Reserve(std::vector<Decision> decisions) {
   }
   agents_->Release(undo);
 
-  // Record the outcomes. A decision whose group changed meanwhile (removed, lost more bundles) or whose node died is
-  // given back and the group decided again.
+  // Record the outcomes. A decision whose group changed meanwhile (removed, lost more bundles), or whose node died or
+  // registered again (its agent was told to drop what no group held yet), is given back and the group decided again.
   std::vector<HeldBundle> release;
   const int64_t wall = clock_->WallMillis();
   store_->Update([&](Txn& txn) {
@@ -374,7 +381,9 @@ void PlacementScheduler::Reserve(std::vector<Decision> decisions) {
       bool current = g != nullptr && g->Waiting() && g->changes == d.changes;
       for (const HeldBundle& b : d.fresh) {
         const Node* n = txn.state().FindNode(b.node);
-        current = current && n != nullptr && n->alive();
+        auto asked = incarnations.find(b.node);
+        current = current && n != nullptr && n->alive() && asked != incarnations.end() &&
+                  asked->second == n->incarnation;
       }
       if (!current) {
         if (r.refusal.empty()) release.insert(release.end(), d.fresh.begin(), d.fresh.end());

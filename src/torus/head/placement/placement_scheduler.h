@@ -86,7 +86,9 @@ class PlacementScheduler {
   // Answers the waiters of `groups` whose group settled (all waiters when `due` also: those past their deadline).
   void FinishWaiters(const std::vector<GroupId>& groups, bool due);
   int64_t NextWakeMicros();
-  std::map<NodeId, std::string> Targets(bool placeable_only) const;
+  // node -> agent target of alive nodes (only those registered with this head when `placeable_only`), and their
+  // incarnations when asked.
+  std::map<NodeId, std::string> Targets(bool placeable_only, std::map<NodeId, uint64_t>* incarnations = nullptr) const;
 
   StateStore* store_;
   const Liveness* liveness_;

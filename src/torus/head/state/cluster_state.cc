@@ -230,6 +230,7 @@ absl::Status ClusterState::ApplyOne(const GroupPlaced& r) {
   g->alternative = r.alternative;
   g->reason.clear();
   g->state = PgState::kCreated;
+  g->placed_once = true;
   AddHistory(*g, r.wall_ms, r.message);
   return absl::OkStatus();
 }

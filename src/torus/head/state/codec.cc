@@ -165,7 +165,7 @@ TORUS_JSON_FIELDS(HeldBundle, index, ledger_index, node, ledger_group, attempt,
 TORUS_JSON_FIELDS(PgEvent, time_ms, state, message)
 TORUS_JSON_FIELDS(Group, id, name, kind, bundle_request, slice_request, request_text,
                                                 owner, seq, state, reason, alternative, bundles, slices, history,
-                                                created_wall_ms, timeout_s, changes)
+                                                created_wall_ms, timeout_s, placed_once, changes)
 TORUS_JSON_FIELDS(WorkerExit, exit_code, signal, lost, start_failed, reason, wall_ms)
 TORUS_JSON_FIELDS(Worker, id, owner, attempt, rank, node, group, ledger_group, bundle,
                                                 chips, gpus, phase, pid, start_wall_ms, exit)

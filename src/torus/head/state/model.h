@@ -107,7 +107,8 @@ struct Group {
   std::vector<std::string> slices;         // slice groups: held slices, in order
   std::vector<PgEvent> history;
   int64_t created_wall_ms = 0;
-  double timeout_s = 0;                    // 0 = wait until removed
+  double timeout_s = 0;                    // bounds the wait for its first creation; 0 = wait until removed
+  bool placed_once = false;                // it was CREATED at least once (a later loss does not time out)
   uint64_t changes = 0;                    // bumped by every record about the group
 
   bool Live() const { return state != PgState::kRemoved && state != PgState::kFailed; }

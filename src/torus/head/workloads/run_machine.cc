@@ -50,20 +50,20 @@ RunStep DecideRun(const RunFacts& f, int64_t wall_ms) {
   const RunAttempt* attempt = run.current();
   if (attempt != nullptr && !attempt->ended()) {
     std::optional<std::string> reason = FirstFailure(f.workers);
+    const bool all_done = !f.workers.empty() && std::all_of(f.workers.begin(), f.workers.end(), [](const Worker* w) {
+      return w != nullptr && w->exit && w->exit->Succeeded();
+    });
+    if (!reason && all_done) {
+      // Every rank finished: a host lost afterwards changes nothing.
+      step.finish =
+          RunFinished{run.id, RunStatus::kSucceeded, absl::StrCat("all ", f.workers.size(), " workers exited 0"), wall_ms};
+      step.release_group = true;
+      return step;
+    }
     if (!reason && f.group->state != PgState::kCreated) {
       reason = absl::StrCat("host lost: ", f.group->history.empty() ? "a host was lost" : f.group->history.back().message);
     }
-    if (!reason) {
-      const bool all_done = !f.workers.empty() && std::all_of(f.workers.begin(), f.workers.end(), [](const Worker* w) {
-        return w != nullptr && w->exit && w->exit->Succeeded();
-      });
-      if (all_done) {
-        step.finish = RunFinished{run.id, RunStatus::kSucceeded,
-                                  absl::StrCat("all ", f.workers.size(), " workers exited 0"), wall_ms};
-        step.release_group = true;
-      }
-      return step;
-    }
+    if (!reason) return step;
     step.end_attempt = AttemptEnded{run.id, attempt->number, *reason, wall_ms};
     step.stop_workers = workers_live;
     const int failures = run.failures + 1;

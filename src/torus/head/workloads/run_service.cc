@@ -50,6 +50,11 @@ absl::StatusOr<ParsedReport> ParseReport(const std::string& body) {
   if (j.contains("checkpoint") && !j["checkpoint"].is_null() && !j["checkpoint"].is_string()) {
     return absl::InvalidArgumentError("\"checkpoint\" must be a string or null");
   }
+  for (const char* field : {"rank", "attempt"}) {
+    if (!j[field].is_number_unsigned() || j[field].get<uint64_t>() > 1'000'000) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " ", j[field].dump(), " is out of range"));
+    }
+  }
   ParsedReport r;
   r.rank = j["rank"].get<int>();
   r.attempt = j["attempt"].get<int>();

@@ -1,0 +1,165 @@
+#include "torus/client/http_api_client.h"
+
+#include <httplib.h>
+
+#include <cctype>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace torus::client {
+namespace {
+
+using nlohmann::json;
+
+// Percent-encodes a path segment or query value.
+std::string UrlEncode(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += absl::StrFormat("%%%02X", c);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<json> Interpret(const httplib::Result& result, const std::string& address) {
+  if (!result) {
+    return absl::UnavailableError(
+        absl::StrCat("head HTTP API at ", address, " is not reachable: ", httplib::to_string(result.error())));
+  }
+  auto body = json::parse(result->body, nullptr, /*allow_exceptions=*/false);
+  if (result->status >= 200 && result->status < 300) {
+    if (body.is_discarded()) return absl::InternalError("the head answered with something that is not JSON");
+    return body;
+  }
+  std::string message = !body.is_discarded() && body.is_object() && body.contains("error") && body["error"].is_string()
+                            ? body["error"].get<std::string>()
+                            : result->body;
+  switch (result->status) {
+    case 400: return absl::InvalidArgumentError(message);
+    case 401: return absl::UnauthenticatedError(message);
+    case 404: return absl::NotFoundError(message);
+    case 409: return absl::FailedPreconditionError(message);
+    case 503: return absl::UnavailableError(message);
+    default: return absl::InternalError(absl::StrCat("HTTP ", result->status, ": ", message));
+  }
+}
+
+// Reads typed fields out of an answer; a missing field or a wrong type is the head's bug, reported as Internal.
+template <typename T, typename Read>
+absl::StatusOr<T> Extract(const absl::StatusOr<json>& answer, const std::string& what, Read read) {
+  if (!answer.ok()) return answer.status();
+  try {
+    return read(*answer);
+  } catch (const json::exception& e) {
+    return absl::InternalError(absl::StrCat("unexpected answer from the head to ", what, ": ", e.what()));
+  }
+}
+
+json JobBody(const JobSubmission& job) {
+  json body = {{"entrypoint", job.entrypoint}};
+  if (!job.submission_id.empty()) body["submission_id"] = job.submission_id;
+  json runtime_env = json::object();
+  if (!job.env_vars.empty()) runtime_env["env_vars"] = job.env_vars;
+  if (!job.working_dir.empty()) runtime_env["working_dir"] = job.working_dir;
+  if (!runtime_env.empty()) body["runtime_env"] = std::move(runtime_env);
+  if (!job.resources.empty()) body["entrypoint_resources"] = job.resources;
+  if (!job.label_selector.empty()) body["entrypoint_label_selector"] = job.label_selector;
+  if (!job.metadata.empty()) body["metadata"] = job.metadata;
+  return body;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpApiClient>> HttpApiClient::Connect(const HeadEndpoint& endpoint) {
+  if (endpoint.address.empty()) {
+    return absl::InvalidArgumentError("the head's HTTP address is empty; expected HOST:PORT");
+  }
+  return std::unique_ptr<HttpApiClient>(new HttpApiClient(endpoint));
+}
+
+HttpApiClient::HttpApiClient(const HeadEndpoint& endpoint)
+    : address_(endpoint.address), client_(std::make_unique<httplib::Client>("http://" + endpoint.address)) {
+  client_->set_bearer_token_auth(endpoint.token.c_str());
+  client_->set_connection_timeout(5, 0);
+  client_->set_read_timeout(60, 0);
+  client_->set_keep_alive(true);
+}
+
+HttpApiClient::~HttpApiClient() = default;
+
+absl::StatusOr<json> HttpApiClient::Get(const std::string& path) { return Interpret(client_->Get(path), address_); }
+
+absl::StatusOr<json> HttpApiClient::Post(const std::string& path, const std::string& json_body) {
+  return Interpret(client_->Post(path, json_body, "application/json"), address_);
+}
+
+absl::StatusOr<json> HttpApiClient::Delete(const std::string& path) {
+  return Interpret(client_->Delete(path), address_);
+}
+
+absl::StatusOr<std::string> HttpApiClient::SubmitJob(const JobSubmission& job) {
+  return Extract<std::string>(Post("/api/jobs/", JobBody(job).dump()), "a job submission",
+                              [](const json& j) { return j.at("submission_id").get<std::string>(); });
+}
+
+absl::StatusOr<json> HttpApiClient::GetJob(const std::string& id) { return Get("/api/jobs/" + UrlEncode(id)); }
+
+absl::StatusOr<json> HttpApiClient::ListJobs() { return Get("/api/jobs/"); }
+
+absl::StatusOr<bool> HttpApiClient::StopJob(const std::string& id) {
+  return Extract<bool>(Post("/api/jobs/" + UrlEncode(id) + "/stop", "{}"), "a job stop",
+                       [](const json& j) { return j.at("stopped").get<bool>(); });
+}
+
+absl::Status HttpApiClient::DeleteJob(const std::string& id) {
+  return Delete("/api/jobs/" + UrlEncode(id)).status();
+}
+
+absl::StatusOr<JobLogChunk> HttpApiClient::ReadJobLog(const std::string& id, int64_t offset) {
+  return Extract<JobLogChunk>(Get(absl::StrCat("/api/v0/jobs/", UrlEncode(id), "/logs?offset=", offset)),
+                              "a job log read", [](const json& j) {
+                                return JobLogChunk{j.at("data").get<std::string>(), j.at("next_offset").get<int64_t>(),
+                                                   j.at("finished").get<bool>(), j.at("status").get<std::string>()};
+                              });
+}
+
+absl::StatusOr<std::string> HttpApiClient::JobLogs(const std::string& id) {
+  return Extract<std::string>(Get("/api/jobs/" + UrlEncode(id) + "/logs"), "a job log read",
+                              [](const json& j) { return j.at("logs").get<std::string>(); });
+}
+
+absl::StatusOr<SubmittedRun> HttpApiClient::SubmitRun(const train::RunSpec& spec) {
+  return Extract<SubmittedRun>(Post("/api/v0/runs", train::RunSpecToJson(spec)), "a run submission",
+                               [](const json& j) {
+                                 const json& name = j.at("name");
+                                 return SubmittedRun{j.at("run_id").get<std::string>(),
+                                                     name.is_null() ? "" : name.get<std::string>()};
+                               });
+}
+
+absl::StatusOr<json> HttpApiClient::GetRun(const std::string& id_or_name) {
+  return Get("/api/v0/runs/" + UrlEncode(id_or_name));
+}
+
+absl::StatusOr<json> HttpApiClient::ListRuns() { return Get("/api/v0/runs"); }
+
+absl::StatusOr<bool> HttpApiClient::StopRun(const std::string& id_or_name) {
+  return Extract<bool>(Post("/api/v0/runs/" + UrlEncode(id_or_name) + "/stop", "{}"), "a run stop",
+                       [](const json& j) { return j.at("stopped").get<bool>(); });
+}
+
+absl::StatusOr<RunLogChunk> HttpApiClient::ReadRunLog(const std::string& id_or_name, int rank, int attempt,
+                                                      int64_t offset) {
+  return Extract<RunLogChunk>(Get(absl::StrCat("/api/v0/runs/", UrlEncode(id_or_name), "/logs?rank=", rank,
+                                               "&attempt=", attempt, "&offset=", offset)),
+                              "a run log read", [](const json& j) {
+                                return RunLogChunk{j.at("data").get<std::string>(), j.at("next_offset").get<int64_t>(),
+                                                   j.at("finished").get<bool>()};
+                              });
+}
+
+}  // namespace torus::client

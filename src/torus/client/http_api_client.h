@@ -1,0 +1,118 @@
+// HttpApiClient: the C++ API to the head's HTTP API for jobs (the Ray Jobs REST API) and gang runs, with the
+// cluster token. Client (client.h) covers the rest over gRPC.
+//
+// Example:
+//   auto endpoint = torus::client::ResolveHttp(std::nullopt, std::nullopt, torus::client::TempRoot());
+//   auto http = torus::client::HttpApiClient::Connect(*endpoint);
+//   auto id = (*http)->SubmitJob({.entrypoint = "echo hello"});
+//   auto chunk = (*http)->ReadJobLog(*id, 0);
+//
+// Views of jobs and runs come back as JSON: that JSON is the public REST schema (Ray's JobDetails for jobs; a run
+// as /api/v0/runs/{id} serves it, docs/rest.md).
+//
+// Errors: the head's message (its {"error": ...} or its text body), with the code mapped from the HTTP status:
+// 400 InvalidArgument, 401 Unauthenticated, 404 NotFound, 409 FailedPrecondition, 503 Unavailable, other
+// Internal ("HTTP 500: ..."); Unavailable "head HTTP API at HOST:PORT is not reachable: ..." when no answer comes
+// (a head that is down or restarting); Internal when a 2xx answer is not the JSON expected.
+//
+// Thread-safety: thread-safe; cpp-httplib serializes the requests on the one keep-alive connection.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "torus/client/session.h"
+#include "torus/train/run_spec.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace torus::client {
+
+// A job to submit (POST /api/jobs/). Empty fields are left out of the request.
+struct JobSubmission {
+  std::string entrypoint;                        // a shell command (/bin/sh -c)
+  std::string submission_id;                     // empty: the head picks one
+  std::map<std::string, std::string> env_vars;   // runtime_env.env_vars
+  std::string working_dir;                       // runtime_env.working_dir: a path on the node
+  std::map<std::string, double> resources;       // entrypoint_resources: name -> amount
+  std::map<std::string, std::string> label_selector;  // entrypoint_label_selector: label key -> expression
+  std::map<std::string, std::string> metadata;
+};
+
+// The next piece of a job's output (GET /api/v0/jobs/{id}/logs?offset=N).
+struct JobLogChunk {
+  std::string data;
+  int64_t next_offset = 0;
+  bool finished = false;  // the job's output is complete (nothing will follow next_offset)
+  std::string status;     // the job's status: PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED (UNKNOWN if gone)
+};
+
+// The next piece of one rank's output in one attempt of a run (GET /api/v0/runs/{id}/logs).
+struct RunLogChunk {
+  std::string data;
+  int64_t next_offset = 0;
+  bool finished = false;  // that worker's output is complete
+};
+
+struct SubmittedRun {
+  std::string run_id;  // run-...
+  std::string name;
+};
+
+class HttpApiClient {
+ public:
+  // Makes a client for `endpoint` (HOST:PORT of the head's HTTP API, and the token); does not contact the head.
+  // InvalidArgument when the address is empty.
+  static absl::StatusOr<std::unique_ptr<HttpApiClient>> Connect(const HeadEndpoint& endpoint);
+  ~HttpApiClient();
+
+  // Jobs.
+  // Submits a job; returns its submission id.
+  absl::StatusOr<std::string> SubmitJob(const JobSubmission& job);
+  // One job's JobDetails.
+  absl::StatusOr<nlohmann::json> GetJob(const std::string& id);
+  // Every job's JobDetails, as a JSON list.
+  absl::StatusOr<nlohmann::json> ListJobs();
+  // Asks a job to stop; false when it had already ended.
+  absl::StatusOr<bool> StopJob(const std::string& id);
+  // Deletes an ended job; InvalidArgument (the head's 400) while it has not ended.
+  absl::Status DeleteJob(const std::string& id);
+  // A job's output from byte `offset` on (at most about a megabyte per call).
+  absl::StatusOr<JobLogChunk> ReadJobLog(const std::string& id, int64_t offset);
+  // A job's whole output so far (GET /api/jobs/{id}/logs).
+  absl::StatusOr<std::string> JobLogs(const std::string& id);
+
+  // Gang runs.
+  // Submits a run (POST /api/v0/runs with train::RunSpecToJson(spec)); returns its id and name.
+  absl::StatusOr<SubmittedRun> SubmitRun(const train::RunSpec& spec);
+  // One run, by id or name.
+  absl::StatusOr<nlohmann::json> GetRun(const std::string& id_or_name);
+  // Every run, as a JSON list.
+  absl::StatusOr<nlohmann::json> ListRuns();
+  // Stops a run; false when it had already ended.
+  absl::StatusOr<bool> StopRun(const std::string& id_or_name);
+  // Rank `rank`'s output in attempt `attempt` (0: the current one) from byte `offset` on.
+  absl::StatusOr<RunLogChunk> ReadRunLog(const std::string& id_or_name, int rank, int attempt, int64_t offset);
+
+  const std::string& address() const { return address_; }
+
+ private:
+  explicit HttpApiClient(const HeadEndpoint& endpoint);
+
+  // The JSON of a 2xx answer, else the mapped error (see the header comment).
+  absl::StatusOr<nlohmann::json> Get(const std::string& path);
+  absl::StatusOr<nlohmann::json> Post(const std::string& path, const std::string& json_body);
+  absl::StatusOr<nlohmann::json> Delete(const std::string& path);
+
+  std::string address_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+}  // namespace torus::client
