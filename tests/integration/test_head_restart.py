@@ -194,16 +194,18 @@ def test_gang_run_survives_a_head_restart_in_its_same_attempt(torus, tmp_path):
         assert run["status"] == "RUNNING" and run["attempt"] == 1
         pids = {rank: worker_pids(run["run_id"], rank) for rank in range(4)}
         kill_head(torus)
+        time.sleep(1.5)  # long enough for `torus train`, which follows the output, to find the head gone
         restart_head(torus)
         code, out, err = finish(proc, 180)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert code == 0, f"stdout:\n{out}\nstderr:\n{err}"
+    assert "[torus] the head is unreachable" in err and "[torus] the head is back" in err, err
     after = run_view(torus, "restarted")
     assert after["status"] == "SUCCEEDED", after
     assert after["attempt"] == 1 and after["failures"] == 0 and len(after["attempts"]) == 1, after
-    assert [r["pid"] for r in after["attempts"][0]["ranks"]] == [pids[r][0] for r in range(4)]
+    assert all(after["attempts"][0]["ranks"][r]["pid"] in pids[r] for r in range(4)), (after, pids)
     assert final_loss(out) == final_loss(reference.stdout)
     assert_ledgers_equal_head_view(torus)
 
