@@ -1,10 +1,15 @@
-// End-to-end placement group and slice group latency and throughput on a real local cluster.
+// End-to-end placement group and slice group latency and throughput on a real local cluster, and job submissions,
+// with the head's journal on and off in one run (what the journal costs).
 //
 // Starts `torus up examples/clusters/local.yaml` (16 agents) in a temporary TORUS_TEMP_DIR, then through the C++
 // client: create a 4-bundle PG (or reserve one TPU-V6E 4x4 slice), wait until CREATED, remove it; sequentially and
-// with 8 concurrent clients. Prints ops/s and p50/p99 of create->CREATED and of the whole create+remove.
+// with 8 concurrent clients. Prints ops/s and p50/p99 of create->CREATED and of the whole create+remove. Then 8
+// clients submit jobs (`true`, with entrypoint resources {"CPU": 0.01}, so each is a placement group too) over the
+// Ray Jobs REST API: submissions acknowledged per second, and the time until every one SUCCEEDED. With
+// `--journal both` (the default) all of it runs twice, `torus up` and `torus up --no-journal`, and the table ends with
+// the ratio of each throughput, journal on / off.
 //
-//   build/bin/bench_pg_e2e [--ops 400] [--clients 8]
+//   build/bin/bench_pg_e2e [--ops 400] [--clients 8] [--jobs 400] [--journal on|off|both]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -21,6 +27,7 @@
 
 #include "CLI/CLI.hpp"
 #include "torus/client/client.h"
+#include "torus/client/http_api_client.h"
 
 namespace {
 
@@ -68,7 +75,11 @@ bool Cycle(torus::client::Client& client, bool slice, Sample& out) {
   return true;
 }
 
-void Run(const torus::client::HeadEndpoint& endpoint, const char* what, bool slice, int clients, int ops) {
+// Throughputs by operation name, for the journal on/off ratios.
+std::map<std::string, double>* g_throughput = nullptr;
+
+void Run(const torus::client::HeadEndpoint& endpoint, const std::string& mode, const std::string& what, bool slice,
+         int clients, int ops) {
   std::vector<Sample> samples;
   std::mutex mu;
   std::atomic<int> failures{0};
@@ -95,10 +106,93 @@ void Run(const torus::client::HeadEndpoint& endpoint, const char* what, bool sli
     ready.push_back(s.ready_ms);
     cycle.push_back(s.cycle_ms);
   }
-  printf("%-28s %8d %8zu %8d %12.0f %14.2f %14.2f %14.2f %14.2f\n", what, clients, samples.size(), failures.load(),
-         samples.size() / secs, Percentile(ready, 0.5), Percentile(ready, 0.99), Percentile(cycle, 0.5),
+  printf("%-40s %8d %8zu %8d %12.0f %14.2f %14.2f %14.2f %14.2f\n", (mode + what).c_str(), clients, samples.size(),
+         failures.load(), samples.size() / secs, Percentile(ready, 0.5), Percentile(ready, 0.99), Percentile(cycle, 0.5),
          Percentile(cycle, 0.99));
   fflush(stdout);
+  if (g_throughput != nullptr) (*g_throughput)[what + " x" + std::to_string(clients)] = samples.size() / secs;
+}
+
+// `clients` threads submit `jobs` jobs in all over HTTP; prints acknowledged submissions per second, and the seconds
+// until every job SUCCEEDED.
+void SubmitJobs(const torus::client::HeadEndpoint& http_endpoint, const std::string& mode, const std::string& what,
+                int clients, int jobs) {
+  std::vector<std::string> ids;
+  std::mutex mu;
+  std::atomic<int> failures{0};
+  std::vector<double> latencies;
+  auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&] {
+      auto http = torus::client::HttpApiClient::Connect(http_endpoint);
+      for (int i = 0; i < jobs / clients; ++i) {
+        auto s0 = Clock::now();
+        auto id = (*http)->SubmitJob({.entrypoint = "true", .resources = {{"CPU", 0.01}}});
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
+        std::lock_guard<std::mutex> lock(mu);
+        if (!id.ok()) {
+          ++failures;
+          continue;
+        }
+        ids.push_back(*id);
+        latencies.push_back(ms);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double submit_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  auto http = torus::client::HttpApiClient::Connect(http_endpoint);
+  size_t done = 0;
+  while (done < ids.size() && std::chrono::duration<double>(Clock::now() - t0).count() < 300) {
+    auto jobs_now = (*http)->ListJobs();
+    done = 0;
+    if (jobs_now.ok()) {
+      for (const auto& j : *jobs_now) done += j["status"] == "SUCCEEDED" || j["status"] == "FAILED";
+    }
+    if (done < ids.size()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const double all_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  printf("%-40s %8d %8zu %8d %12.0f %14.2f %14.2f %14s %14.2f\n", (mode + what).c_str(), clients, ids.size(),
+         failures.load(),
+         ids.size() / submit_s, Percentile(latencies, 0.5), Percentile(latencies, 0.99), "-", all_s * 1000);
+  fflush(stdout);
+  if (g_throughput != nullptr) (*g_throughput)[what + " x" + std::to_string(clients)] = ids.size() / submit_s;
+}
+
+// One whole round on a fresh local cluster; with `journal` false the head runs with --no-journal.
+bool Round(bool journal, int ops, int clients, int jobs, std::map<std::string, double>* throughput) {
+  g_throughput = throughput;
+  char tmpl[] = "/tmp/torus_bench_pg_XXXXXX";
+  std::string root = mkdtemp(tmpl);
+  setenv("TORUS_TEMP_DIR", root.c_str(), 1);
+  std::string bin = std::string(TORUS_BIN_DIR) + "/torus";
+  std::string spec = std::string(TORUS_SOURCE_DIR) + "/examples/clusters/local.yaml";
+  std::string up = bin + " up " + spec + " --port 0 --dashboard-port 0" + (journal ? "" : " --no-journal") + " > " +
+                   root + "/up.log 2>&1";
+  if (std::system(up.c_str()) != 0) {
+    fprintf(stderr, "torus up failed; see %s/up.log\n", root.c_str());
+    return false;
+  }
+  auto endpoint = torus::client::ResolveHead(std::nullopt, std::nullopt, root);
+  auto http_endpoint = torus::client::ResolveHttp(std::nullopt, std::nullopt, root);
+  if (!endpoint.ok() || !http_endpoint.ok()) {
+    fprintf(stderr, "cannot find the head in %s\n", root.c_str());
+    return false;
+  }
+  const std::string mode = journal ? "journal on:  " : "journal off: ";
+  if (getenv("TORUS_BENCH_PAUSE") != nullptr) {  // for attaching a profiler to the head
+    fprintf(stderr, "cluster up in %s; press enter\n", root.c_str());
+    getchar();
+  }
+  Run(*endpoint, mode, "pg 4 bundles PACK", false, 1, ops);
+  Run(*endpoint, mode, "pg 4 bundles PACK", false, clients, ops);
+  Run(*endpoint, mode, "slice group TPU-V6E 4x4 x1", true, 1, ops);
+  Run(*endpoint, mode, "slice group TPU-V6E 4x4 x1", true, clients, ops);
+  SubmitJobs(*http_endpoint, mode, "job submissions (CPU 0.01)", clients, jobs);
+  std::system((bin + " down > /dev/null 2>&1").c_str());
+  std::filesystem::remove_all(root);
+  return true;
 }
 
 }  // namespace
@@ -106,33 +200,27 @@ void Run(const torus::client::HeadEndpoint& endpoint, const char* what, bool sli
 int main(int argc, char** argv) {
   int ops = 400;
   int clients = 8;
-  CLI::App app{"Placement group and slice group create/remove on a local 16-agent cluster"};
+  int jobs = 400;
+  std::string journal = "both";
+  CLI::App app{"Placement groups, slice groups and job submissions on a local 16-agent cluster, journal on and off"};
   app.add_option("--ops", ops, "Create+remove cycles per run")->capture_default_str();
   app.add_option("--clients", clients, "Concurrent clients for the concurrent runs")->capture_default_str();
+  app.add_option("--jobs", jobs, "Jobs submitted by the clients together")->capture_default_str();
+  app.add_option("--journal", journal, "on, off, or both (one cluster each, in this run)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off", "both"}));
   CLI11_PARSE(app, argc, argv);
 
-  char tmpl[] = "/tmp/torus_bench_pg_XXXXXX";
-  std::string root = mkdtemp(tmpl);
-  setenv("TORUS_TEMP_DIR", root.c_str(), 1);
-  std::string bin = std::string(TORUS_BIN_DIR) + "/torus";
-  std::string spec = std::string(TORUS_SOURCE_DIR) + "/examples/clusters/local.yaml";
-  std::string up = bin + " up " + spec + " --port 0 --dashboard-port 0 > " + root + "/up.log 2>&1";
-  if (std::system(up.c_str()) != 0) {
-    fprintf(stderr, "torus up failed; see %s/up.log\n", root.c_str());
-    return 1;
-  }
-  auto endpoint = torus::client::ResolveHead(std::nullopt, std::nullopt, root);
-  if (!endpoint.ok()) {
-    fprintf(stderr, "%s\n", std::string(endpoint.status().message()).c_str());
-    return 1;
-  }
-  printf("%-28s %8s %8s %8s %12s %14s %14s %14s %14s\n", "operation", "clients", "ok", "failed", "cycles/s",
+  printf("%-40s %8s %8s %8s %12s %14s %14s %14s %14s\n", "operation", "clients", "ok", "failed", "per second",
          "ready_p50_ms", "ready_p99_ms", "cycle_p50_ms", "cycle_p99_ms");
-  Run(*endpoint, "pg 4 bundles PACK", false, 1, ops);
-  Run(*endpoint, "pg 4 bundles PACK", false, clients, ops);
-  Run(*endpoint, "slice group TPU-V6E 4x4 x1", true, 1, ops);
-  Run(*endpoint, "slice group TPU-V6E 4x4 x1", true, clients, ops);
-  std::system((bin + " down > /dev/null 2>&1").c_str());
-  std::filesystem::remove_all(root);
+  std::map<std::string, double> on, off;
+  if (journal != "off" && !Round(true, ops, clients, jobs, &on)) return 1;
+  if (journal != "on" && !Round(false, ops, clients, jobs, &off)) return 1;
+  if (journal == "both") {
+    printf("\n%-40s %12s %12s %12s\n", "throughput", "journal on", "journal off", "on / off");
+    for (const auto& [what, rate] : on) {
+      printf("%-40s %12.0f %12.0f %12.2f\n", what.c_str(), rate, off[what], off[what] > 0 ? rate / off[what] : 0);
+    }
+  }
   return 0;
 }

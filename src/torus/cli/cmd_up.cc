@@ -104,7 +104,8 @@ int CmdUp(const UpFlags& flags) {
                              .node_timeout_ms = flags.node_timeout_ms,
                              .agent_rpc_timeout_ms = flags.agent_rpc_timeout_ms,
                              .prepare_ttl_ms = flags.prepare_ttl_ms,
-                             .dashboard_read_only = flags.dashboard_read_only});
+                             .dashboard_read_only = flags.dashboard_read_only,
+                             .no_journal = flags.no_journal});
   if (!address.ok()) {
     std::cerr << "torus up: " << address.status().message() << "\n";
     return 1;

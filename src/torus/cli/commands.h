@@ -88,6 +88,7 @@ struct UpFlags {
   int64_t node_timeout_ms = 3000;
   int wait_s = 60;
   bool tpu_sim = true;  // start a simulated libtpu metrics server (torus-tpu-sim) for each simulated TPU host
+  bool no_journal = false;  // the head keeps its state in memory only
   bool dashboard_read_only = false;
   std::optional<int64_t> metrics_period_ms;  // agents' sampling period (their default when unset)
 };

@@ -62,6 +62,7 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
                                    "--agent-rpc-timeout-ms", absl::StrCat(launch.agent_rpc_timeout_ms),
                                    "--prepare-ttl-ms",       absl::StrCat(launch.prepare_ttl_ms)};
   if (launch.dashboard_read_only) args.push_back("--dashboard-read-only");
+  if (launch.no_journal) args.push_back("--no-journal");
   if (!launch.state_dir.empty()) {
     args.push_back("--state-dir");
     args.push_back(launch.state_dir);

@@ -30,6 +30,7 @@ struct HeadLaunch {
   int64_t prepare_ttl_ms = 10'000;
   bool dashboard_read_only = false;
   std::string state_dir;  // empty: the head's default, <session>/state
+  bool no_journal = false;
 };
 
 // Starts torus-head and waits (up to 15 s) until it has written its address; returns "host:port". The launch is

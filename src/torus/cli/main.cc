@@ -290,6 +290,8 @@ int main(int argc, char** argv) {
   cmd_up->add_option("--wait", up.wait_s, "Seconds to wait for every node to register")->capture_default_str();
   cmd_up->add_flag("--dashboard-read-only", up.dashboard_read_only,
                    "Let GET requests (page, JSON views, /metrics) through without the token");
+  cmd_up->add_flag("--no-journal", up.no_journal,
+                   "The head keeps its state in memory only (a head restart forgets it); for comparisons");
   cmd_up->add_option("--metrics-period-ms", up.metrics_period_ms, "Agents' metrics sampling period [default: 5000]")
       ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}));
   bool no_tpu_sim = false;

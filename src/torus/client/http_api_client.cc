@@ -87,6 +87,9 @@ HttpApiClient::HttpApiClient(const HeadEndpoint& endpoint)
   client_->set_connection_timeout(5, 0);
   client_->set_read_timeout(60, 0);
   client_->set_keep_alive(true);
+  // A request's headers and body go out as separate writes; without this the body waits for the head's delayed
+  // acknowledgement of the headers (~40 ms) on a kept-alive connection.
+  client_->set_tcp_nodelay(true);
 }
 
 HttpApiClient::~HttpApiClient() = default;

@@ -96,9 +96,7 @@ void BuildClusterStatus(const ClusterState& state, const Liveness& liveness, boo
     }
   }
   std::vector<const Group*> waiting;
-  for (const auto& [id, g] : state.groups()) {
-    if (g.Waiting()) waiting.push_back(&g);
-  }
+  for (const GroupId& id : state.waiting_groups()) waiting.push_back(state.FindGroup(id));
   std::sort(waiting.begin(), waiting.end(), [](const Group* a, const Group* b) { return a->seq < b->seq; });
   for (const Group* g : waiting) *out->add_pending() = GroupView(state, *g);
 }

@@ -201,9 +201,10 @@ void PlacementScheduler::ExpireTimeouts() {
   int64_t next_timeout_ms = 0;
   std::vector<HeldBundle> release = store_->Update([&](Txn& txn) {
     std::vector<GroupId> due;
-    for (const auto& [id, g] : txn.state().groups()) {
+    for (const GroupId& id : txn.state().waiting_groups()) {
+      const Group& g = *txn.state().FindGroup(id);
       // The timeout bounds the wait for creation; a group placed once and rescheduling now waits as long as it takes.
-      if (!g.Waiting() || g.timeout_s <= 0 || g.placed_once) continue;
+      if (g.timeout_s <= 0 || g.placed_once) continue;
       const int64_t at = g.created_wall_ms + static_cast<int64_t>(g.timeout_s * 1000);
       if (at <= wall) {
         due.push_back(id);
@@ -233,9 +234,7 @@ void PlacementScheduler::Schedule() {
   };
   PassStart start = store_->Read([&](const ClusterState& s) {
     PassStart out;
-    for (const auto& [id, g] : s.groups()) {
-      if (g.Waiting()) out.waiting.push_back(g);
-    }
+    for (const GroupId& id : s.waiting_groups()) out.waiting.push_back(*s.FindGroup(id));
     std::sort(out.waiting.begin(), out.waiting.end(), [](const Group& a, const Group& b) {
       const bool ar = a.state == PgState::kRescheduling, br = b.state == PgState::kRescheduling;
       return ar != br ? ar : a.seq < b.seq;

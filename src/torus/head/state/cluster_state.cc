@@ -74,8 +74,8 @@ const Run* ClusterState::FindRun(std::string_view id_or_name) const {
 
 std::map<NodeId, ClusterState::Held> ClusterState::HeldByNode() const {
   std::map<NodeId, Held> held;
-  for (const auto& [id, g] : groups_) {
-    if (!g.Live()) continue;
+  for (const GroupId& id : live_groups_) {
+    const Group& g = groups_.at(id);
     for (const HeldBundle& b : g.bundles) {
       if (b.lost) continue;
       Held& h = held[b.node];
@@ -106,9 +106,8 @@ std::vector<sched::NodeSnapshot> ClusterState::NodeSnapshots(bool include_dead) 
 
 std::map<std::string, std::string> ClusterState::SliceHolders() const {
   std::map<std::string, std::string> holders;
-  for (const auto& [id, g] : groups_) {
-    if (!g.Live()) continue;
-    for (const std::string& s : g.slices) holders[s] = id.str();
+  for (const GroupId& id : live_groups_) {
+    for (const std::string& s : groups_.at(id).slices) holders[s] = id.str();
   }
   return holders;
 }
@@ -132,8 +131,8 @@ std::vector<const Worker*> ClusterState::LiveWorkersOn(const NodeId& node) const
 
 std::vector<const Group*> ClusterState::GroupsOn(const NodeId& node) const {
   std::vector<const Group*> out;
-  for (const auto& [id, g] : groups_) {
-    if (!g.Live()) continue;
+  for (const GroupId& id : live_groups_) {
+    const Group& g = groups_.at(id);
     for (const HeldBundle& b : g.bundles) {
       if (!b.lost && b.node == node) {
         out.push_back(&g);
@@ -210,9 +209,25 @@ absl::Status ClusterState::ApplyOne(const GroupSubmitted& r) {
     return absl::AlreadyExistsError(absl::StrCat("GroupSubmitted: a live group is named ", g.name));
   }
   groups_[g.id] = g;
+  Index(g);
   if (!g.name.empty()) live_names_[g.name] = g.id;
   next_group_seq_ = std::max(next_group_seq_, g.seq + 1);
   return absl::OkStatus();
+}
+
+void ClusterState::Index(const Group& g) {
+  if (g.Live()) {
+    live_groups_.insert(g.id);
+    ended_groups_.erase({g.seq, g.id});
+  } else {
+    live_groups_.erase(g.id);
+    ended_groups_.insert({g.seq, g.id});
+  }
+  if (g.Waiting()) {
+    waiting_groups_.insert(g.id);
+  } else {
+    waiting_groups_.erase(g.id);
+  }
 }
 
 void ClusterState::AddHistory(Group& g, int64_t wall_ms, const std::string& message) {
@@ -231,6 +246,7 @@ absl::Status ClusterState::ApplyOne(const GroupPlaced& r) {
   g->reason.clear();
   g->state = PgState::kCreated;
   g->placed_once = true;
+  Index(*g);
   AddHistory(*g, r.wall_ms, r.message);
   return absl::OkStatus();
 }
@@ -242,6 +258,7 @@ absl::Status ClusterState::ApplyOne(const GroupWaiting& r) {
   const bool changed = g->state != PgState::kPending || g->history.empty() || g->history.back().message != r.reason;
   g->state = PgState::kPending;
   g->reason = r.reason;
+  Index(*g);
   if (changed) {
     AddHistory(*g, r.wall_ms, r.reason);
   } else {
@@ -265,6 +282,7 @@ absl::Status ClusterState::ApplyOne(const GroupBundlesLost& r) {
   std::erase_if(g->slices, [&](const std::string& s) { return dropped.contains(s); });
   g->state = PgState::kRescheduling;
   g->reason = r.message;
+  Index(*g);
   AddHistory(*g, r.wall_ms, r.message);
   return absl::OkStatus();
 }
@@ -281,21 +299,17 @@ absl::Status ClusterState::ApplyOne(const GroupEnded& r) {
   if (!g->name.empty()) live_names_.erase(g->name);
   g->state = r.state;
   g->reason = r.state == PgState::kFailed ? r.message : "";
+  Index(*g);
   AddHistory(*g, r.wall_ms, r.message);
   PruneEndedGroups();
   return absl::OkStatus();
 }
 
 void ClusterState::PruneEndedGroups() {
-  size_t ended = 0;
-  for (const auto& [id, g] : groups_) ended += g.Live() ? 0 : 1;
-  if (ended <= kMaxEndedGroups) return;
-  std::vector<std::pair<uint64_t, GroupId>> by_seq;
-  for (const auto& [id, g] : groups_) {
-    if (!g.Live()) by_seq.emplace_back(g.seq, id);
+  while (ended_groups_.size() > kMaxEndedGroups) {
+    groups_.erase(ended_groups_.begin()->second);
+    ended_groups_.erase(ended_groups_.begin());
   }
-  std::sort(by_seq.begin(), by_seq.end());
-  for (size_t i = 0; i < ended - kMaxEndedGroups; ++i) groups_.erase(by_seq[i].second);
 }
 
 absl::Status ClusterState::ApplyOne(const WorkerStarting& r) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,10 @@ class ClusterState {
   const std::map<NodeId, Node>& nodes() const { return nodes_; }
   const Node* FindNode(const NodeId& id) const;
   const std::map<GroupId, Group>& groups() const { return groups_; }
+  // Live groups (not REMOVED or FAILED), and those waiting (PENDING or RESCHEDULING), by id: what the scheduler and
+  // the accounting look at, without walking the ended groups kept for display.
+  const std::set<GroupId>& live_groups() const { return live_groups_; }
+  const std::set<GroupId>& waiting_groups() const { return waiting_groups_; }
   const Group* FindGroup(const GroupId& id) const;
   // By id, or by the name of a live group.
   const Group* FindGroup(std::string_view id_or_name) const;
@@ -103,6 +108,8 @@ class ClusterState {
 
   Group* MutableGroup(const GroupId& id);
   void AddHistory(Group& group, int64_t wall_ms, const std::string& message);
+  // Keeps live_groups_, waiting_groups_ and ended_groups_ in step with a group's state.
+  void Index(const Group& group);
   void PruneDeadNodes();
   void PruneEndedGroups();
 
@@ -112,6 +119,9 @@ class ClusterState {
   size_t alive_ = 0;
   std::map<NodeId, Node> nodes_;
   std::map<GroupId, Group> groups_;
+  std::set<GroupId> live_groups_;
+  std::set<GroupId> waiting_groups_;
+  std::set<std::pair<uint64_t, GroupId>> ended_groups_;  // by seq, oldest first
   std::map<std::string, GroupId, std::less<>> live_names_;
   std::map<WorkerId, Worker> workers_;
   std::map<JobId, Job> jobs_;

@@ -563,5 +563,43 @@ TEST_F(ClusterStateTest, DerivedViews) {
   EXPECT_THAT(s_.LiveWorkersOn(NodeId("b")), ElementsAre(s_.FindWorker(WorkerId("w3"))));
 }
 
+// The live and waiting sets follow every change of a group's state, survive a snapshot, and the oldest ended groups
+// beyond kMaxEndedGroups are forgotten by submission order.
+TEST(ClusterStateIndexTest, LiveAndWaitingGroupsAndPruningOfEndedOnes) {
+  ClusterState s;
+  auto apply = [&](Record r) { ASSERT_TRUE(s.Apply(r).ok()) << RecordName(r); };
+  apply(NodeRegistered{.info = {.node_id = "a", .address = "10.0.0.1"}, .incarnation = 1, .wall_ms = 1});
+  apply(GroupSubmitted{NewGroup("pg-1", "", 1)});
+  apply(GroupSubmitted{NewGroup("pg-2", "", 2)});
+  EXPECT_EQ(s.live_groups(), (std::set<GroupId>{GroupId("pg-1"), GroupId("pg-2")}));
+  EXPECT_EQ(s.waiting_groups(), (std::set<GroupId>{GroupId("pg-1"), GroupId("pg-2")}));
+  apply(GroupPlaced{.group = GroupId("pg-1"), .bundles = {Bundle(0, "a", 1, {})}, .message = "placed", .wall_ms = 2});
+  EXPECT_EQ(s.waiting_groups(), (std::set<GroupId>{GroupId("pg-2")}));
+  apply(GroupBundlesLost{.group = GroupId("pg-1"), .lost_indices = {0}, .message = "lost", .wall_ms = 3});
+  EXPECT_EQ(s.waiting_groups(), (std::set<GroupId>{GroupId("pg-1"), GroupId("pg-2")}));
+  apply(GroupEnded{.group = GroupId("pg-2"), .state = PgState::kFailed, .message = "timed out", .wall_ms = 4});
+  EXPECT_EQ(s.live_groups(), (std::set<GroupId>{GroupId("pg-1")}));
+  EXPECT_EQ(s.waiting_groups(), (std::set<GroupId>{GroupId("pg-1")}));
+  auto restored = StateCodec::DecodeState(StateCodec::EncodeState(s));
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->live_groups(), s.live_groups());
+  EXPECT_EQ(restored->waiting_groups(), s.waiting_groups());
+
+  // Ended groups beyond the limit go, oldest first; the live one stays whatever its age.
+  const uint64_t first = 10;
+  for (uint64_t i = 0; i < ClusterState::kMaxEndedGroups + 5; ++i) {
+    const std::string id = "pg-e" + std::to_string(first + i);
+    apply(GroupSubmitted{NewGroup(id, "", first + i)});
+    apply(GroupEnded{.group = GroupId(id), .state = PgState::kRemoved, .message = "removed", .wall_ms = 5});
+  }
+  EXPECT_EQ(s.groups().size(), ClusterState::kMaxEndedGroups + 1);  // the ended ones kept, and pg-1
+  EXPECT_EQ(s.FindGroup(GroupId("pg-2")), nullptr);                 // the oldest ended ones are gone
+  // 10,006 ended in all (pg-2 and 10,005 more): pg-2 and the 5 oldest of the others go.
+  for (uint64_t i = 0; i < 5; ++i) EXPECT_EQ(s.FindGroup(GroupId("pg-e" + std::to_string(first + i))), nullptr) << i;
+  EXPECT_NE(s.FindGroup(GroupId("pg-e" + std::to_string(first + 5))), nullptr);
+  EXPECT_NE(s.FindGroup(GroupId("pg-1")), nullptr);
+  EXPECT_EQ(s.live_groups(), (std::set<GroupId>{GroupId("pg-1")}));
+}
+
 }  // namespace
 }  // namespace torus::head

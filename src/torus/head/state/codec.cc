@@ -382,6 +382,7 @@ absl::StatusOr<ClusterState> StateCodec::DecodeState(std::string_view text) {
             s.nodes_[id] = std::move(e);
           } else if constexpr (std::is_same_v<T, Group>) {
             if (e.Live() && !e.name.empty()) s.live_names_[e.name] = e.id;
+            s.Index(e);
             const GroupId id = e.id;
             s.groups_[id] = std::move(e);
           } else if constexpr (std::is_same_v<T, Worker>) {
