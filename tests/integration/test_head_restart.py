@@ -277,3 +277,31 @@ def test_start_head_on_an_existing_state_dir_brings_the_cluster_back(torus):
     back = json.loads(torus.ok("pg", "get", "kept", "--json").stdout)
     assert back["id"] == group["id"] and back["state"] == "PENDING"
     assert (state_dir / "journal.db").exists()
+
+
+def test_agents_stop_their_workers_once_the_head_is_gone_longer_than_the_grace(torus, tmp_path):
+    """An agent keeps its workers while the head is away, for --head-grace-ms; after that it stops them (SIGTERM) and
+    releases its bundles, and the head that comes back learns how the job's entrypoint ended."""
+    torus.start_head("--no-local-node")
+    torus.spawn([binary("torus-node"), "--address", torus.address, "--token-file", torus.session / "token",
+                 "--node-id", "graceful", "--work-dir", tmp_path / "work", "--metadata-url", "off",
+                 "--head-grace-ms", "2000"], tmp_path / "agent.log")
+    wait_until(lambda: torus.status()["nodes_alive"] == 1, 10, message="the agent to join")
+    code, reply = http(torus, "POST", "/api/jobs/", {"entrypoint": "sleep 120", "submission_id": "orphan",
+                                                    "entrypoint_resources": {"CPU": 1}})
+    assert code == 200, reply
+    running = wait_until(lambda: (lambda j: j if j["status"] == "RUNNING" else None)(
+        http(torus, "GET", "/api/jobs/orphan")[1]), 10, message="the job to run")
+    pid = int(running["driver_info"]["pid"])
+    kill_head(torus)
+    time.sleep(1)
+    assert pid_alive(pid), "within the grace the worker keeps running"
+    wait_until(lambda: not pid_alive(pid), 10, message="the agent to stop its worker after the grace")
+    torus.ok("head", "restart")
+    done = wait_until(lambda: (lambda j: j if j["status"] != "RUNNING" else None)(
+        http(torus, "GET", "/api/jobs/orphan")[1]), 15, message="the job to end")
+    assert done["status"] == "FAILED", done
+    assert (done["error_type"], done["message"]) == ("JOB_ENTRYPOINT_COMMAND_ERROR",
+                                                     "Job entrypoint was killed by signal 15."), done
+    ledger = json.loads(torus.ok("node", "ledger", "graceful", "--json").stdout)
+    assert ledger["entries"] == [], ledger
