@@ -379,7 +379,7 @@ absl::Status ClusterState::ApplyOne(const JobUpdated& r) {
     job.end_time_ms = r.wall_ms;
     // A job whose worker ran and exited before its start was acknowledged still ran: it has a start time.
     if (job.start_time_ms == 0) {
-      if (const Worker* w = FindWorker(job.worker); w != nullptr && w->start_wall_ms > 0) {
+      if (const Worker* w = FindWorker(job.worker); w != nullptr && w->pid != 0 && w->start_wall_ms > 0) {
         job.start_time_ms = std::min(w->start_wall_ms, r.wall_ms);
       }
     }

@@ -94,20 +94,20 @@ void WorkloadDriver::LaunchJob(const JobId& id) {
     p.spec.env_set.erase("TORUS_RANK");
     p.spec.ledger_group = w.ledger_group;
     p.spec.bundle = w.bundle;
-    w.start_wall_ms = clock_->WallMillis();
     if (!txn.Apply(WorkerStarting{std::move(w)}).ok()) return std::nullopt;
+    // Known as starting before anyone sees the record: a stop waits for the start's answer.
+    absl::MutexLock lock(&mu_);
+    starting_.insert(p.spec.id);
     return p;
   });
   if (plan) {
-    {
-      absl::MutexLock lock(&mu_);
-      starting_.insert(plan->spec.id);
-    }
     auto started = agents_->StartWorkers({{plan->target, plan->spec}});
     if (started[0].ok()) spdlog::info("job {} started on {} (pid {})", id.str(), plan->target, *started[0]);
-    store_->Update([&](Txn& txn) { RecordStarts(txn, {plan->spec.id}, started, clock_->WallMillis()); });
-    absl::MutexLock lock(&mu_);
-    starting_.erase(plan->spec.id);
+    store_->Update([&](Txn& txn) {
+      RecordStarts(txn, {plan->spec.id}, started, clock_->WallMillis());
+      absl::MutexLock lock(&mu_);
+      starting_.erase(plan->spec.id);
+    });
   }
   Done(key);
 }
@@ -238,7 +238,6 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
       w.bundle = b.ledger_index;
       w.chips = b.chips;
       w.gpus = b.gpus;
-      w.start_wall_ms = wall;
       attempt.ranks.push_back(RankState{static_cast<int>(r), w.id, b.node, prep->input.ranks[r].address,
                                         b.slice_name, b.chips, b.gpus});
       if (port_error.empty()) {
@@ -269,20 +268,22 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
         txn.Apply(WorkerExited{w, WorkerExit{.start_failed = true, .reason = port_error, .wall_ms = wall}})
             .IgnoreError();
       }
+    } else {
+      // Known as starting before anyone sees the records: a stop waits for the start's answer.
+      absl::MutexLock lock(&mu_);
+      starting_.insert(workers.begin(), workers.end());
     }
     return true;
   });
   if (recorded && !starts.empty()) {
-    {
-      absl::MutexLock lock(&mu_);
-      starting_.insert(workers.begin(), workers.end());
-    }
     auto started = agents_->StartWorkers(starts);
     size_t ok = std::count_if(started.begin(), started.end(), [](const auto& s) { return s.ok(); });
     spdlog::info("run {} attempt {}: started {} of {} workers", id.str(), prep->attempt, ok, started.size());
-    store_->Update([&](Txn& txn) { RecordStarts(txn, workers, started, clock_->WallMillis()); });
-    absl::MutexLock lock(&mu_);
-    for (const WorkerId& w : workers) starting_.erase(w);
+    store_->Update([&](Txn& txn) {
+      RecordStarts(txn, workers, started, clock_->WallMillis());
+      absl::MutexLock lock(&mu_);
+      for (const WorkerId& w : workers) starting_.erase(w);
+    });
   }
   Done(key);
 }

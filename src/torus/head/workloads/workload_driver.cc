@@ -143,7 +143,7 @@ void WorkloadDriver::Loop() {
     while (queue_.empty() && !stopping_) cv_.Wait(&mu_);
     if (stopping_) return;
     Key key = queue_.front();
-    queue_.erase(queue_.begin());
+    queue_.pop_front();
     queued_.erase(key);
     ++busy_;
     mu_.Unlock();

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -100,7 +101,7 @@ class WorkloadDriver {
   absl::Mutex mu_;
   absl::CondVar cv_;
   Options options_ ABSL_GUARDED_BY(mu_);
-  std::vector<Key> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Key> queue_ ABSL_GUARDED_BY(mu_);
   std::set<Key> queued_ ABSL_GUARDED_BY(mu_);
   std::set<Key> launching_ ABSL_GUARDED_BY(mu_);     // a start is in flight
   std::set<Key> parked_ ABSL_GUARDED_BY(mu_);        // waiting for a node to register
