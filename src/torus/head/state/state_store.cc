@@ -37,6 +37,7 @@ absl::StatusOr<StateStore::Recovery> StateStore::Open() {
   Recovery recovery;
   {
     absl::MutexLock lock(&mu_);
+    absl::MutexLock io(&io_mu_);
     auto contents = journal_->Load();
     if (!contents.ok()) return contents.status();
     if (contents->snapshot) {
@@ -70,26 +71,84 @@ absl::StatusOr<StateStore::Recovery> StateStore::Open() {
   return recovery;
 }
 
-void StateStore::CommitLocked(Txn& txn) {
-  if (txn.records_.empty()) return;
-  absl::Status appended = journal_->Append(txn.encoded_);
+uint64_t StateStore::StageLocked(Txn& txn) {
+  if (txn.records_.empty()) return 0;
+  absl::MutexLock lock(&stage_mu_);
+  const uint64_t seq = ++staged_seq_;
+  staged_.push_back({seq, std::move(txn.encoded_), std::move(txn.records_)});
+  return seq;
+}
+
+void StateStore::WaitDurable(uint64_t seq) {
+  bool compact = false;
+  {
+    absl::MutexLock lock(&stage_mu_);
+    while (durable_seq_ < seq) {
+      if (writing_) {
+        stage_cv_.Wait(&stage_mu_);
+        continue;
+      }
+      // Nobody writes: this thread writes what is staged, its own transaction and everyone else's.
+      writing_ = true;
+      stage_mu_.Unlock();
+      {
+        absl::MutexLock io(&io_mu_);
+        FlushLocked();
+        compact = journal_->records_since_snapshot() >= options_.compact_after;
+      }
+      stage_mu_.Lock();
+      writing_ = false;
+      stage_cv_.SignalAll();
+    }
+  }
+  if (compact) Compact();
+}
+
+void StateStore::FlushLocked() {
+  std::deque<Staged> batch;
+  {
+    absl::MutexLock lock(&stage_mu_);
+    batch.swap(staged_);
+  }
+  if (batch.empty()) return;
+  std::vector<std::string> encoded;
+  for (Staged& s : batch) {
+    for (std::string& e : s.encoded) encoded.push_back(std::move(e));
+  }
+  absl::Status appended = journal_->Append(encoded);
   if (!appended.ok()) {
     // The state already holds these records; serving it would acknowledge what a restart would not find.
     spdlog::critical("{}; the head stops so that no acknowledged change is lost", std::string(appended.message()));
     std::abort();
   }
-  if (journal_->records_since_snapshot() >= options_.compact_after) {
-    absl::Status compacted = journal_->Compact(StateCodec::EncodeState(state_));
-    if (!compacted.ok()) spdlog::warn("{} (the journal keeps its records)", std::string(compacted.message()));
+  {
+    absl::MutexLock lock(&stage_mu_);
+    durable_seq_ = std::max(durable_seq_, batch.back().seq);
   }
+  // Published in sequence order: writes happen one at a time (io_mu_).
   absl::MutexLock queue_lock(&queue_mu_);
-  ++committed_batches_;
-  if (dispatching_) {
-    queue_.push_back(std::move(txn.records_));
-    queue_cv_.Signal();
-  } else {
-    ++delivered_batches_;  // nobody listens yet (replay, start-up)
+  for (Staged& s : batch) {
+    ++committed_batches_;
+    if (dispatching_) {
+      queue_.push_back(std::move(s.records));
+    } else {
+      ++delivered_batches_;  // nobody listens yet (replay, start-up)
+    }
   }
+  queue_cv_.SignalAll();
+}
+
+void StateStore::Compact() {
+  absl::MutexLock lock(&mu_);  // nothing new is staged meanwhile
+  absl::MutexLock io(&io_mu_);
+  if (journal_->records_since_snapshot() < options_.compact_after) return;  // another thread did it
+  FlushLocked();
+  {
+    absl::MutexLock stage(&stage_mu_);
+    stage_cv_.SignalAll();
+  }
+  absl::Status compacted = journal_->Compact(StateCodec::EncodeState(state_));
+  if (!compacted.ok()) spdlog::warn("{} (the journal keeps its records)", std::string(compacted.message()));
 }
 
 void StateStore::Subscribe(Subscriber subscriber) { subscribers_.push_back(std::move(subscriber)); }
@@ -140,7 +199,7 @@ std::string StateStore::EncodedState() const {
 }
 
 std::string StateStore::journal_location() const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock io(&io_mu_);
   return journal_->location();
 }
 

@@ -1,7 +1,12 @@
 // StateStore: the one owner of the head's ClusterState. Every change is a transaction of typed records: each record
 // is applied at once (later logic in the transaction sees it), all of them are appended to the journal together
-// before Update returns — so nothing is acknowledged that a restart would forget — and then they are published,
-// in commit order, to subscribers on the store's dispatch thread.
+// before Update returns — so nothing is acknowledged that a restart would forget — and only then published, in
+// commit order, to subscribers on the store's dispatch thread (so no agent is asked to act on a change a restart
+// would not find).
+//
+// Group commit: the journal is written outside the state's lock. Transactions that commit while a write is under
+// way are written together, in one journal transaction, by whichever of their threads gets there first; each
+// Update returns once its own records are in. (A Read may meanwhile see a change whose Update has not returned.)
 //
 // Open() replays the journal (snapshot, then records) and begins a new epoch (a HeadStarted record). Once the
 // journal holds `compact_after` records past its snapshot, a commit writes a new snapshot of the whole state and
@@ -18,6 +23,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -78,18 +84,30 @@ class StateStore {
     return f(static_cast<const ClusterState&>(state_));
   }
 
-  // Runs f(Txn&) under the lock; journals and publishes what it applied. Returns what f returns.
+  // Runs f(Txn&) under the lock; journals and publishes what it applied, and returns (what f returns) once it is
+  // in the journal.
   template <typename F>
   auto Update(F&& f) -> std::invoke_result_t<F, Txn&> {
-    absl::MutexLock lock(&mu_);
-    Txn txn(state_);
-    if constexpr (std::is_void_v<std::invoke_result_t<F, Txn&>>) {
-      f(txn);
-      CommitLocked(txn);
+    using R = std::invoke_result_t<F, Txn&>;
+    uint64_t seq = 0;
+    if constexpr (std::is_void_v<R>) {
+      {
+        absl::MutexLock lock(&mu_);
+        Txn txn(state_);
+        f(txn);
+        seq = StageLocked(txn);
+      }
+      if (seq != 0) WaitDurable(seq);
     } else {
-      auto result = f(txn);
-      CommitLocked(txn);
-      return result;
+      std::optional<R> result;
+      {
+        absl::MutexLock lock(&mu_);
+        Txn txn(state_);
+        result.emplace(f(txn));
+        seq = StageLocked(txn);
+      }
+      if (seq != 0) WaitDurable(seq);
+      return *std::move(result);
     }
   }
 
@@ -107,16 +125,40 @@ class StateStore {
   std::string journal_location() const;
 
  private:
-  void CommitLocked(Txn& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Staged {
+    uint64_t seq = 0;
+    std::vector<std::string> encoded;
+    std::vector<Record> records;
+  };
+
+  // Queues a transaction's records for the journal; returns its sequence number (0: it applied nothing).
+  uint64_t StageLocked(Txn& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns once transaction `seq` is in the journal, writing what is staged itself when no other thread is.
+  void WaitDurable(uint64_t seq);
+  // Writes everything staged in one journal transaction and publishes it. REQUIRES: io_mu_ held.
+  void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
+  // A new snapshot in place of the records, taken with nothing staged (so that it covers exactly what the journal
+  // holds). Takes mu_ and io_mu_.
+  void Compact();
   void DispatchLoop();
 
   const Options options_;
   const int64_t start_wall_ms_;
   std::vector<Subscriber> subscribers_;  // set before StartDispatch
 
+  // Lock order: mu_, then io_mu_, then stage_mu_, then queue_mu_.
   mutable absl::Mutex mu_;
   ClusterState state_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(mu_);
+
+  mutable absl::Mutex io_mu_;  // held while the journal is read or written
+  std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(io_mu_);
+
+  absl::Mutex stage_mu_;
+  absl::CondVar stage_cv_;                                  // a write finished
+  std::deque<Staged> staged_ ABSL_GUARDED_BY(stage_mu_);   // in sequence order
+  uint64_t staged_seq_ ABSL_GUARDED_BY(stage_mu_) = 0;
+  uint64_t durable_seq_ ABSL_GUARDED_BY(stage_mu_) = 0;
+  bool writing_ ABSL_GUARDED_BY(stage_mu_) = false;        // a thread is writing for everyone
 
   absl::Mutex queue_mu_;
   absl::CondVar queue_cv_;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -278,6 +279,89 @@ TEST(StateStoreTest, SubscribersGetEveryCommittedBatchInOrderOnTheDispatchThread
     EXPECT_NE(id, std::this_thread::get_id());
     EXPECT_EQ(id, threads.front());
   }
+}
+
+// A journal that takes its time over each write and remembers what it holds, as the test sees it.
+class SlowJournal final : public Journal {
+ public:
+  explicit SlowJournal(Journal* inner) : inner_(inner) {}
+  absl::StatusOr<Contents> Load() override { return inner_->Load(); }
+  absl::Status Append(const std::vector<std::string>& records) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    absl::Status st = inner_->Append(records);
+    absl::MutexLock lock(&mu_);
+    ++appends_;
+    written_.insert(records.begin(), records.end());
+    return st;
+  }
+  absl::Status Compact(const std::string& snapshot) override { return inner_->Compact(snapshot); }
+  uint64_t records_since_snapshot() const override { return inner_->records_since_snapshot(); }
+  std::string location() const override { return inner_->location(); }
+
+  bool Holds(const std::string& record) {
+    absl::MutexLock lock(&mu_);
+    return written_.count(record) > 0;
+  }
+  int appends() {
+    absl::MutexLock lock(&mu_);
+    return appends_;
+  }
+
+ private:
+  Journal* inner_;
+  absl::Mutex mu_;
+  std::set<std::string> written_ ABSL_GUARDED_BY(mu_);
+  int appends_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST(StateStoreTest, ConcurrentUpdatesShareJournalWritesAndEachReturnsOnceItsRecordsAreIn) {
+  std::unique_ptr<Journal> journal = NewMemoryJournal();
+  auto slow = std::make_unique<SlowJournal>(journal.get());
+  SlowJournal* watch = slow.get();
+  StateStore store(std::move(slow), kStartMs, {});
+  ASSERT_TRUE(store.Open().ok());
+  std::atomic<int> published_before_durable{0};
+  std::atomic<int> published{0};
+  store.Subscribe([&](const std::vector<Record>& batch) {
+    for (const Record& r : batch) {
+      if (!watch->Holds(StateCodec::EncodeRecord(r))) ++published_before_durable;
+      ++published;
+    }
+  });
+  store.StartDispatch();
+
+  constexpr int kThreads = 8;
+  constexpr int kEach = 25;
+  std::atomic<int> returned_before_durable{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const NodeRegistered reg = Reg("n" + std::to_string(t) + "-" + std::to_string(i), 1);
+        store.Update([&](Txn& txn) { ASSERT_TRUE(txn.Apply(reg).ok()); });
+        if (!watch->Holds(StateCodec::EncodeRecord(reg))) ++returned_before_durable;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  store.WaitDelivered();
+
+  EXPECT_EQ(returned_before_durable.load(), 0);
+  EXPECT_EQ(published_before_durable.load(), 0);
+  EXPECT_EQ(published.load(), kThreads * kEach);
+  // Transactions that committed while a write was under way went in together.
+  EXPECT_LT(watch->appends(), kThreads * kEach);
+  // The journal holds them in the order they were applied: replaying it gives the state the store serves.
+  auto contents = journal->Load();
+  ASSERT_TRUE(contents.ok());
+  EXPECT_EQ(contents->records.size(), 1u + kThreads * kEach);
+  ClusterState replayed;
+  for (const std::string& line : contents->records) {
+    auto record = StateCodec::DecodeRecord(line);
+    ASSERT_TRUE(record.ok()) << record.status();
+    ASSERT_TRUE(replayed.Apply(*record).ok());
+  }
+  EXPECT_EQ(StateCodec::EncodeState(replayed), store.EncodedState());
 }
 
 TEST(StateStoreTest, StopDispatchDeliversWhatIsQueued) {
