@@ -337,6 +337,13 @@ absl::Status ClusterState::ApplyOne(const WorkerStarted& r) {
   w.start_wall_ms = r.wall_ms;
   // A quick worker may have exited (and been reported) before its start was acknowledged; it stays exited.
   if (w.phase == WorkerPhase::kStarting) w.phase = WorkerPhase::kRunning;
+  // ... and its job may have ended already: it still ran, from when it started.
+  if (w.owner.kind == OwnerKind::kJob) {
+    if (auto job = jobs_.find(JobId(w.owner.id)); job != jobs_.end() && job->second.worker == w.id &&
+                                                  job->second.Terminal() && job->second.start_time_ms == 0) {
+      job->second.start_time_ms = std::min(r.wall_ms, job->second.end_time_ms);
+    }
+  }
   return absl::OkStatus();
 }
 

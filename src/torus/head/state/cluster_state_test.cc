@@ -435,6 +435,17 @@ TEST_F(ClusterStateTest, JobLifecycle) {
   EXPECT_EQ(s_.FindJob(JobId("j2"))->start_time_ms, 150);
   EXPECT_EQ(s_.FindJob(JobId("j2"))->end_time_ms, 160);
   EXPECT_EQ(s_.FindJob(JobId("j2"))->exit_code, 0);
+
+  // A quick job whose exit was reported, and the job ended, before its start was acknowledged: the
+  // acknowledgement gives it its start time.
+  Ok({JobSubmitted{NewJob("j3")}, WorkerStarting{NewWorker("w-j3", Owner::Job(JobId("j3")), "a")},
+      WorkerExited{.worker = WorkerId("w-j3"), .exit = {.exit_code = 0, .wall_ms = 170}},
+      JobUpdated{.job = JobId("j3"), .status = JobStatus::kSucceeded, .exit_code = 0, .wall_ms = 180}});
+  EXPECT_EQ(s_.FindJob(JobId("j3"))->start_time_ms, 0);
+  Ok({WorkerStarted{WorkerId("w-j3"), 12, 165}});
+  EXPECT_EQ(s_.FindJob(JobId("j3"))->start_time_ms, 165);
+  EXPECT_EQ(s_.FindJob(JobId("j3"))->end_time_ms, 180);
+  EXPECT_EQ(s_.FindWorker(WorkerId("w-j3"))->phase, WorkerPhase::kExited);
 }
 
 TEST_F(ClusterStateTest, RunLifecycle) {
