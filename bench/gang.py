@@ -6,7 +6,7 @@ slices) it measures the time from submitting the run to every worker process run
 start time first thing), and, for 16 workers, the time from a worker's death (kill -9) to every worker of the next
 attempt running. Prints a table.
 
-    /usr/bin/python3 bench/gang.py [--repeats 5]
+    /usr/bin/python3 bench/gang.py [--repeats 5] [--no-journal]
 """
 
 import argparse
@@ -109,11 +109,13 @@ def row(name, samples):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-journal", action="store_true", help="the head keeps its state in memory only")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="torus_bench_gang_"))
     env = dict(os.environ, TORUS_TEMP_DIR=str(root))
     subprocess.run([str(BIN / "torus"), "up", str(REPO / "bench" / "gang_cluster.yaml"), "--port", "0",
-                    "--dashboard-port", "0"], env=env, check=True, stdout=subprocess.DEVNULL)
+                    "--dashboard-port", "0"] + (["--no-journal"] if args.no_journal else []),
+                   env=env, check=True, stdout=subprocess.DEVNULL)
     try:
         head = Head((root / "session_latest").resolve())
         print(f"{'measurement (ms)':44s} {'n':>6s} {'p50':>10s} {'p99':>10s} {'max':>10s}")

@@ -110,7 +110,7 @@ int Run(const HeadFlags& flags) {
     return 1;
   }
   if (flags.no_journal) {
-    journal = torus::head::NewMemoryJournal();
+    journal = torus::head::NewNullJournal();
     spdlog::warn("the journal is off (--no-journal): a restart of this head forgets its state");
   } else {
     auto opened = torus::head::OpenSqliteJournal(

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -76,6 +77,9 @@ class SqliteJournal final : public Journal {
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) contents.records.push_back(ColumnText(s, 0));
     sqlite3_finalize(s);
     if (rc != SQLITE_DONE) return Error("read the records of");
+    if (Prepare("SELECT COALESCE(MAX(seq), 0) FROM records", &s) != SQLITE_OK) return Error("read the records of");
+    if (sqlite3_step(s) == SQLITE_ROW) last_seq_ = static_cast<uint64_t>(sqlite3_column_int64(s, 0));
+    sqlite3_finalize(s);
     since_snapshot_ = contents.records.size();
     return contents;
   }
@@ -99,10 +103,15 @@ class SqliteJournal final : public Journal {
       return error;
     }
     since_snapshot_ += records.size();
+    last_seq_ = static_cast<uint64_t>(sqlite3_last_insert_rowid(db_));
     return absl::OkStatus();
   }
 
-  absl::Status Compact(const std::string& snapshot) override {
+  uint64_t position() const override { return last_seq_; }
+
+  // Rows are numbered one past the highest present; the rows after `through` stay, so numbers only grow while
+  // anything is left to cover.
+  absl::Status Compact(const std::string& snapshot, uint64_t through) override {
     if (Step(begin_) != SQLITE_DONE) return Error("begin a transaction on");
     sqlite3_stmt* put = nullptr;
     bool ok = Prepare("INSERT OR REPLACE INTO snapshot(id, body) VALUES (1, ?)", &put) == SQLITE_OK;
@@ -111,13 +120,20 @@ class SqliteJournal final : public Journal {
       ok = sqlite3_step(put) == SQLITE_DONE;
     }
     sqlite3_finalize(put);
-    ok = ok && sqlite3_exec(db_, "DELETE FROM records", nullptr, nullptr, nullptr) == SQLITE_OK;
+    sqlite3_stmt* drop = nullptr;
+    ok = ok && Prepare("DELETE FROM records WHERE seq <= ?", &drop) == SQLITE_OK;
+    if (ok) {
+      sqlite3_bind_int64(drop, 1, static_cast<sqlite3_int64>(through));
+      ok = sqlite3_step(drop) == SQLITE_DONE;
+    }
+    sqlite3_finalize(drop);
+    const uint64_t dropped = ok ? static_cast<uint64_t>(sqlite3_changes(db_)) : 0;
     if (!ok || Step(commit_) != SQLITE_DONE) {
       absl::Status error = Error("compact");
       Step(rollback_);
       return error;
     }
-    since_snapshot_ = 0;
+    since_snapshot_ -= std::min(dropped, since_snapshot_);
     // Keep the WAL file from growing without bound; a failure here loses nothing.
     sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
     return absl::OkStatus();
@@ -150,6 +166,7 @@ class SqliteJournal final : public Journal {
   sqlite3_stmt* commit_ = nullptr;
   sqlite3_stmt* rollback_ = nullptr;
   uint64_t since_snapshot_ = 0;
+  uint64_t last_seq_ = 0;
 };
 
 class MemoryJournal final : public Journal {
@@ -159,9 +176,16 @@ class MemoryJournal final : public Journal {
     contents_.records.insert(contents_.records.end(), records.begin(), records.end());
     return absl::OkStatus();
   }
-  absl::Status Compact(const std::string& snapshot) override {
+  uint64_t position() const override { return base_ + contents_.records.size(); }
+  absl::Status Compact(const std::string& snapshot, uint64_t through) override {
+    if (through < base_ || through > position()) {
+      return absl::InvalidArgumentError(absl::StrCat("compact through ", through, ": the journal holds ", base_,
+                                                     " to ", position()));
+    }
     contents_.snapshot = snapshot;
-    contents_.records.clear();
+    contents_.records.erase(contents_.records.begin(),
+                            contents_.records.begin() + static_cast<std::ptrdiff_t>(through - base_));
+    base_ = through;
     return absl::OkStatus();
   }
   uint64_t records_since_snapshot() const override { return contents_.records.size(); }
@@ -169,6 +193,17 @@ class MemoryJournal final : public Journal {
 
  private:
   Contents contents_;
+  uint64_t base_ = 0;  // records before it are in the snapshot
+};
+
+class NullJournal final : public Journal {
+ public:
+  absl::StatusOr<Contents> Load() override { return Contents{}; }
+  absl::Status Append(const std::vector<std::string>&) override { return absl::OkStatus(); }
+  uint64_t position() const override { return 0; }
+  absl::Status Compact(const std::string&, uint64_t) override { return absl::OkStatus(); }
+  uint64_t records_since_snapshot() const override { return 0; }
+  std::string location() const override { return "nowhere (the journal is off)"; }
 };
 
 }  // namespace
@@ -198,6 +233,8 @@ absl::StatusOr<std::unique_ptr<Journal>> OpenSqliteJournal(const std::string& st
   if (!opened.ok()) return opened;
   return std::unique_ptr<Journal>(std::move(journal));
 }
+
+std::unique_ptr<Journal> NewNullJournal() { return std::make_unique<NullJournal>(); }
 
 std::unique_ptr<Journal> NewMemoryJournal() { return std::make_unique<MemoryJournal>(); }
 

@@ -2,7 +2,8 @@
 //
 // SqliteJournal keeps them in `<state dir>/journal.db` (SQLite in WAL mode): one row per record, numbered in
 // commit order, and at most one snapshot (the encoded state as of a record number). Compacting writes a snapshot
-// and deletes the rows it covers, in one transaction.
+// and deletes the rows it covers, in one transaction; rows appended after the position the snapshot was taken at
+// stay.
 //
 // Durability. Append returns once its transaction is committed to the WAL file:
 //   sync = kNormal (default): written to the operating system, not fsynced. A record survives a crash of the head
@@ -36,8 +37,10 @@ class Journal {
   virtual absl::StatusOr<Contents> Load() = 0;
   // Appends the records of one transaction, all or none, durably as the sync policy says.
   virtual absl::Status Append(const std::vector<std::string>& records) = 0;
-  // Replaces every record appended so far by `snapshot`.
-  virtual absl::Status Compact(const std::string& snapshot) = 0;
+  // Where the journal stands: a snapshot of the state taken now covers the records up to here.
+  virtual uint64_t position() const = 0;
+  // Replaces the records up to `through` (an earlier position()) by `snapshot`; records appended since stay.
+  virtual absl::Status Compact(const std::string& snapshot, uint64_t through) = 0;
   // Records appended since the last snapshot (those Load returned included).
   virtual uint64_t records_since_snapshot() const = 0;
   // Where it keeps its data, for messages ("in memory" for the memory journal).
@@ -50,8 +53,10 @@ enum class JournalSync { kNormal, kFull };
 // another process holds the directory's lock (naming its pid); other errors name the file and SQLite's message.
 absl::StatusOr<std::unique_ptr<Journal>> OpenSqliteJournal(const std::string& state_dir, JournalSync sync);
 
-// A journal that keeps its records in memory: nothing survives the process. For tests, and for a head run with
-// the journal switched off.
+// A journal that keeps its records in memory: nothing survives the process. For tests.
 std::unique_ptr<Journal> NewMemoryJournal();
+
+// A journal that keeps nothing (it never asks for a snapshot): for a head run with the journal switched off.
+std::unique_ptr<Journal> NewNullJournal();
 
 }  // namespace torus::head

@@ -95,7 +95,7 @@ TEST_P(JournalContractTest, AppendedBatchesLoadBackInOrder) {
 TEST_P(JournalContractTest, CompactReplacesTheRecordsBySnapshot) {
   ASSERT_TRUE(journal_->Load().ok());
   ASSERT_TRUE(journal_->Append({"r1", "r2", "r3"}).ok());
-  ASSERT_TRUE(journal_->Compact("snapshot-1").ok());
+  ASSERT_TRUE(journal_->Compact("snapshot-1", journal_->position()).ok());
   EXPECT_EQ(journal_->records_since_snapshot(), 0u);
   ASSERT_TRUE(journal_->Append({"r4"}).ok());
   EXPECT_EQ(journal_->records_since_snapshot(), 1u);
@@ -108,7 +108,7 @@ TEST_P(JournalContractTest, CompactReplacesTheRecordsBySnapshot) {
   EXPECT_EQ(journal_->records_since_snapshot(), 1u);
 
   // A second compaction replaces the first snapshot.
-  ASSERT_TRUE(journal_->Compact("snapshot-2").ok());
+  ASSERT_TRUE(journal_->Compact("snapshot-2", journal_->position()).ok());
   EXPECT_EQ(journal_->records_since_snapshot(), 0u);
   Reopen();
   loaded = journal_->Load();
@@ -118,11 +118,45 @@ TEST_P(JournalContractTest, CompactReplacesTheRecordsBySnapshot) {
   EXPECT_EQ(journal_->records_since_snapshot(), 0u);
 }
 
+TEST_P(JournalContractTest, CompactKeepsTheRecordsAppendedAfterItsPosition) {
+  ASSERT_TRUE(journal_->Load().ok());
+  ASSERT_TRUE(journal_->Append({"r1", "r2"}).ok());
+  uint64_t at = journal_->position();
+  ASSERT_TRUE(journal_->Append({"r3"}).ok());
+  ASSERT_TRUE(journal_->Append({"r4"}).ok());
+  ASSERT_TRUE(journal_->Compact("s-1", at).ok());
+  EXPECT_EQ(journal_->records_since_snapshot(), 2u);
+  Reopen();
+  auto loaded = journal_->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->snapshot, "s-1");
+  EXPECT_THAT(loaded->records, ElementsAre("r3", "r4"));
+
+  // Everything covered, then more records, a restart, and another partial compaction.
+  ASSERT_TRUE(journal_->Compact("s-2", journal_->position()).ok());
+  ASSERT_TRUE(journal_->Append({"r5"}).ok());
+  Reopen();
+  loaded = journal_->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->snapshot, "s-2");
+  EXPECT_THAT(loaded->records, ElementsAre("r5"));
+  at = journal_->position();
+  ASSERT_TRUE(journal_->Append({"r6", "r7"}).ok());
+  ASSERT_TRUE(journal_->Compact("s-3", at).ok());
+  EXPECT_EQ(journal_->records_since_snapshot(), 2u);
+  Reopen();
+  loaded = journal_->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->snapshot, "s-3");
+  EXPECT_THAT(loaded->records, ElementsAre("r6", "r7"));
+  EXPECT_EQ(journal_->records_since_snapshot(), 2u);
+}
+
 TEST_P(JournalContractTest, LargeRecordsAndSnapshotsComeBackWhole) {
   ASSERT_TRUE(journal_->Load().ok());
   const std::string big(1 << 20, 'x');
   ASSERT_TRUE(journal_->Append({big, "small"}).ok());
-  ASSERT_TRUE(journal_->Compact(big + "!").ok());
+  ASSERT_TRUE(journal_->Compact(big + "!", journal_->position()).ok());
   ASSERT_TRUE(journal_->Append({big + "?"}).ok());
   Reopen();
   auto loaded = journal_->Load();

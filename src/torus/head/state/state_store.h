@@ -9,8 +9,9 @@
 // Update returns once its own records are in. (A Read may meanwhile see a change whose Update has not returned.)
 //
 // Open() replays the journal (snapshot, then records) and begins a new epoch (a HeadStarted record). Once the
-// journal holds `compact_after` records past its snapshot, a commit writes a new snapshot of the whole state and
-// drops those records (a pause of the encoding time, ~50 ms per 10,000 nodes and jobs).
+// journal holds `compact_after` records past its snapshot, a compaction thread takes a copy of the state (commits
+// pause for the copy), encodes it without any lock, and writes it as the new snapshot in place of the records it
+// covers (journal writes pause for that write); records committed meanwhile stay in the journal after it.
 //
 // A journal that cannot be written is fatal: the head aborts with the journal's error rather than serve a state
 // that a restart would not find. (Reads never touch the journal.)
@@ -119,6 +120,8 @@ class StateStore {
   // Blocks until every transaction committed before the call has been delivered to subscribers. Not from a
   // subscriber.
   void WaitDelivered();
+  // Returns once no compaction is under way (for tests and tools).
+  void WaitCompacted();
 
   // The whole state encoded (StateCodec), for tests and tools.
   std::string EncodedState() const;
@@ -137,8 +140,10 @@ class StateStore {
   void WaitDurable(uint64_t seq);
   // Writes everything staged in one journal transaction and publishes it. REQUIRES: io_mu_ held.
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(io_mu_);
-  // A new snapshot in place of the records, taken with nothing staged (so that it covers exactly what the journal
-  // holds). Takes mu_ and io_mu_.
+  // Starts a compaction on its own thread unless one is under way.
+  void StartCompaction();
+  // A new snapshot in place of the records: the state is copied with nothing staged (so that it covers exactly
+  // what the journal holds up to its position), then encoded and written without holding mu_.
   void Compact();
   void DispatchLoop();
 
@@ -159,6 +164,11 @@ class StateStore {
   uint64_t staged_seq_ ABSL_GUARDED_BY(stage_mu_) = 0;
   uint64_t durable_seq_ ABSL_GUARDED_BY(stage_mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(stage_mu_) = false;        // a thread is writing for everyone
+
+  absl::Mutex compact_mu_;  // not held with any other
+  absl::CondVar compact_cv_;
+  bool compacting_ ABSL_GUARDED_BY(compact_mu_) = false;
+  std::thread compactor_ ABSL_GUARDED_BY(compact_mu_);
 
   absl::Mutex queue_mu_;
   absl::CondVar queue_cv_;

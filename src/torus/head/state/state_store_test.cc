@@ -11,6 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "torus/head/state/codec.h"
+#include "torus/head/state/journal_test_util.h"
 
 namespace torus::head {
 namespace {
@@ -18,29 +19,17 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
+using testutil::SharedJournal;
 
 constexpr int64_t kStartMs = 1'733'050'000'000;
-
-// Hands a journal the test keeps to the store, so that the test can look into it while the store holds it.
-class SharedJournal final : public Journal {
- public:
-  explicit SharedJournal(Journal* inner) : inner_(inner) {}
-  absl::StatusOr<Contents> Load() override { return inner_->Load(); }
-  absl::Status Append(const std::vector<std::string>& records) override { return inner_->Append(records); }
-  absl::Status Compact(const std::string& snapshot) override { return inner_->Compact(snapshot); }
-  uint64_t records_since_snapshot() const override { return inner_->records_since_snapshot(); }
-  std::string location() const override { return inner_->location(); }
-
- private:
-  Journal* inner_;
-};
 
 // A journal whose appends fail, as a full disk would.
 class BrokenJournal final : public Journal {
  public:
   absl::StatusOr<Contents> Load() override { return Contents{}; }
   absl::Status Append(const std::vector<std::string>&) override { return absl::UnavailableError("disk full"); }
-  absl::Status Compact(const std::string&) override { return absl::UnavailableError("disk full"); }
+  uint64_t position() const override { return 0; }
+  absl::Status Compact(const std::string&, uint64_t) override { return absl::UnavailableError("disk full"); }
   uint64_t records_since_snapshot() const override { return 0; }
   std::string location() const override { return "broken"; }
 };
@@ -179,6 +168,7 @@ TEST(StateStoreTest, CompactsOnceEnoughRecordsPassTheSnapshot) {
     });
     EXPECT_EQ(journal->records_since_snapshot(), 4u);
     store.Update([](Txn& txn) { ASSERT_TRUE(txn.Apply(JobSubmitted{MakeJob("j1")}).ok()); });  // 5: compacts
+    store.WaitCompacted();
     EXPECT_EQ(journal->records_since_snapshot(), 0u);
     before = store.EncodedState();
   }
@@ -200,6 +190,45 @@ TEST(StateStoreTest, CompactsOnceEnoughRecordsPassTheSnapshot) {
   EXPECT_EQ(recovery->epoch, 2u);
   EXPECT_EQ(store.EncodedState(), WithEpoch(before, 2, kStartMs + 500));
   EXPECT_EQ(store.Read([](const ClusterState& s) { return s.alive_nodes(); }), 3u);
+}
+
+TEST(StateStoreTest, CommitsDuringACompactionStayInTheJournalAfterTheSnapshot) {
+  TempDir tmp;
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string dir = tmp.path() + "/state";
+  constexpr int kThreads = 4;
+  constexpr int kEach = 150;
+  std::string after;
+  {
+    auto journal = OpenSqliteJournal(dir, JournalSync::kNormal);
+    ASSERT_TRUE(journal.ok()) << journal.status();
+    StateStore store(*std::move(journal), kStartMs, {.compact_after = 40});
+    ASSERT_TRUE(store.Open().ok());
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kEach; ++i) {
+          const std::string id = "n" + std::to_string(t) + "-" + std::to_string(i);
+          store.Update([&](Txn& txn) {
+            ASSERT_TRUE(txn.Apply(Reg(id, 1)).ok());
+            ASSERT_TRUE(txn.Apply(JobSubmitted{MakeJob("j-" + id)}).ok());
+          });
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    store.WaitCompacted();
+    after = store.EncodedState();
+  }
+  auto journal = OpenSqliteJournal(dir, JournalSync::kNormal);
+  ASSERT_TRUE(journal.ok()) << journal.status();
+  StateStore store(*std::move(journal), kStartMs + 500, {.compact_after = 40});
+  auto recovery = store.Open();
+  ASSERT_TRUE(recovery.ok()) << recovery.status();
+  EXPECT_TRUE(recovery->snapshot);
+  EXPECT_LT(recovery->records, 2u * kThreads * kEach);  // some are in the snapshot
+  EXPECT_EQ(store.EncodedState(), WithEpoch(after, 2, kStartMs + 500));
+  EXPECT_EQ(store.Read([](const ClusterState& s) { return s.jobs().size(); }), size_t{kThreads * kEach});
 }
 
 TEST(StateStoreTest, UpdateReturnsWhatItsFunctionReturns) {
@@ -294,7 +323,10 @@ class SlowJournal final : public Journal {
     written_.insert(records.begin(), records.end());
     return st;
   }
-  absl::Status Compact(const std::string& snapshot) override { return inner_->Compact(snapshot); }
+  uint64_t position() const override { return inner_->position(); }
+  absl::Status Compact(const std::string& snapshot, uint64_t through) override {
+    return inner_->Compact(snapshot, through);
+  }
   uint64_t records_since_snapshot() const override { return inner_->records_since_snapshot(); }
   std::string location() const override { return inner_->location(); }
 
@@ -405,7 +437,7 @@ TEST(StateStoreTest, OpenRefusesAJournalThatDoesNotReplay) {
     SCOPED_TRACE(c.name);
     std::unique_ptr<Journal> journal = NewMemoryJournal();
     if (c.snapshot) {
-      ASSERT_TRUE(journal->Compact(*c.snapshot).ok());
+      ASSERT_TRUE(journal->Compact(*c.snapshot, journal->position()).ok());
     }
     ASSERT_TRUE(journal->Append(c.records).ok());
     StateStore store(std::move(journal), kStartMs, {});

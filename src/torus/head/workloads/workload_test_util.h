@@ -29,6 +29,7 @@
 #include "torus/head/placement/placement_scheduler.h"
 #include "torus/head/state/ids.h"
 #include "torus/head/state/journal.h"
+#include "torus/head/state/journal_test_util.h"
 #include "torus/head/state/liveness.h"
 #include "torus/head/state/state_store.h"
 #include "torus/head/workloads/job_service.h"
@@ -44,20 +45,6 @@ inline constexpr char kClusterToken[] = "cluster-token";
 
 // "address:7000": where the head calls the agent of a node registered by AgentReportFor.
 inline std::string TargetOf(const std::string& address) { return address + ":" + std::to_string(kAgentPort); }
-
-// Lets several stores open one journal in turn (a head, then the head that replaces it).
-class SharedJournal final : public Journal {
- public:
-  explicit SharedJournal(Journal* inner) : inner_(inner) {}
-  absl::StatusOr<Contents> Load() override { return inner_->Load(); }
-  absl::Status Append(const std::vector<std::string>& records) override { return inner_->Append(records); }
-  absl::Status Compact(const std::string& snapshot) override { return inner_->Compact(snapshot); }
-  uint64_t records_since_snapshot() const override { return inner_->records_since_snapshot(); }
-  std::string location() const override { return inner_->location(); }
-
- private:
-  Journal* inner_;
-};
 
 class TempDir {
  public:
