@@ -115,7 +115,7 @@ def main():
     env = dict(os.environ, TORUS_TEMP_DIR=str(root))
     subprocess.run([str(BIN / "torus"), "up", str(REPO / "bench" / "gang_cluster.yaml"), "--port", "0",
                     "--dashboard-port", "0"] + (["--no-journal"] if args.no_journal else []),
-                   env=env, check=True, stdout=subprocess.DEVNULL)
+                    env=env, check=True, stdout=subprocess.DEVNULL)
     try:
         head = Head((root / "session_latest").resolve())
         print(f"{'measurement (ms)':44s} {'n':>6s} {'p50':>10s} {'p99':>10s} {'max':>10s}")
