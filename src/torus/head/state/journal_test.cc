@@ -9,6 +9,8 @@
 #include <fstream>
 #include <functional>
 
+#include "torus/head/state/journal_test_util.h"
+
 namespace torus::head {
 namespace {
 
@@ -16,22 +18,8 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using testutil::TempDir;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "torus_journal_XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 int Mode(const std::string& path) {
   struct stat st {};

@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using testutil::SharedJournal;
+using testutil::TempDir;
 
 constexpr int64_t kStartMs = 1'733'050'000'000;
 
@@ -34,21 +35,6 @@ class BrokenJournal final : public Journal {
   std::string location() const override { return "broken"; }
 };
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "torus_store_XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 NodeRegistered Reg(const std::string& id, uint64_t incarnation) {
   NodeRegistered r;

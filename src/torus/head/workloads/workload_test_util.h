@@ -46,23 +46,6 @@ inline constexpr char kClusterToken[] = "cluster-token";
 // "address:7000": where the head calls the agent of a node registered by AgentReportFor.
 inline std::string TargetOf(const std::string& address) { return address + ":" + std::to_string(kAgentPort); }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "torus_workloads_XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) path_ = std::filesystem::canonical(pattern).string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // What the agent of node `id` at `address` reports when it first registers: `cpus` CPUs, nothing held.
 inline AgentReport AgentReportFor(const std::string& id, const std::string& address, double cpus,
