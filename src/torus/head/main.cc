@@ -16,6 +16,8 @@
 #include "torus/common/termination.h"
 #include "torus/head/agents/grpc_agent_pool.h"
 #include "torus/head/api/dashboard_http.h"
+#include "torus/head/api/event_log.h"
+#include "torus/head/api/events_http.h"
 #include "torus/head/api/head_service.h"
 #include "torus/head/api/http_api.h"
 #include "torus/head/api/jobs_http.h"
@@ -167,6 +169,15 @@ int Run(const HeadFlags& flags) {
       if (seconds) placement_latency.Observe(*seconds);
     }
   });
+  torus::head::EventLog events(recovery->epoch, 100'000);
+  store.Subscribe([&store, &events](const std::vector<torus::head::Record>& records) {
+    events.Append(store.Read([&records](const torus::head::ClusterState& s) {
+      return torus::head::EventsFromRecords(records, [&s](const torus::head::WorkerId& id) {
+        const torus::head::Worker* w = s.FindWorker(id);
+        return w == nullptr ? torus::head::Owner{} : w->owner;
+      });
+    }));
+  });
   torus::head::MetricsStore metrics({.retention_ms = flags.metrics_retention_s * 1000,
                                      .max_points = flags.metrics_max_points},
                                     clock.WallMillis());
@@ -206,6 +217,7 @@ int Run(const HeadFlags& flags) {
                                    {.session_name = std::filesystem::path(flags.session_dir).filename().string()});
   });
   http.AddRoutes([&runs](httplib::Server& server) { torus::head::RegisterRunRoutes(server, &runs); });
+  http.AddRoutes([&events](httplib::Server& server) { torus::head::RegisterEventRoutes(server, &events); });
   http.AddRoutes([](httplib::Server& server) { torus::head::AddDashboardRoutes(server); });
   http.AddMetricsSource([&jobs, &runs](torus::head::PrometheusWriter& w) {
     w.Family("torus_jobs", "gauge", "Jobs by status.");
@@ -253,6 +265,7 @@ int Run(const HeadFlags& flags) {
   const int signal_number = torus::WaitForTerminationSignal();
   spdlog::info("signal {}: shutting down", signal_number);
   detector.Stop();
+  events.Close();  // ends the event streams, which hold HTTP threads
   http.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   driver.Stop();

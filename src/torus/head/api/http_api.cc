@@ -36,6 +36,8 @@ absl::StatusOr<int> HttpApi::Start(const std::string& host, int port) {
   // Headers and body go out as separate writes; without this a small reply on a kept-alive connection waits for
   // the client's delayed acknowledgement (~40 ms).
   server_->set_tcp_nodelay(true);
+  // A thread per open connection: kept-alive clients and event streams each hold one while they last.
+  server_->new_task_queue = [] { return new httplib::ThreadPool(64); };
   RegisterRoutes();
   for (const auto& add : extra_routes_) add(*server_);
   int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
