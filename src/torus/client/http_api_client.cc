@@ -25,27 +25,33 @@ std::string UrlEncode(const std::string& text) {
   return out;
 }
 
-absl::StatusOr<json> Interpret(const httplib::Result& result, const std::string& address) {
-  if (!result) {
-    return absl::UnavailableError(
-        absl::StrCat("head HTTP API at ", address, " is not reachable: ", httplib::to_string(result.error())));
-  }
-  auto body = json::parse(result->body, nullptr, /*allow_exceptions=*/false);
-  if (result->status >= 200 && result->status < 300) {
+// The JSON of a 2xx answer, else the error the status maps to (see the header).
+absl::StatusOr<json> InterpretAnswer(int status, const std::string& text) {
+  auto body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (status >= 200 && status < 300) {
     if (body.is_discarded()) return absl::InternalError("the head answered with something that is not JSON");
     return body;
   }
   std::string message = !body.is_discarded() && body.is_object() && body.contains("error") && body["error"].is_string()
                             ? body["error"].get<std::string>()
-                            : result->body;
-  switch (result->status) {
+                            : text;
+  switch (status) {
     case 400: return absl::InvalidArgumentError(message);
     case 401: return absl::UnauthenticatedError(message);
     case 404: return absl::NotFoundError(message);
     case 409: return absl::FailedPreconditionError(message);
+    case 410: return absl::OutOfRangeError(message);
     case 503: return absl::UnavailableError(message);
-    default: return absl::InternalError(absl::StrCat("HTTP ", result->status, ": ", message));
+    default: return absl::InternalError(absl::StrCat("HTTP ", status, ": ", message));
   }
+}
+
+absl::StatusOr<json> Interpret(const httplib::Result& result, const std::string& address) {
+  if (!result) {
+    return absl::UnavailableError(
+        absl::StrCat("head HTTP API at ", address, " is not reachable: ", httplib::to_string(result.error())));
+  }
+  return InterpretAnswer(result->status, result->body);
 }
 
 // Reads typed fields out of an answer; a missing field or a wrong type is the head's bug, reported as Internal.
@@ -82,7 +88,7 @@ absl::StatusOr<std::unique_ptr<HttpApiClient>> HttpApiClient::Connect(const Head
 }
 
 HttpApiClient::HttpApiClient(const HeadEndpoint& endpoint)
-    : address_(endpoint.address), client_(std::make_unique<httplib::Client>("http://" + endpoint.address)) {
+    : address_(endpoint.address), token_(endpoint.token), client_(std::make_unique<httplib::Client>("http://" + endpoint.address)) {
   client_->set_bearer_token_auth(endpoint.token.c_str());
   client_->set_connection_timeout(5, 0);
   client_->set_read_timeout(60, 0);
@@ -163,6 +169,138 @@ absl::StatusOr<RunLogChunk> HttpApiClient::ReadRunLog(const std::string& id_or_n
                                 return RunLogChunk{j.at("data").get<std::string>(), j.at("next_offset").get<int64_t>(),
                                                    j.at("finished").get<bool>()};
                               });
+}
+
+}  // namespace torus::client
+
+namespace torus::client {
+namespace {
+
+// Splits a server-sent event stream into events: blocks of "field: value" lines ended by a blank line.
+class SseParser {
+ public:
+  struct Message {
+    std::string event;
+    std::string data;
+  };
+  // Adds bytes; calls `on` for each whole event, stopping (false) when `on` does.
+  bool Feed(const char* data, size_t n, const std::function<bool(const Message&)>& on) {
+    buffer_.append(data, n);
+    size_t end;
+    while ((end = buffer_.find("\n\n")) != std::string::npos) {
+      Message m;
+      size_t pos = 0;
+      while (pos < end) {
+        size_t nl = std::min(buffer_.find('\n', pos), end);
+        std::string_view line(buffer_.data() + pos, nl - pos);
+        if (line.rfind("event: ", 0) == 0) m.event = std::string(line.substr(7));
+        if (line.rfind("data: ", 0) == 0) m.data += std::string(line.substr(6));
+        pos = nl + 1;
+      }
+      buffer_.erase(0, end + 2);
+      if (!on(m)) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::string buffer_;
+};
+
+std::string JoinForQuery(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) absl::StrAppend(&out, out.empty() ? "" : ",", UrlEncode(item));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<EventCursor> HttpApiClient::EventsNow() {
+  return Extract<EventCursor>(Get("/api/v0/events/revision"), "an events read", [](const json& j) {
+    return EventCursor{j.at("epoch").get<uint64_t>(), j.at("revision").get<uint64_t>()};
+  });
+}
+
+namespace {
+
+std::string EventQuery(const EventCursor& from, const EventSelector& selector) {
+  std::string query = absl::StrCat("since=", from.revision);
+  if (from.epoch != 0) absl::StrAppend(&query, "&epoch=", from.epoch);
+  if (!selector.kinds.empty()) absl::StrAppend(&query, "&kind=", JoinForQuery(selector.kinds));
+  if (!selector.ids.empty()) absl::StrAppend(&query, "&id=", JoinForQuery(selector.ids));
+  return query;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<json>> HttpApiClient::WaitEvents(EventCursor* from, const EventSelector& selector,
+                                                            int64_t wait_ms) {
+  auto answer = Get(absl::StrCat("/api/v0/events?", EventQuery(*from, selector), "&wait_ms=", wait_ms));
+  return Extract<std::vector<json>>(answer, "an events read", [from](const json& j) {
+    std::vector<json> events = j.at("events").get<std::vector<json>>();
+    from->epoch = j.at("epoch").get<uint64_t>();
+    from->revision = j.at("revision").get<uint64_t>();
+    return events;
+  });
+}
+
+absl::Status HttpApiClient::WatchEvents(EventCursor* from, const EventSelector& selector,
+                                        const std::function<bool(const json& event)>& on_event) {
+  const std::string path = absl::StrCat("/api/v0/events?watch=1&", EventQuery(*from, selector));
+  // A connection of its own: the stream holds it, and the head sends a progress mark every 10 s.
+  httplib::Client stream("http://" + address_);
+  stream.set_bearer_token_auth(token_.c_str());
+  stream.set_connection_timeout(5, 0);
+  stream.set_read_timeout(30, 0);
+  stream.set_tcp_nodelay(true);
+  SseParser parser;
+  absl::Status status = absl::OkStatus();
+  bool stopped = false;
+  int http_status = 0;
+  std::string error_body;
+  auto result = stream.Get(
+      path,
+      [&](const httplib::Response& response) {
+        http_status = response.status;
+        return true;
+      },
+      [&](const char* data, size_t n) {
+        if (http_status != 200) {
+          error_body.append(data, n);
+          return true;
+        }
+        return parser.Feed(data, n, [&](const SseParser::Message& m) {
+          auto body = json::parse(m.data, nullptr, /*allow_exceptions=*/false);
+          if (body.is_discarded() || !body.is_object()) {
+            status = absl::InternalError("the head sent an event that is not a JSON object: " + m.data);
+            return false;
+          }
+          if (m.event == "hello") {
+            from->epoch = body.value("epoch", from->epoch);
+            from->revision = body.value("revision", from->revision);
+            return true;
+          }
+          if (m.event == "progress") {
+            from->revision = std::max(from->revision, body.value("revision", from->revision));
+            return true;
+          }
+          if (m.event == "error") {
+            status = InterpretAnswer(body.value("code", 500), m.data).status();
+            return false;
+          }
+          from->revision = std::max(from->revision, body.value("revision", from->revision));
+          if (!on_event(body)) {
+            stopped = true;
+            return false;
+          }
+          return true;
+        });
+      });
+  if (stopped) return absl::OkStatus();
+  if (!status.ok()) return status;
+  if (http_status != 0 && http_status != 200) return InterpretAnswer(http_status, error_body).status();
+  return absl::UnavailableError(absl::StrCat("the event stream from the head at ", address_, " broke: ",
+                                             result ? "it ended" : httplib::to_string(result.error())));
 }
 
 }  // namespace torus::client

@@ -11,7 +11,7 @@
 // as /api/v0/runs/{id} serves it, docs/rest.md).
 //
 // Errors: the head's message (its {"error": ...} or its text body), with the code mapped from the HTTP status:
-// 400 InvalidArgument, 401 Unauthenticated, 404 NotFound, 409 FailedPrecondition, 503 Unavailable, other
+// 400 InvalidArgument, 401 Unauthenticated, 404 NotFound, 409 FailedPrecondition, 410 OutOfRange, 503 Unavailable, other
 // Internal ("HTTP 500: ..."); Unavailable "head HTTP API at HOST:PORT is not reachable: ..." when no answer comes
 // (a head that is down or restarting); Internal when a 2xx answer is not the JSON expected.
 //
@@ -19,9 +19,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -66,6 +68,19 @@ struct SubmittedRun {
   std::string name;
 };
 
+// Where a watch of the head's events stands: the head's epoch and the newest revision seen in it.
+struct EventCursor {
+  uint64_t epoch = 0;
+  uint64_t revision = 0;
+};
+
+// Which events to watch: of these kinds ("node", "group", "job", "run", "worker"; none = all) and about these
+// objects (none = all; an id matches its object and, for groups and workers, their owner).
+struct EventSelector {
+  std::vector<std::string> kinds;
+  std::vector<std::string> ids;
+};
+
 class HttpApiClient {
  public:
   // Makes a client for `endpoint` (HOST:PORT of the head's HTTP API, and the token); does not contact the head.
@@ -101,6 +116,21 @@ class HttpApiClient {
   // Rank `rank`'s output in attempt `attempt` (0: the current one) from byte `offset` on.
   absl::StatusOr<RunLogChunk> ReadRunLog(const std::string& id_or_name, int rank, int attempt, int64_t offset);
 
+  // Events (GET /api/v0/events; docs/rest.md). The head's epoch and newest revision now: read the objects after
+  // this, then watch from it, and no change is missed.
+  absl::StatusOr<EventCursor> EventsNow();
+  // The events after *from that match `selector`, waiting up to `wait_ms` (at most 60,000) for one when there are
+  // none yet (then empty); advances *from past what it read. OutOfRange as WatchEvents.
+  absl::StatusOr<std::vector<nlohmann::json>> WaitEvents(EventCursor* from, const EventSelector& selector,
+                                                        int64_t wait_ms);
+  // Streams the events after *from that match `selector` to `on_event` as they happen, in order, on a connection
+  // of its own, advancing *from past each event and each progress mark, until on_event returns false (then OK).
+  // OutOfRange when the head has restarted since from->epoch or no longer keeps the events after it: read the
+  // objects again, then watch from EventsNow(). Unavailable when the stream breaks (the head went away): watch
+  // again from *from once it is back.
+  absl::Status WatchEvents(EventCursor* from, const EventSelector& selector,
+                           const std::function<bool(const nlohmann::json& event)>& on_event);
+
   const std::string& address() const { return address_; }
 
  private:
@@ -112,6 +142,7 @@ class HttpApiClient {
   absl::StatusOr<nlohmann::json> Delete(const std::string& path);
 
   std::string address_;
+  std::string token_;
   std::unique_ptr<httplib::Client> client_;
 };
 

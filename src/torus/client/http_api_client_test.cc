@@ -354,5 +354,75 @@ TEST(HttpApiClientRestartTest, OneClientOutlivesARestartOfTheHead) {
   EXPECT_EQ((*client)->JobLogs("job-1").value_or(""), "after");
 }
 
+TEST_F(HttpApiClientTest, EventsNowReadsTheEpochAndRevision) {
+  head_.Answer(json{{"epoch", 3}, {"revision", 41}});
+  auto now = client_->EventsNow();
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ(now->epoch, 3u);
+  EXPECT_EQ(now->revision, 41u);
+  ExpectRequest("GET", "/api/v0/events/revision");
+}
+
+TEST_F(HttpApiClientTest, WatchEventsDeliversEventsInOrderAndAdvancesTheCursor) {
+  head_.Answer(200,
+               "event: hello\ndata: {\"epoch\":3,\"revision\":5}\n\n"
+               "id: 6\nevent: job\ndata: {\"revision\":6,\"kind\":\"job\",\"id\":\"a\",\"status\":\"RUNNING\"}\n\n"
+               "event: progress\ndata: {\"revision\":9}\n\n"
+               "id: 10\nevent: job\ndata: {\"revision\":10,\"kind\":\"job\",\"id\":\"a\",\"status\":\"FAILED\"}\n\n"
+               "id: 11\nevent: job\ndata: {\"revision\":11,\"kind\":\"job\",\"id\":\"a\"}\n\n",
+               "text/event-stream");
+  EventCursor cursor{3, 5};
+  std::vector<std::string> seen;
+  absl::Status watched = client_->WatchEvents(&cursor, {.kinds = {"job"}, .ids = {"a", "b c"}}, [&](const json& e) {
+    seen.push_back(e["status"].get<std::string>());
+    return e["status"] != "FAILED";  // stop at the end of the job
+  });
+  EXPECT_TRUE(watched.ok()) << watched;
+  EXPECT_EQ(seen, (std::vector<std::string>{"RUNNING", "FAILED"}));
+  EXPECT_EQ(cursor.epoch, 3u);
+  EXPECT_EQ(cursor.revision, 10u);
+  ExpectRequest("GET", "/api/v0/events?watch=1&since=5&epoch=3&kind=job&id=a%2Cb%20c");  // the library escapes the comma
+}
+
+TEST_F(HttpApiClientTest, WaitEventsReadsTheEventsAndAdvancesTheCursor) {
+  head_.Answer(json{{"epoch", 4}, {"revision", 12}, {"events", {{{"revision", 11}, {"kind", "run"}, {"id", "r"}}}}});
+  EventCursor cursor{4, 7};
+  auto events = client_->WaitEvents(&cursor, {.ids = {"r"}}, 5000);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0]["revision"], 11);
+  EXPECT_EQ(cursor.revision, 12u);  // past the events that did not match, too
+  ExpectRequest("GET", "/api/v0/events?since=7&epoch=4&id=r&wait_ms=5000");
+}
+
+TEST_F(HttpApiClientTest, WatchEventsThatAreGoneIsOutOfRange) {
+  head_.Answer(200,
+               "event: hello\ndata: {\"epoch\":3,\"revision\":5}\n\n"
+               "event: error\ndata: {\"error\":\"events after revision 5 are no longer kept\",\"code\":410,"
+               "\"epoch\":3,\"revision\":900}\n\n",
+               "text/event-stream");
+  EventCursor cursor{3, 5};
+  absl::Status watched = client_->WatchEvents(&cursor, {}, [](const json&) { return true; });
+  EXPECT_EQ(watched.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(watched.message(), "events after revision 5 are no longer kept");
+  head_.Answer(410, R"j({"error":"the head has restarted since epoch 2 (now epoch 3)","epoch":3,"revision":7})j");
+  cursor = {2, 100};
+  watched = client_->WatchEvents(&cursor, {}, [](const json&) { return true; });
+  EXPECT_EQ(watched.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(watched.message(), HasSubstr("restarted since epoch 2"));
+}
+
+TEST_F(HttpApiClientTest, AWatchWhoseStreamEndsIsUnavailableAndKeepsItsCursor) {
+  head_.Answer(200,
+               "event: hello\ndata: {\"epoch\":3,\"revision\":5}\n\n"
+               "id: 6\nevent: job\ndata: {\"revision\":6,\"kind\":\"job\",\"id\":\"a\"}\n\n",
+               "text/event-stream");
+  EventCursor cursor{3, 5};
+  absl::Status watched = client_->WatchEvents(&cursor, {}, [](const json&) { return true; });
+  EXPECT_EQ(watched.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(watched.message(), HasSubstr("the event stream from the head"));
+  EXPECT_EQ(cursor.revision, 6u);  // resume after what was delivered
+}
+
 }  // namespace
 }  // namespace torus::client

@@ -66,6 +66,15 @@ absl::StatusOr<EventQuery> ParseQuery(const httplib::Request& req) {
   return q;
 }
 
+// The HTTP status of a failed read: 410 for events that are gone, 400 for a revision ahead, 503 when stopping.
+int HttpCode(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOutOfRange: return 410;
+    case absl::StatusCode::kInvalidArgument: return 400;
+    default: return 503;
+  }
+}
+
 nlohmann::json GoneBody(const std::string& why, const EventLog& events) {
   return {{"error", why}, {"epoch", events.epoch()}, {"revision", events.revision()}};
 }
@@ -90,6 +99,9 @@ struct Stream {
 
 void RegisterEventRoutes(httplib::Server& server, const EventLog* events) {
   auto open_streams = std::make_shared<std::atomic<int>>(0);
+  server.Get("/api/v0/events/revision", [events](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, {{"epoch", events->epoch()}, {"revision", events->revision()}});
+  });
   server.Get("/api/v0/events", [events, open_streams](const httplib::Request& req, httplib::Response& res) {
     auto query = ParseQuery(req);
     if (!query.ok()) return SendError(res, 400, std::string(query.status().message()));
@@ -105,10 +117,7 @@ void RegisterEventRoutes(httplib::Server& server, const EventLog* events) {
       const absl::Time deadline = absl::Now() + absl::Milliseconds(query->wait_ms);
       auto batch = events->Wait(query->since, query->filter, deadline);
       if (!batch.ok()) {
-        const int code = batch.status().code() == absl::StatusCode::kOutOfRange      ? 410
-                         : batch.status().code() == absl::StatusCode::kInvalidArgument ? 400
-                                                                                        : 503;
-        return SendJson(res, code, GoneBody(std::string(batch.status().message()), *events));
+        return SendJson(res, HttpCode(batch.status()), GoneBody(std::string(batch.status().message()), *events));
       }
       nlohmann::json list = nlohmann::json::array();
       for (const Event& e : batch->events) list.push_back(EventJson(e));
@@ -134,7 +143,9 @@ void RegisterEventRoutes(httplib::Server& server, const EventLog* events) {
       auto batch = events->Wait(stream->cursor, stream->query.filter, absl::Now() + kProgressEvery);
       std::string out;
       if (!batch.ok()) {
-        out = Sse("error", GoneBody(std::string(batch.status().message()), *events));
+        nlohmann::json body = GoneBody(std::string(batch.status().message()), *events);
+        body["code"] = HttpCode(batch.status());
+        out = Sse("error", body);
         sink.write(out.data(), out.size());
         sink.done();
         return true;
