@@ -1,8 +1,6 @@
 // torus job submit | status | logs | stop | list | delete, over the head's HTTP API.
-#include <chrono>
 #include <iostream>
 #include <map>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -41,11 +39,13 @@ absl::StatusOr<std::map<std::string, double>> ParseJobResources(const std::strin
   return resources;
 }
 
-// Streams a job's output until it ends, waiting out a restart of the head; returns the final status.
+// Streams a job's output until it ends, waiting out a restart of the head; returns the final status. Each read
+// waits at the head for output or the job's end, so output shows as it is written and the end at once.
 absl::StatusOr<std::string> FollowJob(client::HttpApiClient& http, const std::string& id, HeadWaiter& waiter) {
+  constexpr int64_t kWaitMs = 20'000;
   int64_t offset = 0;
   while (true) {
-    auto chunk = waiter.Retry([&] { return http.ReadJobLog(id, offset); });
+    auto chunk = waiter.Retry([&] { return http.ReadJobLog(id, offset, kWaitMs); });
     if (!chunk.ok()) return chunk.status();
     std::cout << chunk->data << std::flush;
     offset = chunk->next_offset;
@@ -53,7 +53,6 @@ absl::StatusOr<std::string> FollowJob(client::HttpApiClient& http, const std::st
         (chunk->finished || chunk->status != "SUCCEEDED")) {
       return chunk->status;
     }
-    if (chunk->data.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 

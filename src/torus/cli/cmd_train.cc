@@ -1,9 +1,7 @@
 // torus train: submit a gang run and stream every rank's output; torus train status | stop | list.
 #include <algorithm>
-#include <chrono>
 #include <iostream>
 #include <map>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -132,11 +130,20 @@ absl::StatusOr<train::RunSpec> RunSpecFromFlags(const TrainFlags& flags) {
 
 int FollowRunLogs(client::HttpApiClient& http, const std::string& id, bool follow, std::optional<int> rank,
                   int only_attempt) {
+  // Ranks' output is read again at each change of the run, and at least this often while it runs.
+  constexpr int64_t kOutputWaitMs = 1000;
   HeadWaiter waiter("[torus] ", follow ? HeadWaiter::kMaxWait : std::chrono::milliseconds(0));
   int shown_attempt = 0;
   std::map<int, int64_t> offsets;
   RankPrinter printer;
+  // Where the wait for the run's next change resumes; read before the run, so that no change is missed.
+  std::optional<client::EventCursor> cursor;
   while (true) {
+    if (follow && !cursor) {
+      auto now = waiter.Retry([&] { return http.EventsNow(); });
+      if (!now.ok()) return FailCommand("logs", now.status());
+      cursor = *now;
+    }
     auto run = waiter.Retry([&] { return http.GetRun(id); });
     if (!run.ok()) return FailCommand("logs", run.status());
     const int attempt = only_attempt > 0 ? only_attempt : (*run)["attempt"].get<int>();
@@ -174,7 +181,16 @@ int FollowRunLogs(client::HttpApiClient& http, const std::string& id, bool follo
       }
       return status == "SUCCEEDED" || !follow ? 0 : 1;
     }
-    if (!any) std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    if (any) continue;
+    // Nothing new: wait for the run's next change (a worker's start or exit, a report, its status), or a second
+    // for more output.
+    const std::string run_id = (*run)["run_id"].get<std::string>();
+    auto changes = waiter.Retry([&] { return http.WaitEvents(&*cursor, {.ids = {run_id}}, kOutputWaitMs); });
+    if (changes.status().code() == absl::StatusCode::kOutOfRange) {
+      cursor.reset();  // the head restarted (or dropped the events): read the run again
+    } else if (!changes.ok()) {
+      return FailCommand("logs", changes.status());
+    }
   }
 }
 

@@ -128,8 +128,10 @@ absl::Status HttpApiClient::DeleteJob(const std::string& id) {
   return Delete("/api/jobs/" + UrlEncode(id)).status();
 }
 
-absl::StatusOr<JobLogChunk> HttpApiClient::ReadJobLog(const std::string& id, int64_t offset) {
-  return Extract<JobLogChunk>(Get(absl::StrCat("/api/v0/jobs/", UrlEncode(id), "/logs?offset=", offset)),
+absl::StatusOr<JobLogChunk> HttpApiClient::ReadJobLog(const std::string& id, int64_t offset, int64_t wait_ms) {
+  std::string path = absl::StrCat("/api/v0/jobs/", UrlEncode(id), "/logs?offset=", offset);
+  if (wait_ms > 0) absl::StrAppend(&path, "&wait_ms=", wait_ms);
+  return Extract<JobLogChunk>(Get(path),
                               "a job log read", [](const json& j) {
                                 return JobLogChunk{j.at("data").get<std::string>(), j.at("next_offset").get<int64_t>(),
                                                    j.at("finished").get<bool>(), j.at("status").get<std::string>()};

@@ -99,8 +99,9 @@ class HttpApiClient {
   absl::StatusOr<bool> StopJob(const std::string& id);
   // Deletes an ended job; InvalidArgument (the head's 400) while it has not ended.
   absl::Status DeleteJob(const std::string& id);
-  // A job's output from byte `offset` on (at most about a megabyte per call).
-  absl::StatusOr<JobLogChunk> ReadJobLog(const std::string& id, int64_t offset);
+  // A job's output from byte `offset` on (at most about a megabyte per call). With `wait_ms` > 0 (at most
+  // 30,000) the head answers when there is output, when the job has ended, or after that long (then empty).
+  absl::StatusOr<JobLogChunk> ReadJobLog(const std::string& id, int64_t offset, int64_t wait_ms = 0);
   // A job's whole output so far (GET /api/jobs/{id}/logs).
   absl::StatusOr<std::string> JobLogs(const std::string& id);
 

@@ -212,8 +212,8 @@ int Run(const HeadFlags& flags) {
   http.AddRoutes([&metrics, &store, &agents, &clock](httplib::Server& server) {
     torus::head::RegisterMetricsRoutes(server, &metrics, &store, &agents, &clock);
   });
-  http.AddRoutes([&jobs, &flags](httplib::Server& server) {
-    torus::head::RegisterJobRoutes(server, &jobs,
+  http.AddRoutes([&jobs, &events, &flags](httplib::Server& server) {
+    torus::head::RegisterJobRoutes(server, &jobs, &events,
                                    {.session_name = std::filesystem::path(flags.session_dir).filename().string()});
   });
   http.AddRoutes([&runs](httplib::Server& server) { torus::head::RegisterRunRoutes(server, &runs); });

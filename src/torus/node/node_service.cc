@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
@@ -295,12 +296,43 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLog(grpc::CallbackServerCon
   if (absl::Status s = ValidateWorkerId(request->worker_id()); !s.ok()) return FinishCall(ctx, rpc::ToGrpc(s));
   if (request->offset() < 0) return FinishCall(ctx, InvalidArgument("offset must be >= 0"));
   if (request->max_bytes() < 0) return FinishCall(ctx, InvalidArgument("max_bytes must be >= 0 (0 = 1 MiB)"));
-  auto chunk = workers_->ReadLog(request->worker_id(), request->offset(), request->max_bytes());
-  if (!chunk.ok()) return FinishCall(ctx, rpc::ToGrpc(chunk.status()));
-  reply->set_data(std::move(chunk->data));
-  reply->set_next_offset(chunk->next_offset);
-  reply->set_finished(chunk->finished);
-  return FinishCall(ctx, grpc::Status::OK);
+  if (request->wait_ms() < 0 || request->wait_ms() > 60'000) {
+    return FinishCall(ctx, InvalidArgument("wait_ms must be 0..60000"));
+  }
+  auto answer = [this, request, reply]() -> grpc::Status {
+    auto chunk = workers_->ReadLog(request->worker_id(), request->offset(), request->max_bytes());
+    if (!chunk.ok()) return rpc::ToGrpc(chunk.status());
+    reply->set_data(std::move(chunk->data));
+    reply->set_next_offset(chunk->next_offset);
+    reply->set_finished(chunk->finished);
+    return grpc::Status::OK;
+  };
+  grpc::Status now = answer();
+  if (!now.ok() || request->wait_ms() == 0 || !reply->data().empty() || reply->finished()) {
+    return FinishCall(ctx, now);
+  }
+  {
+    std::lock_guard<std::mutex> lock(waits_mu_);
+    if (waits_ >= kMaxLogWaits || stopping_) return FinishCall(ctx, now);
+    ++waits_;
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(request->wait_ms());
+  std::thread([this, ctx, request, reactor, deadline, answer] {
+    absl::Status waited = workers_->WaitForLog(request->worker_id(), request->offset(), deadline,
+                                               [this, ctx] { return stopping_.load() || ctx->IsCancelled(); });
+    reactor->Finish(waited.ok() ? answer() : rpc::ToGrpc(waited));
+    std::lock_guard<std::mutex> lock(waits_mu_);
+    --waits_;
+    waits_cv_.notify_all();
+  }).detach();
+  return reactor;
+}
+
+NodeServiceImpl::~NodeServiceImpl() {
+  stopping_ = true;
+  std::unique_lock<std::mutex> lock(waits_mu_);
+  waits_cv_.wait(lock, [this] { return waits_ == 0; });
 }
 
 grpc::ServerUnaryReactor* NodeServiceImpl::ListWorkers(grpc::CallbackServerContext* ctx,

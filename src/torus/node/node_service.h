@@ -6,8 +6,11 @@
 // locks.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +55,8 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
   NodeServiceImpl(BundleLedger* ledger, WorkerSupervisor* workers, std::string node_ip, std::string token,
                   std::function<void()> on_change, const LogFiles* logs = nullptr, HostDevices devices = {},
                   int64_t release_grace_ms = 3000);
+  // Ends the log reads that wait (each answers with what it has) and waits for them.
+  ~NodeServiceImpl() override;
 
   grpc::ServerUnaryReactor* PrepareBundles(grpc::CallbackServerContext* ctx, const rpc::PrepareBundlesRequest* request,
                                            rpc::PrepareBundlesReply* reply) override;
@@ -90,6 +95,13 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
   const LogFiles* logs_;
   const HostDevices devices_;
   const int64_t release_grace_ms_;
+
+  // Log reads that wait run on threads of their own, at most kMaxLogWaits at once (more answer at once).
+  static constexpr int kMaxLogWaits = 64;
+  std::atomic<bool> stopping_{false};
+  std::mutex waits_mu_;
+  std::condition_variable waits_cv_;
+  int waits_ = 0;  // guarded by waits_mu_
 };
 
 // A TCP port that was free on every address of this host a moment ago (the kernel's pick for the wildcard address;

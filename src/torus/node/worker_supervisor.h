@@ -15,6 +15,8 @@
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -130,6 +132,12 @@ class WorkerSupervisor {
   // Up to `max_bytes` (<= 0 or more than 1 MiB: 1 MiB) of the worker's log from `offset`. NotFound for an unknown
   // id, InvalidArgument for a negative offset.
   absl::StatusOr<LogChunk> ReadLog(const std::string& worker_id, int64_t offset, int64_t max_bytes) const;
+
+  // Returns once the worker's log holds more than `offset` bytes, the worker has exited, `deadline` has passed or
+  // `cancelled()` says so (asked every 100 ms) — whichever comes first (it reads nothing: ReadLog then). Woken by the file's changes
+  // (inotify) and by the worker's exit. NotFound for an unknown id.
+  absl::Status WaitForLog(const std::string& worker_id, int64_t offset, std::chrono::steady_clock::time_point deadline,
+                          const std::function<bool()>& cancelled);
 
   // Every known worker, running and finished, ordered by id.
   std::vector<WorkerInfo> List() const;

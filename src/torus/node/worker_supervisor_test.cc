@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -314,6 +315,48 @@ TEST_F(WorkerSupervisorTest, RunningLogIsNotFinished) {
   auto exit = exits_.WaitFor("live");
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->signal, SIGKILL);
+}
+
+TEST_F(WorkerSupervisorTest, WaitForLogReturnsWhenOutputArrivesWhileTheWorkerRuns) {
+  ASSERT_TRUE(StartShell("talker", "echo first; sleep 0.3; echo second; sleep 30").ok());
+  ASSERT_TRUE(WaitForLog("talker", "first\n"));
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  ASSERT_TRUE(supervisor_->WaitForLog("talker", 6, deadline, [] { return false; }).ok());
+  auto chunk = supervisor_->ReadLog("talker", 6, 0);
+  ASSERT_TRUE(chunk.ok());
+  EXPECT_EQ(chunk->data, "second\n");
+  EXPECT_FALSE(chunk->finished);  // woken by the output, not by an exit
+  EXPECT_LT(std::chrono::steady_clock::now(), deadline);
+  ASSERT_TRUE(supervisor_->Stop("talker", 0).ok());
+}
+
+TEST_F(WorkerSupervisorTest, WaitForLogReturnsWhenTheWorkerExitsWithoutOutput) {
+  ASSERT_TRUE(StartShell("quiet", "echo only; sleep 0.3").ok());
+  ASSERT_TRUE(WaitForLog("quiet", "only\n"));
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  ASSERT_TRUE(supervisor_->WaitForLog("quiet", 5, deadline, [] { return false; }).ok());
+  EXPECT_LT(std::chrono::steady_clock::now(), deadline);
+  auto chunk = supervisor_->ReadLog("quiet", 5, 0);
+  ASSERT_TRUE(chunk.ok());
+  EXPECT_EQ(chunk->data, "");
+  EXPECT_TRUE(chunk->finished);
+}
+
+TEST_F(WorkerSupervisorTest, WaitForLogEndsWhenCancelledAndKnowsNoStranger) {
+  ASSERT_TRUE(StartShell("idle", "sleep 30").ok());
+  std::atomic<bool> cancel{false};
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    cancel = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  EXPECT_TRUE(supervisor_->WaitForLog("idle", 0, deadline, [&] { return cancel.load(); }).ok());
+  canceller.join();
+  EXPECT_LT(std::chrono::steady_clock::now(), deadline);
+  EXPECT_TRUE(Find("idle")->running);
+  EXPECT_EQ(supervisor_->WaitForLog("stranger", 0, deadline, [] { return false; }).code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(supervisor_->Stop("idle", 0).ok());
 }
 
 TEST_F(WorkerSupervisorTest, DuplicateRunningIdIsRejectedFinishedIsReplaced) {

@@ -73,8 +73,10 @@ class AgentPool {
   // answer is dead, or will be told when it registers again).
   virtual void StopWorkers(const std::vector<std::pair<std::string, WorkerId>>& targets_and_workers,
                            int64_t grace_ms) = 0;
+  // Up to `max_bytes` of a worker's output from `offset`; with `wait_ms` > 0 the agent waits up to that long for
+  // output or the worker's exit when there is none yet.
   virtual absl::StatusOr<LogChunk> ReadWorkerLog(const std::string& target, const WorkerId& worker, int64_t offset,
-                                                 int64_t max_bytes) = 0;
+                                                 int64_t max_bytes, int64_t wait_ms) = 0;
   // A TCP port that was free on the agent's host a moment ago.
   virtual absl::StatusOr<int> FreePort(const std::string& target) = 0;
   // The host's log files (agent, libtpu, workers) and a piece of one.

@@ -185,7 +185,7 @@ void FakeAgentPool::StopWorkers(const std::vector<std::pair<std::string, WorkerI
 }
 
 absl::StatusOr<LogChunk> FakeAgentPool::ReadWorkerLog(const std::string& target, const WorkerId& worker,
-                                                      int64_t offset, int64_t max_bytes) {
+                                                      int64_t offset, int64_t max_bytes, int64_t /*wait_ms*/) {
   absl::MutexLock lock(&mu_);
   Agent* agent = Reachable(target);
   if (agent == nullptr) return Unreachable(target);

@@ -191,12 +191,13 @@ void GrpcAgentPool::StopWorkers(const std::vector<std::pair<std::string, WorkerI
 }
 
 absl::StatusOr<LogChunk> GrpcAgentPool::ReadWorkerLog(const std::string& target, const WorkerId& worker,
-                                                      int64_t offset, int64_t max_bytes) {
+                                                      int64_t offset, int64_t max_bytes, int64_t wait_ms) {
   rpc::ReadWorkerLogRequest request;
   request.set_worker_id(worker.str());
   request.set_offset(offset);
   request.set_max_bytes(max_bytes);
-  auto reply = Unary<rpc::ReadWorkerLogReply>(token_, rpc_timeout_,
+  request.set_wait_ms(wait_ms);
+  auto reply = Unary<rpc::ReadWorkerLogReply>(token_, rpc_timeout_ + std::chrono::milliseconds(wait_ms),
                                               [&](grpc::ClientContext* ctx, rpc::ReadWorkerLogReply* r) {
                                                 return StubFor(target)->ReadWorkerLog(ctx, request, r);
                                               });

@@ -1,5 +1,6 @@
 #include "torus/head/api/jobs_http.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -99,7 +100,7 @@ absl::StatusOr<JobRequest> ParseJobSubmission(const std::string& body) {
   return request;
 }
 
-void RegisterJobRoutes(httplib::Server& server, JobService* jobs, JobsHttpOptions options) {
+void RegisterJobRoutes(httplib::Server& server, JobService* jobs, const EventLog* events, JobsHttpOptions options) {
   server.Get("/api/version", [options](const httplib::Request&, httplib::Response& res) {
     SendJson(res, 200,
              {{"version", "4"},
@@ -158,12 +159,34 @@ void RegisterJobRoutes(httplib::Server& server, JobService* jobs, JobsHttpOption
   });
 
   // torus's own incremental form, for following: {"data", "next_offset", "finished"}.
-  server.Get(R"(/api/v0/jobs/([^/]+)/logs)", [jobs](const httplib::Request& req, httplib::Response& res) {
+  server.Get(R"(/api/v0/jobs/([^/]+)/logs)", [jobs, events](const httplib::Request& req, httplib::Response& res) {
     int64_t offset = 0;
     if (req.has_param("offset") && (!absl::SimpleAtoi(req.get_param_value("offset"), &offset) || offset < 0)) {
       return SendError(res, 400, "query parameter offset must be a non-negative integer");
     }
-    auto chunk = jobs->ReadLog(req.matches[1], offset, 1 << 20);
+    int64_t wait_ms = 0;
+    if (req.has_param("wait_ms") &&
+        (!absl::SimpleAtoi(req.get_param_value("wait_ms"), &wait_ms) || wait_ms < 0 || wait_ms > 60'000)) {
+      return SendError(res, 400, "query parameter wait_ms must be a whole number of milliseconds from 0 to 60000");
+    }
+    const std::string id = req.matches[1];
+    const absl::Time deadline = absl::Now() + absl::Milliseconds(wait_ms);
+    uint64_t cursor = events->revision();
+    absl::StatusOr<LogChunk> chunk;
+    while (true) {
+      const int64_t left = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+      chunk = jobs->ReadLog(id, offset, 1 << 20, left);
+      if (!chunk.ok() || !chunk->data.empty() || chunk->finished || absl::Now() >= deadline) break;
+      // Not started yet (or its agent answered early): wait for the job's next change.
+      auto next = events->Wait(cursor, {.ids = {id}}, deadline);
+      if (next.ok()) {
+        cursor = next->revision;
+      } else if (next.status().code() == absl::StatusCode::kOutOfRange) {
+        cursor = events->revision();
+      } else {
+        break;  // the head is stopping
+      }
+    }
     if (!chunk.ok()) {
       return SendError(res, chunk.status().code() == absl::StatusCode::kNotFound ? 404 : 500,
                        std::string(chunk.status().message()));

@@ -6,6 +6,10 @@
 //   GET  /api/jobs/                 [JobDetails]
 //   GET  /api/jobs/{id}             JobDetails, or 404 "Job {id} does not exist"
 //   GET  /api/jobs/{id}/logs        {"logs": "..."}
+//   GET  /api/v0/jobs/{id}/logs?offset=O[&wait_ms=W]
+//                                   {"data", "next_offset", "finished", "status"}: output from byte O; with W (at
+//                                   most 60000) it waits that long for output, or for the job to end, when there
+//                                   is none yet
 //   POST /api/jobs/{id}/stop        {"stopped": bool}
 //   DELETE /api/jobs/{id}           {"deleted": true}; 400 while not terminal
 //
@@ -20,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "torus/head/api/event_log.h"
 #include "torus/head/workloads/job_service.h"
 
 namespace torus::head {
@@ -29,7 +34,8 @@ struct JobsHttpOptions {
   std::string session_name;
 };
 
-void RegisterJobRoutes(httplib::Server& server, JobService* jobs, JobsHttpOptions options);
+// `events` lets a log read wait for a job that has not started yet.
+void RegisterJobRoutes(httplib::Server& server, JobService* jobs, const EventLog* events, JobsHttpOptions options);
 
 // Parses a POST /api/jobs/ body. InvalidArgument names the field and the expected type.
 absl::StatusOr<JobRequest> ParseJobSubmission(const std::string& body);

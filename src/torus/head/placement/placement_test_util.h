@@ -248,8 +248,8 @@ class HookedAgentPool final : public AgentPool {
     inner_->StopWorkers(w, grace_ms);
   }
   absl::StatusOr<LogChunk> ReadWorkerLog(const std::string& t, const WorkerId& w, int64_t offset,
-                                         int64_t max_bytes) override {
-    return inner_->ReadWorkerLog(t, w, offset, max_bytes);
+                                         int64_t max_bytes, int64_t wait_ms) override {
+    return inner_->ReadWorkerLog(t, w, offset, max_bytes, wait_ms);
   }
   absl::StatusOr<int> FreePort(const std::string& t) override { return inner_->FreePort(t); }
   absl::StatusOr<rpc::ListLogsReply> ListLogs(const std::string& t) override { return inner_->ListLogs(t); }

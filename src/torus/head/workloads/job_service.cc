@@ -160,7 +160,8 @@ absl::Status JobService::Delete(const std::string& id) {
   });
 }
 
-absl::StatusOr<LogChunk> JobService::ReadLog(const std::string& id, int64_t offset, int64_t max_bytes) {
+absl::StatusOr<LogChunk> JobService::ReadLog(const std::string& id, int64_t offset, int64_t max_bytes,
+                                             int64_t wait_ms) {
   struct Where {
     std::string target;  // empty while nothing can be read: not started (yet), or it never ran
     WorkerId worker;
@@ -176,7 +177,7 @@ absl::StatusOr<LogChunk> JobService::ReadLog(const std::string& id, int64_t offs
   });
   if (!where.ok()) return where.status();
   if (where->target.empty()) return LogChunk{"", offset, where->terminal};
-  auto chunk = agents_->ReadWorkerLog(where->target, where->worker, offset, max_bytes);
+  auto chunk = agents_->ReadWorkerLog(where->target, where->worker, offset, max_bytes, where->terminal ? 0 : wait_ms);
   // A finished job whose host is gone with its log reads as empty rather than fails.
   if (!chunk.ok() && where->terminal) return LogChunk{"", offset, true};
   return chunk;

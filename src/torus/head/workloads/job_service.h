@@ -50,8 +50,10 @@ class JobService {
   absl::StatusOr<bool> Stop(const std::string& id);
   // FailedPrecondition unless terminal.
   absl::Status Delete(const std::string& id);
-  // The entrypoint's output (stdout and stderr merged) from its agent.
-  absl::StatusOr<LogChunk> ReadLog(const std::string& id, int64_t offset, int64_t max_bytes);
+  // The entrypoint's output (stdout and stderr merged) from its agent. With `wait_ms` > 0 and a running worker
+  // with nothing after `offset` yet, its agent waits up to that long for output or the worker's exit; a job not
+  // started yet answers at once (empty, not finished).
+  absl::StatusOr<LogChunk> ReadLog(const std::string& id, int64_t offset, int64_t max_bytes, int64_t wait_ms = 0);
   // Jobs by status name, every status present (for /metrics).
   std::map<std::string, int> CountByStatus() const;
 

@@ -232,7 +232,7 @@ absl::StatusOr<LogChunk> RunService::ReadLog(const std::string& id_or_name, int 
   if (where->empty) return LogChunk{"", offset, where->finished_attempt};
   absl::StatusOr<LogChunk> chunk = where->target.empty()
                                        ? absl::StatusOr<LogChunk>(absl::NotFoundError("its node is forgotten"))
-                                       : agents_->ReadWorkerLog(where->target, where->worker, offset, max_bytes);
+                                       : agents_->ReadWorkerLog(where->target, where->worker, offset, max_bytes, /*wait_ms=*/0);
   // The host is gone with its log: say so rather than fail.
   if (!chunk.ok() && where->finished_attempt) return LogChunk{"", offset, true};
   return chunk;
