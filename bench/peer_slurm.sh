@@ -3,12 +3,15 @@
 # bench/launch_vs_slurm.py can run Slurm and torus side by side. Safe to run again; `bench/peer_slurm.sh stop`
 # stops its daemons.
 #
-# The node offers this machine's CPUs, oversubscribed up to 64 tasks per CPU, so that `srun -n64` runs on 2 cores as
-# torus's 64 simulated chips do; processes are tracked through /proc and tasks are not confined (as torus's workers
-# are not on a local cluster).
+# The node offers 64 CPUs whatever the machine has (slurmd takes the configured count), so that `srun -n64` runs
+# here as torus's 64 simulated chips do; processes are tracked through /proc and tasks are not confined (as
+# torus's workers are not on a local cluster).
 set -euo pipefail
 if [[ ${1:-} == stop ]]; then
-  for daemon in slurmd slurmctld munged; do pkill -x "$daemon" 2>/dev/null || true; done
+  for daemon in slurmd slurmctld munged; do
+    pkill -x "$daemon" 2>/dev/null || true
+    for _ in $(seq 1 100); do pgrep -x "$daemon" >/dev/null || break; sleep 0.1; done
+  done
   exit 0
 fi
 if [[ $(id -u) != 0 ]]; then
@@ -35,8 +38,9 @@ SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2
-NodeName=${node} CPUs=$(nproc) State=UNKNOWN
-PartitionName=bench Nodes=${node} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:64
+SlurmdParameters=config_overrides
+NodeName=${node} CPUs=64 State=UNKNOWN
+PartitionName=bench Nodes=${node} Default=YES MaxTime=INFINITE State=UP
 EOF
 if [[ ! -f /etc/munge/munge.key ]]; then
   head -c 1024 /dev/urandom >/etc/munge/munge.key

@@ -135,3 +135,21 @@ def test_cli_submit_shows_output_while_the_job_still_runs(cluster):
     assert proc.returncode == 0, err
     assert out == "second\n"
     assert "events-cli-stream SUCCEEDED" in err
+
+
+def test_every_ranks_output_in_one_read(cluster, tmp_path):
+    result = cluster.run("train", "--accelerator-type", "TPU-V6E", "--topology", "4x4", "--storage-path",
+                         tmp_path, "--name", "events-ranks", "--", "sh", "-c", "echo rank $TORUS_RANK")
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == sorted(f"[rank {r}] rank {r}" for r in range(4))
+    code, reply = request(cluster, "GET", "/api/v0/runs/events-ranks/logs?ranks=all")
+    assert code == 200, reply
+    assert reply["attempt"] == 1
+    assert [r["data"] for r in reply["ranks"]] == [f"rank {r}\n" for r in range(4)]
+    assert all(r["finished"] for r in reply["ranks"])
+    code, reply = request(cluster, "GET", "/api/v0/runs/events-ranks/logs?ranks=all&offsets=5,5,5,7")
+    assert code == 200, reply
+    assert [r["data"] for r in reply["ranks"]] == ["0\n", "1\n", "2\n", ""]
+    code, reply = request(cluster, "GET", "/api/v0/runs/events-ranks/logs?ranks=all&offsets=1,2")
+    assert code == 400
+    assert reply["error"] == "offsets: give one offset per rank (attempt 1 has 4 ranks), or none"

@@ -43,26 +43,41 @@ class RankPrinter {
   std::map<int, std::string> partial_;
 };
 
-// Reads what is new of each rank of `attempt` (or only rank `only`); returns whether anything came. An error is
-// returned only for the one rank asked for; with all ranks, a lost host's log is skipped and the others go on.
-// An unreachable head is waited for (`waiter`); if it stays away, that error is returned whatever the ranks.
-absl::StatusOr<bool> Drain(client::HttpApiClient& http, HeadWaiter& waiter, const std::string& id, int attempt,
-                           int ranks, std::optional<int> only, std::map<int, int64_t>& offsets, RankPrinter& printer) {
-  bool any = false;
-  for (int r = 0; r < (only ? *only + 1 : ranks); ++r) {
-    if (only && *only != r) continue;
-    auto chunk = waiter.Retry([&] { return http.ReadRunLog(id, r, attempt, offsets[r]); });
-    if (!chunk.ok()) {
-      if (only || chunk.status().code() == absl::StatusCode::kUnavailable) return chunk.status();
-      continue;
-    }
+struct Drained {
+  bool any = false;       // something came
+  bool complete = false;  // every rank read was read to its worker's end
+};
+
+// Reads what is new of each rank of `attempt` (or only rank `only`). An error is returned only for the one rank
+// asked for; with all ranks, a lost host's log is skipped and the others go on. An unreachable head is waited for
+// (`waiter`); if it stays away, that error is returned whatever the ranks.
+absl::StatusOr<Drained> Drain(client::HttpApiClient& http, HeadWaiter& waiter, const std::string& id, int attempt,
+                              int ranks, std::optional<int> only, std::map<int, int64_t>& offsets,
+                              RankPrinter& printer) {
+  if (only) {
+    auto chunk = waiter.Retry([&] { return http.ReadRunLog(id, *only, attempt, offsets[*only]); });
+    if (!chunk.ok()) return chunk.status();
+    offsets[*only] = chunk->next_offset;
+    if (!chunk->data.empty()) printer.Feed(*only, chunk->data, false);
+    return Drained{!chunk->data.empty(), chunk->finished};
+  }
+  // Every rank in one request (the head reads them from their agents in parallel).
+  std::vector<int64_t> from(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) from[static_cast<size_t>(r)] = offsets[r];
+  auto logs = waiter.Retry([&] { return http.ReadRunLogs(id, attempt, from); });
+  if (!logs.ok()) return logs.status();
+  Drained drained{false, true};
+  for (int r = 0; r < static_cast<int>(logs->ranks.size()); ++r) {
+    const auto& chunk = logs->ranks[static_cast<size_t>(r)];
+    if (!chunk.ok()) continue;  // that rank's host is unreachable: the others go on
     offsets[r] = chunk->next_offset;
+    drained.complete = drained.complete && chunk->finished;
     if (!chunk->data.empty()) {
-      printer.Feed(r, chunk->data, !only.has_value());
-      any = true;
+      printer.Feed(r, chunk->data, true);
+      drained.any = true;
     }
   }
-  return any;
+  return drained;
 }
 
 // `--resources-per-worker '{"TPU": 1}'` -> fixed-point amounts; errors name the flag.
@@ -166,13 +181,14 @@ int FollowRunLogs(client::HttpApiClient& http, const std::string& id, bool follo
       shown_attempt = attempt;
       offsets.clear();
     }
-    bool any = false;
+    Drained drained;
     if (shown_attempt > 0) {
       const int ranks = static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size());
-      auto drained = Drain(http, waiter, id, shown_attempt, ranks, rank, offsets, printer);
-      if (!drained.ok()) return FailCommand("logs", drained.status());
-      any = *drained;
+      auto read = Drain(http, waiter, id, shown_attempt, ranks, rank, offsets, printer);
+      if (!read.ok()) return FailCommand("logs", read.status());
+      drained = *read;
     }
+    const bool any = drained.any && !drained.complete;  // more may follow at once
     if (!follow || (IsTerminalStatus(status) && !any)) {
       printer.Flush(!rank.has_value());
       if (follow || IsTerminalStatus(status)) {

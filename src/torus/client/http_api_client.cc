@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace torus::client {
 namespace {
@@ -161,6 +162,24 @@ absl::StatusOr<json> HttpApiClient::ListRuns() { return Get("/api/v0/runs"); }
 absl::StatusOr<bool> HttpApiClient::StopRun(const std::string& id_or_name) {
   return Extract<bool>(Post("/api/v0/runs/" + UrlEncode(id_or_name) + "/stop", "{}"), "a run stop",
                        [](const json& j) { return j.at("stopped").get<bool>(); });
+}
+
+absl::StatusOr<RunLogs> HttpApiClient::ReadRunLogs(const std::string& id_or_name, int attempt,
+                                                   const std::vector<int64_t>& offsets) {
+  std::string path = absl::StrCat("/api/v0/runs/", UrlEncode(id_or_name), "/logs?ranks=all&attempt=", attempt);
+  if (!offsets.empty()) absl::StrAppend(&path, "&offsets=", absl::StrJoin(offsets, ","));
+  return Extract<RunLogs>(Get(path), "a run log read", [](const json& j) {
+    RunLogs logs{j.at("attempt").get<int>(), {}};
+    for (const json& r : j.at("ranks")) {
+      if (r.contains("error")) {
+        logs.ranks.push_back(absl::UnavailableError(r.at("error").get<std::string>()));
+      } else {
+        logs.ranks.push_back(RunLogChunk{r.at("data").get<std::string>(), r.at("next_offset").get<int64_t>(),
+                                         r.at("finished").get<bool>()});
+      }
+    }
+    return logs;
+  });
 }
 
 absl::StatusOr<RunLogChunk> HttpApiClient::ReadRunLog(const std::string& id_or_name, int rank, int attempt,

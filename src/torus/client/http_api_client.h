@@ -63,6 +63,12 @@ struct RunLogChunk {
   bool finished = false;  // that worker's output is complete
 };
 
+// Every rank's output of one attempt: ranks[r] is rank r's chunk, or why it could not be read.
+struct RunLogs {
+  int attempt = 0;
+  std::vector<absl::StatusOr<RunLogChunk>> ranks;
+};
+
 struct SubmittedRun {
   std::string run_id;  // run-...
   std::string name;
@@ -116,6 +122,9 @@ class HttpApiClient {
   absl::StatusOr<bool> StopRun(const std::string& id_or_name);
   // Rank `rank`'s output in attempt `attempt` (0: the current one) from byte `offset` on.
   absl::StatusOr<RunLogChunk> ReadRunLog(const std::string& id_or_name, int rank, int attempt, int64_t offset);
+  // Every rank's output of attempt `attempt` (0: the current one) in one request, rank r from offsets[r] (empty:
+  // every rank from 0; otherwise one per rank).
+  absl::StatusOr<RunLogs> ReadRunLogs(const std::string& id_or_name, int attempt, const std::vector<int64_t>& offsets);
 
   // Events (GET /api/v0/events; docs/rest.md). The head's epoch and newest revision now: read the objects after
   // this, then watch from it, and no change is missed.

@@ -54,6 +54,16 @@ struct LogChunk {
   bool finished = false;  // the worker has exited and its log was read to the end
 };
 
+// One read of a worker's output: up to `max_bytes` from `offset`; with `wait_ms` > 0 the agent waits up to that
+// long for output or the worker's exit when there is none yet.
+struct LogRead {
+  std::string target;
+  WorkerId worker;
+  int64_t offset = 0;
+  int64_t max_bytes = 0;
+  int64_t wait_ms = 0;
+};
+
 class AgentPool {
  public:
   virtual ~AgentPool() = default;
@@ -73,10 +83,9 @@ class AgentPool {
   // answer is dead, or will be told when it registers again).
   virtual void StopWorkers(const std::vector<std::pair<std::string, WorkerId>>& targets_and_workers,
                            int64_t grace_ms) = 0;
-  // Up to `max_bytes` of a worker's output from `offset`; with `wait_ms` > 0 the agent waits up to that long for
-  // output or the worker's exit when there is none yet.
-  virtual absl::StatusOr<LogChunk> ReadWorkerLog(const std::string& target, const WorkerId& worker, int64_t offset,
-                                                 int64_t max_bytes, int64_t wait_ms) = 0;
+  // Workers' output, one chunk per read, read in parallel.
+  virtual std::vector<absl::StatusOr<LogChunk>> ReadWorkerLogs(const std::vector<LogRead>& reads) = 0;
+  absl::StatusOr<LogChunk> ReadWorkerLog(const LogRead& read) { return ReadWorkerLogs({read}).front(); }
   // A TCP port that was free on the agent's host a moment ago.
   virtual absl::StatusOr<int> FreePort(const std::string& target) = 0;
   // The host's log files (agent, libtpu, workers) and a piece of one.

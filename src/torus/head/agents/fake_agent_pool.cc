@@ -184,8 +184,13 @@ void FakeAgentPool::StopWorkers(const std::vector<std::pair<std::string, WorkerI
   }
 }
 
-absl::StatusOr<LogChunk> FakeAgentPool::ReadWorkerLog(const std::string& target, const WorkerId& worker,
-                                                      int64_t offset, int64_t max_bytes, int64_t /*wait_ms*/) {
+std::vector<absl::StatusOr<LogChunk>> FakeAgentPool::ReadWorkerLogs(const std::vector<LogRead>& reads) {
+  std::vector<absl::StatusOr<LogChunk>> out;
+  for (const LogRead& r : reads) out.push_back(ReadOneLog(r.target, r.worker, r.offset));
+  return out;
+}
+
+absl::StatusOr<LogChunk> FakeAgentPool::ReadOneLog(const std::string& target, const WorkerId& worker, int64_t offset) {
   absl::MutexLock lock(&mu_);
   Agent* agent = Reachable(target);
   if (agent == nullptr) return Unreachable(target);

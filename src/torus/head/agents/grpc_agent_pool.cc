@@ -190,19 +190,30 @@ void GrpcAgentPool::StopWorkers(const std::vector<std::pair<std::string, WorkerI
       token_, rpc_timeout_);
 }
 
-absl::StatusOr<LogChunk> GrpcAgentPool::ReadWorkerLog(const std::string& target, const WorkerId& worker,
-                                                      int64_t offset, int64_t max_bytes, int64_t wait_ms) {
-  rpc::ReadWorkerLogRequest request;
-  request.set_worker_id(worker.str());
-  request.set_offset(offset);
-  request.set_max_bytes(max_bytes);
-  request.set_wait_ms(wait_ms);
-  auto reply = Unary<rpc::ReadWorkerLogReply>(token_, rpc_timeout_ + std::chrono::milliseconds(wait_ms),
-                                              [&](grpc::ClientContext* ctx, rpc::ReadWorkerLogReply* r) {
-                                                return StubFor(target)->ReadWorkerLog(ctx, request, r);
-                                              });
-  if (!reply.ok()) return reply.status();
-  return LogChunk{reply->data(), reply->next_offset(), reply->finished()};
+std::vector<absl::StatusOr<LogChunk>> GrpcAgentPool::ReadWorkerLogs(const std::vector<LogRead>& reads) {
+  int64_t longest_wait = 0;
+  for (const LogRead& r : reads) longest_wait = std::max(longest_wait, r.wait_ms);
+  std::vector<rpc::ReadWorkerLogReply> replies;
+  std::vector<absl::Status> statuses = RunAll<rpc::ReadWorkerLogRequest, rpc::ReadWorkerLogReply>(
+      reads.size(),
+      [&](size_t i, grpc::ClientContext* ctx, rpc::ReadWorkerLogRequest* req, rpc::ReadWorkerLogReply* reply,
+          std::function<void(grpc::Status)> done) {
+        req->set_worker_id(reads[i].worker.str());
+        req->set_offset(reads[i].offset);
+        req->set_max_bytes(reads[i].max_bytes);
+        req->set_wait_ms(reads[i].wait_ms);
+        StubFor(reads[i].target)->async()->ReadWorkerLog(ctx, req, reply, std::move(done));
+      },
+      token_, rpc_timeout_ + std::chrono::milliseconds(longest_wait), &replies);
+  std::vector<absl::StatusOr<LogChunk>> out;
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (!statuses[i].ok()) {
+      out.push_back(statuses[i]);
+    } else {
+      out.push_back(LogChunk{replies[i].data(), replies[i].next_offset(), replies[i].finished()});
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<int> GrpcAgentPool::FreePort(const std::string& target) {

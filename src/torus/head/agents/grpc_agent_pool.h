@@ -28,8 +28,7 @@ class GrpcAgentPool final : public AgentPool {
       const std::vector<std::pair<std::string, StartSpec>>& targets_and_specs) override;
   void StopWorkers(const std::vector<std::pair<std::string, WorkerId>>& targets_and_workers,
                    int64_t grace_ms) override;
-  absl::StatusOr<LogChunk> ReadWorkerLog(const std::string& target, const WorkerId& worker, int64_t offset,
-                                         int64_t max_bytes, int64_t wait_ms) override;
+  std::vector<absl::StatusOr<LogChunk>> ReadWorkerLogs(const std::vector<LogRead>& reads) override;
   absl::StatusOr<int> FreePort(const std::string& target) override;
   absl::StatusOr<rpc::ListLogsReply> ListLogs(const std::string& target) override;
   absl::StatusOr<rpc::ReadLogReply> ReadLog(const std::string& target, const rpc::ReadLogRequest& request) override;

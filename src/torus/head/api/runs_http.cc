@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "torus/head/api/http_util.h"
 #include "torus/head/api/views.h"
 #include "torus/train/run_spec.h"
@@ -31,6 +32,37 @@ bool IntParam(const httplib::Request& req, const std::string& name, int64_t fall
     return false;
   }
   return true;
+}
+
+// GET /api/v0/runs/{id}/logs?ranks=all[&attempt=A][&offsets=O0,O1,...][&max_bytes=N]
+void AllRanksLogs(const httplib::Request& req, httplib::Response& res, RunService* runs) {
+  if (req.get_param_value("ranks") != "all") return SendError(res, 400, "query parameter ranks must be all");
+  int64_t attempt = 0, max_bytes = 0;
+  if (!IntParam(req, "attempt", 0, attempt, res) || !IntParam(req, "max_bytes", 256 << 10, max_bytes, res)) return;
+  std::vector<int64_t> offsets;
+  if (req.has_param("offsets")) {
+    for (absl::string_view text : absl::StrSplit(req.get_param_value("offsets"), ',')) {
+      int64_t offset = 0;
+      if (!absl::SimpleAtoi(text, &offset) || offset < 0) {
+        return SendError(res, 400, "query parameter offsets must be a comma-separated list of non-negative "
+                                   "integers, one per rank");
+      }
+      offsets.push_back(offset);
+    }
+  }
+  auto logs = runs->ReadLogs(req.matches[1], static_cast<int>(attempt), offsets, std::min<int64_t>(max_bytes, 4 << 20));
+  if (!logs.ok()) return SendStatus(res, logs.status());
+  nlohmann::json ranks = nlohmann::json::array();
+  for (size_t r = 0; r < logs->ranks.size(); ++r) {
+    const absl::StatusOr<LogChunk>& chunk = logs->ranks[r];
+    if (!chunk.ok()) {
+      ranks.push_back({{"rank", r}, {"error", std::string(chunk.status().message())}});
+    } else {
+      ranks.push_back({{"rank", r}, {"data", chunk->data}, {"next_offset", chunk->next_offset},
+                       {"finished", chunk->finished}});
+    }
+  }
+  SendJson(res, 200, {{"attempt", logs->attempt}, {"ranks", std::move(ranks)}});
 }
 
 }  // namespace
@@ -66,6 +98,7 @@ void RegisterRunRoutes(httplib::Server& server, RunService* runs) {
   });
 
   server.Get(R"(/api/v0/runs/([^/]+)/logs)", [runs](const httplib::Request& req, httplib::Response& res) {
+    if (req.has_param("ranks")) return AllRanksLogs(req, res, runs);
     int64_t rank = 0, attempt = 0, offset = 0, max_bytes = 0;
     if (!IntParam(req, "rank", 0, rank, res) || !IntParam(req, "attempt", 0, attempt, res) ||
         !IntParam(req, "offset", 0, offset, res) || !IntParam(req, "max_bytes", 1 << 20, max_bytes, res)) {

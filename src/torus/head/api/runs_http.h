@@ -6,6 +6,10 @@
 //   POST /api/v0/runs/{id}/stop          {"stopped": bool}
 //   GET  /api/v0/runs/{id}/logs?rank=R[&attempt=A][&offset=O][&max_bytes=N]
 //                                        {"data", "next_offset", "finished", "attempt"}
+//   GET  /api/v0/runs/{id}/logs?ranks=all[&attempt=A][&offsets=O0,O1,...][&max_bytes=N]
+//                                        every rank at once (read in parallel), rank r from O<r> (default 0):
+//                                        {"attempt", "ranks": [{"rank", "data", "next_offset", "finished"} or
+//                                        {"rank", "error"}]}; N per rank, default 256 KiB
 //   POST /api/v0/runs/{id}/report        a worker's report, with the run's own token (torus_train.report)
 //
 // Thread-safety: handlers call the thread-safe RunService.

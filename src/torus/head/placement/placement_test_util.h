@@ -247,9 +247,8 @@ class HookedAgentPool final : public AgentPool {
   void StopWorkers(const std::vector<std::pair<std::string, WorkerId>>& w, int64_t grace_ms) override {
     inner_->StopWorkers(w, grace_ms);
   }
-  absl::StatusOr<LogChunk> ReadWorkerLog(const std::string& t, const WorkerId& w, int64_t offset,
-                                         int64_t max_bytes, int64_t wait_ms) override {
-    return inner_->ReadWorkerLog(t, w, offset, max_bytes, wait_ms);
+  std::vector<absl::StatusOr<LogChunk>> ReadWorkerLogs(const std::vector<LogRead>& reads) override {
+    return inner_->ReadWorkerLogs(reads);
   }
   absl::StatusOr<int> FreePort(const std::string& t) override { return inner_->FreePort(t); }
   absl::StatusOr<rpc::ListLogsReply> ListLogs(const std::string& t) override { return inner_->ListLogs(t); }

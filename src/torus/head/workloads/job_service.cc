@@ -177,7 +177,11 @@ absl::StatusOr<LogChunk> JobService::ReadLog(const std::string& id, int64_t offs
   });
   if (!where.ok()) return where.status();
   if (where->target.empty()) return LogChunk{"", offset, where->terminal};
-  auto chunk = agents_->ReadWorkerLog(where->target, where->worker, offset, max_bytes, where->terminal ? 0 : wait_ms);
+  auto chunk = agents_->ReadWorkerLog({.target = where->target,
+                                       .worker = where->worker,
+                                       .offset = offset,
+                                       .max_bytes = max_bytes,
+                                       .wait_ms = where->terminal ? 0 : wait_ms});
   // A finished job whose host is gone with its log reads as empty rather than fails.
   if (!chunk.ok() && where->terminal) return LogChunk{"", offset, true};
   return chunk;

@@ -201,18 +201,11 @@ absl::StatusOr<nlohmann::json> RunService::Report(const std::string& id, const s
   return nlohmann::json{{"committed", true}, {"checkpoint", *dir}};
 }
 
-absl::StatusOr<LogChunk> RunService::ReadLog(const std::string& id_or_name, int rank, int attempt, int64_t offset,
-                                             int64_t max_bytes) {
-  struct Where {
-    std::string target;
-    WorkerId worker;
-    bool finished_attempt = false;
-    bool empty = false;
-  };
-  auto where = store_->Read([&](const ClusterState& s) -> absl::StatusOr<Where> {
+absl::StatusOr<RunService::AttemptRanks> RunService::LocateRanks(const std::string& id_or_name, int attempt) const {
+  return store_->Read([&](const ClusterState& s) -> absl::StatusOr<AttemptRanks> {
     const Run* run = s.FindRun(id_or_name);
     if (run == nullptr) return NoRun(id_or_name);
-    if (run->attempts.empty()) return Where{"", WorkerId(), run->Terminal(), true};
+    if (run->attempts.empty()) return AttemptRanks{0, run->Terminal(), {}};
     const RunAttempt* a = &run->attempts.back();
     if (attempt > 0) {
       if (attempt > static_cast<int>(run->attempts.size())) {
@@ -220,21 +213,59 @@ absl::StatusOr<LogChunk> RunService::ReadLog(const std::string& id_or_name, int 
       }
       a = &run->attempts[static_cast<size_t>(attempt - 1)];
     }
-    if (rank < 0 || rank >= static_cast<int>(a->ranks.size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rank ", rank, " is out of range; attempt ", a->number, " has ", a->ranks.size(), " ranks"));
+    AttemptRanks out{a->number, a->ended(), {}};
+    for (const RankState& r : a->ranks) {
+      const Node* n = s.FindNode(r.node);
+      out.ranks.emplace_back(n == nullptr ? "" : n->target(), r.worker);
     }
-    const RankState& r = a->ranks[static_cast<size_t>(rank)];
-    const Node* n = s.FindNode(r.node);
-    return Where{n == nullptr ? "" : n->target(), r.worker, a->ended(), false};
+    return out;
   });
+}
+
+absl::StatusOr<RunService::RankLogs> RunService::ReadLogs(const std::string& id_or_name, int attempt,
+                                                          const std::vector<int64_t>& offsets, int64_t max_bytes) {
+  auto where = LocateRanks(id_or_name, attempt);
   if (!where.ok()) return where.status();
-  if (where->empty) return LogChunk{"", offset, where->finished_attempt};
-  absl::StatusOr<LogChunk> chunk = where->target.empty()
-                                       ? absl::StatusOr<LogChunk>(absl::NotFoundError("its node is forgotten"))
-                                       : agents_->ReadWorkerLog(where->target, where->worker, offset, max_bytes, /*wait_ms=*/0);
+  if (!offsets.empty() && offsets.size() != where->ranks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("offsets: give one offset per rank (attempt ", where->attempt,
+                                                   " has ", where->ranks.size(), " ranks), or none"));
+  }
+  RankLogs out{where->attempt, {}};
+  std::vector<LogRead> reads;
+  std::vector<size_t> read_rank;  // reads[i] is of rank read_rank[i]
+  for (size_t r = 0; r < where->ranks.size(); ++r) {
+    const int64_t offset = offsets.empty() ? 0 : offsets[r];
+    out.ranks.push_back(absl::NotFoundError("its node is forgotten"));
+    if (where->ranks[r].first.empty()) continue;
+    reads.push_back({.target = where->ranks[r].first, .worker = where->ranks[r].second, .offset = offset,
+                     .max_bytes = max_bytes});
+    read_rank.push_back(r);
+  }
+  std::vector<absl::StatusOr<LogChunk>> chunks = agents_->ReadWorkerLogs(reads);
+  for (size_t i = 0; i < chunks.size(); ++i) out.ranks[read_rank[i]] = std::move(chunks[i]);
+  // A host that is gone with its log: an ended attempt's output reads as empty and finished.
+  for (size_t r = 0; r < out.ranks.size(); ++r) {
+    if (!out.ranks[r].ok() && where->ended) out.ranks[r] = LogChunk{"", offsets.empty() ? 0 : offsets[r], true};
+  }
+  return out;
+}
+
+absl::StatusOr<LogChunk> RunService::ReadLog(const std::string& id_or_name, int rank, int attempt, int64_t offset,
+                                             int64_t max_bytes) {
+  auto where = LocateRanks(id_or_name, attempt);
+  if (!where.ok()) return where.status();
+  if (where->attempt == 0) return LogChunk{"", offset, where->ended};
+  if (rank < 0 || rank >= static_cast<int>(where->ranks.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is out of range; attempt ", where->attempt,
+                                                   " has ", where->ranks.size(), " ranks"));
+  }
+  const auto& [target, worker] = where->ranks[static_cast<size_t>(rank)];
+  absl::StatusOr<LogChunk> chunk =
+      target.empty() ? absl::StatusOr<LogChunk>(absl::NotFoundError("its node is forgotten"))
+                     : agents_->ReadWorkerLog({.target = target, .worker = worker, .offset = offset,
+                                               .max_bytes = max_bytes});
   // The host is gone with its log: say so rather than fail.
-  if (!chunk.ok() && where->finished_attempt) return LogChunk{"", offset, true};
+  if (!chunk.ok() && where->ended) return LogChunk{"", offset, true};
   return chunk;
 }
 

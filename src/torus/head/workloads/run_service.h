@@ -55,12 +55,28 @@ class RunService {
   // finished.
   absl::StatusOr<LogChunk> ReadLog(const std::string& id_or_name, int rank, int attempt, int64_t offset,
                                    int64_t max_bytes);
+  // Every rank's output of an attempt (0 = the latest) at once, read from the agents in parallel: rank r from
+  // offsets[r] (none given: every rank from 0; otherwise one per rank, InvalidArgument naming the count).
+  struct RankLogs {
+    int attempt = 0;  // 0: the run has no attempt yet (no ranks)
+    std::vector<absl::StatusOr<LogChunk>> ranks;
+  };
+  absl::StatusOr<RankLogs> ReadLogs(const std::string& id_or_name, int attempt, const std::vector<int64_t>& offsets,
+                                    int64_t max_bytes);
 
   // Runs by status name (every status present), and the failed attempts of all runs, for /metrics.
   std::map<std::string, int> CountByStatus() const;
   int64_t TotalRestarts() const;
 
  private:
+  // Where an attempt's ranks ran: their agents ("" when the node is forgotten) and workers.
+  struct AttemptRanks {
+    int attempt = 0;
+    bool ended = false;  // the attempt ended (or the run ended without one)
+    std::vector<std::pair<std::string, WorkerId>> ranks;
+  };
+  absl::StatusOr<AttemptRanks> LocateRanks(const std::string& id_or_name, int attempt) const;
+
   StateStore* store_;
   PlacementScheduler* scheduler_;
   AgentPool* agents_;

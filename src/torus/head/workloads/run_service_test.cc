@@ -318,5 +318,26 @@ TEST_F(RunServiceTest, ReadLog) {
   EXPECT_EQ(bad_attempt.status().message(), absl::StrCat("run ", id_.str(), " has no attempt 3"));
 }
 
+TEST_F(RunServiceTest, ReadLogsReadsEveryRankFromItsOffset) {
+  const head::Run run = head_.RunOf(id_);
+  const std::string log0 = absl::StrCat("log of ", run.current()->ranks[0].worker.str(), "\n");
+  const std::string log1 = absl::StrCat("log of ", run.current()->ranks[1].worker.str(), "\n");
+  auto all = head_.runs.ReadLogs("fit", 0, {}, 100);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->attempt, 1);
+  ASSERT_EQ(all->ranks.size(), 2u);
+  EXPECT_EQ(all->ranks[0]->data, log0);
+  EXPECT_EQ(all->ranks[1]->data, log1);
+  auto from = head_.runs.ReadLogs("fit", 1, {3, static_cast<int64_t>(log1.size())}, 100);
+  ASSERT_TRUE(from.ok()) << from.status();
+  EXPECT_EQ(from->ranks[0]->data, log0.substr(3));
+  EXPECT_EQ(from->ranks[1]->data, "");
+  EXPECT_EQ(from->ranks[1]->next_offset, static_cast<int64_t>(log1.size()));
+  auto miscounted = head_.runs.ReadLogs("fit", 0, {0}, 100);
+  EXPECT_EQ(miscounted.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(miscounted.status().message(), "offsets: give one offset per rank (attempt 1 has 2 ranks), or none");
+  EXPECT_EQ(head_.runs.ReadLogs("nope", 0, {}, 100).status().code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace torus::head
