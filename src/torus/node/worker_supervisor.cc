@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -19,7 +20,6 @@
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
-extern char** environ;
 
 namespace torus::node {
 namespace {
@@ -34,15 +34,18 @@ struct ChildReport {
   int error;
 };
 
-// Everything the child needs, prepared before fork so that the child only makes async-signal-safe calls.
+// Everything the child needs, prepared before it is started: the child shares the agent's memory until it execs
+// (clone with CLONE_VM | CLONE_VFORK, so that starting a worker copies none of the agent), so it only makes
+// async-signal-safe system calls and writes nothing but its own stack and `sh_argv[1]`.
 struct ChildPlan {
   pid_t parent;
   int report_fd;
   int stdin_fd;
   int log_fd;
   const char* cwd;  // nullptr = stay
-  const char* file;
+  char* const* candidates;  // where the program may be, in PATH order (argv[0] itself when it names a path)
   char* const* argv;
+  char** sh_argv;  // {"/bin/sh", <candidate>, argv[1], ...}: a program without a #! line runs as a script
   char* const* envp;
 };
 
@@ -53,9 +56,9 @@ struct ChildPlan {
   _exit(127);
 }
 
-// Runs in the forked child: async-signal-safe calls only (no allocation, no locks, no logging).
+// Runs in the child: async-signal-safe calls only (no allocation, no locks, no logging).
 [[noreturn]] void RunChild(const ChildPlan& plan) {
-  // Die with the spawner thread; if the agent already went between fork and prctl, nobody is left to see us.
+  // Die with the spawner thread; if the agent already went between clone and prctl, nobody is left to see us.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != plan.parent) _exit(127);
   if (setsid() < 0) ChildFail(plan, kStageSession);
@@ -74,10 +77,42 @@ struct ChildPlan {
   sigprocmask(SIG_SETMASK, &none, nullptr);
   // Descriptors the agent left inheritable (sockets, files) are not the worker's business.
   close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-  // execvpe searches the PATH of `environ`: make that the worker's.
-  environ = const_cast<char**>(plan.envp);
-  execvpe(plan.file, plan.argv, plan.envp);
+  // As execvp does, with the worker's PATH: the first candidate that can be executed; EACCES if one was found
+  // but could not be, else ENOENT.
+  bool denied = false;
+  for (char* const* c = plan.candidates; *c != nullptr; ++c) {
+    execve(*c, plan.argv, plan.envp);
+    const int error = errno;
+    if (error == ENOEXEC) {
+      plan.sh_argv[1] = *c;
+      execve(plan.sh_argv[0], plan.sh_argv, plan.envp);
+      ChildFail(plan, kStageExec);
+    }
+    if (error == EACCES) {
+      denied = true;
+    } else if (error != ENOENT && error != ENOTDIR && error != ESTALE && error != ENODEV && error != ETIMEDOUT) {
+      ChildFail(plan, kStageExec);
+    }
+  }
+  errno = denied ? EACCES : ENOENT;
   ChildFail(plan, kStageExec);
+}
+
+int RunChildOnItsStack(void* plan) { RunChild(*static_cast<const ChildPlan*>(plan)); }
+
+// The paths execvp would try for `file` with `path_var` as PATH, in order.
+std::vector<std::string> ExecCandidates(const std::string& file, const std::string& path_var) {
+  if (file.find('/') != std::string::npos) return {file};
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = path_var.find(':', start);
+    std::string dir = path_var.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    out.push_back(dir.empty() ? file : absl::StrCat(dir, "/", file));  // an empty entry is the working directory
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
 }
 
 bool ValidEnvName(const std::string& name) {
@@ -134,6 +169,7 @@ struct WorkerSupervisor::SpawnRequest {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // KEY=VALUE
   std::string path_var;          // the worker's PATH, for error messages
+  std::string search_path;       // where the program is looked for
   std::string cwd;
   int log_fd = -1;
   int stdin_fd = -1;
@@ -185,6 +221,7 @@ absl::StatusOr<StartedWorker> WorkerSupervisor::Start(const WorkerSpec& spec) {
   for (const auto& [name, value] : env) request.env.push_back(absl::StrCat(name, "=", value));
   auto path = env.find("PATH");
   request.path_var = path == env.end() ? "(unset: /bin:/usr/bin)" : path->second;
+  request.search_path = path == env.end() ? "/bin:/usr/bin" : path->second;
 
   std::error_code ec;
   std::filesystem::create_directories(log_root_, ec);
@@ -262,6 +299,14 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
   std::vector<char*> envp;
   for (std::string& kv : request.env) envp.push_back(kv.data());
   envp.push_back(nullptr);
+  std::vector<std::string> candidate_paths = ExecCandidates(request.argv[0], request.search_path);
+  std::vector<char*> candidates;
+  for (std::string& c : candidate_paths) candidates.push_back(c.data());
+  candidates.push_back(nullptr);
+  std::string sh = "/bin/sh";
+  std::vector<char*> sh_argv = {sh.data(), nullptr};
+  for (size_t i = 1; i < request.argv.size(); ++i) sh_argv.push_back(request.argv[i].data());
+  sh_argv.push_back(nullptr);
 
   auto fail = [this, &request](absl::Status status) {
     {
@@ -281,20 +326,27 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
                        request.stdin_fd,
                        request.log_fd,
                        request.cwd.empty() ? nullptr : request.cwd.c_str(),
-                       argv[0],
+                       candidates.data(),
                        argv.data(),
+                       sh_argv.data(),
                        envp.data()};
   pid_t pid = -1;
   int fork_error = 0;
   bool shutting_down = false;
   {
-    // Registered under the lock in the same step as the fork, so that the reaper always knows the pid.
+    // Registered under the lock in the same step as the clone, so that the reaper always knows the pid.
     std::lock_guard<std::mutex> lock(mu_);
     shutting_down = shutting_down_;
     if (!shutting_down) {
-      pid = fork();
-      if (pid == 0) RunChild(plan);
+      // No signal handler of the agent may run in the child while it shares the agent's memory: everything is
+      // blocked across the clone, and the child resets its handlers before it unblocks.
+      sigset_t all, before;
+      sigfillset(&all);
+      pthread_sigmask(SIG_SETMASK, &all, &before);
+      pid = clone(RunChildOnItsStack, child_stack_.get() + kChildStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                  const_cast<ChildPlan*>(&plan));
       fork_error = errno;
+      pthread_sigmask(SIG_SETMASK, &before, nullptr);
       if (pid > 0) {
         workers_[request.worker_id].info.pid = pid;
         live_pids_[pid] = request.worker_id;
@@ -305,7 +357,7 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
   if (pid < 0) {
     close(report[0]);
     fail(shutting_down ? absl::UnavailableError("the agent is shutting down")
-                       : absl::InternalError(absl::StrCat("fork failed: ", ErrnoText(fork_error))));
+                       : absl::InternalError(absl::StrCat("cannot start a process: ", ErrnoText(fork_error))));
     return;
   }
   reaper_cv_.notify_all();

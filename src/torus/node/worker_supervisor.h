@@ -24,6 +24,7 @@
 #include <future>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <queue>
@@ -165,7 +166,8 @@ class WorkerSupervisor {
   void SpawnerLoop();
   void ReaperLoop();
   void TimerLoop();
-  // Forks and execs one worker, then settles its record; fulfils the request's promise.
+  // Starts one worker (a child that shares the agent's memory until it execs, on child_stack_), then settles its
+  // record; fulfils the request's promise.
   void Spawn(SpawnRequest& request);
   // Marks a worker finished from a wait status and returns its exit, which the caller must pass to DeliverExit
   // once it has released mu_. REQUIRES: mu_ held.
@@ -184,6 +186,10 @@ class WorkerSupervisor {
   const EnvMap base_env_;
   const std::function<void(const WorkerExit&)> on_exit_;
   const SupervisorOptions options_;
+
+  // The stack a starting worker runs on until it execs; used by the spawner thread alone, one start at a time.
+  static constexpr size_t kChildStackBytes = 128 << 10;
+  std::unique_ptr<char[]> child_stack_ = std::make_unique<char[]>(kChildStackBytes);
 
   mutable std::mutex mu_;
   std::condition_variable reaper_cv_;   // children to wait for, or shutting down

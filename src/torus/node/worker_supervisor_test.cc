@@ -243,6 +243,34 @@ TEST_F(WorkerSupervisorTest, MissingBinaryFailsStartNamingIt) {
   EXPECT_EQ(exits_.Count(), 1u);
 }
 
+TEST_F(WorkerSupervisorTest, ProgramsAreFoundAndRunAsExecvpRunsThem) {
+  // On the worker's PATH (not the agent's), in PATH order.
+  std::filesystem::create_directories(dir_ + "/bin1");
+  std::filesystem::create_directories(dir_ + "/bin2");
+  auto write_script = [](const std::string& path, const std::string& text, bool executable) {
+    std::ofstream(path) << text;
+    std::filesystem::permissions(path, executable ? std::filesystem::perms::owner_all
+                                                  : std::filesystem::perms::owner_read |
+                                                        std::filesystem::perms::owner_write);
+  };
+  write_script(dir_ + "/bin1/greet", "#!/bin/sh\necho first $1\n", false);  // found, not executable: skipped
+  write_script(dir_ + "/bin2/greet", "#!/bin/sh\necho second $1\n", true);
+  // No #! line: it runs with /bin/sh, with its arguments.
+  write_script(dir_ + "/bin2/plain", "echo plain $1 $2\n", true);
+  ASSERT_TRUE(supervisor_->Start({.worker_id = "found", .argv = {"greet", "x"},
+                                  .env_set = {{"PATH", dir_ + "/bin1:" + dir_ + "/bin2:/usr/bin:/bin"}}}).ok());
+  ASSERT_TRUE(exits_.WaitFor("found").has_value());
+  EXPECT_EQ(Log("found"), "second x\n");
+  ASSERT_TRUE(supervisor_->Start({.worker_id = "plain", .argv = {dir_ + "/bin2/plain", "a", "b"}}).ok());
+  ASSERT_TRUE(exits_.WaitFor("plain").has_value());
+  EXPECT_EQ(Log("plain"), "plain a b\n");
+  // Found only where it cannot be executed: permission denied, as execvp says.
+  auto denied = supervisor_->Start({.worker_id = "denied", .argv = {"greet"}, .env_set = {{"PATH", dir_ + "/bin1"}}});
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.status().message(),
+            "cannot execute 'greet': Permission denied (searched PATH=" + dir_ + "/bin1)");
+}
+
 TEST_F(WorkerSupervisorTest, BadCwdFailsStart) {
   auto started = supervisor_->Start({.worker_id = "cwd", .argv = {"true"}, .cwd = dir_ + "/absent"});
   ASSERT_FALSE(started.ok());
