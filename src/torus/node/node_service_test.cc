@@ -150,6 +150,28 @@ TEST_F(NodeServiceTest, StartListReadLog) {
   EXPECT_EQ(stub_->ReadWorkerLog(Ctx().get(), read, &log).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+TEST_F(NodeServiceTest, AReadThatWaitsAnswersWithTheNextOutputOrTheExit) {
+  rpc::StartWorkerReply started;
+  grpc::Status s = Start("slow", {"/bin/sh", "-c", "sleep 0.3; echo late; sleep 0.3"}, &started);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  rpc::ReadWorkerLogRequest read;
+  read.set_worker_id("slow");
+  read.set_wait_ms(20'000);
+  rpc::ReadWorkerLogReply log;
+  ASSERT_TRUE(stub_->ReadWorkerLog(Ctx().get(), read, &log).ok());
+  EXPECT_EQ(log.data(), "late\n");  // the wait ended with the output, not at its end
+  EXPECT_FALSE(log.finished());
+  read.set_offset(log.next_offset());
+  ASSERT_TRUE(stub_->ReadWorkerLog(Ctx().get(), read, &log).ok());
+  EXPECT_EQ(log.data(), "");  // then with the worker's exit
+  EXPECT_TRUE(log.finished());
+
+  read.set_wait_ms(60'001);
+  grpc::Status refused = stub_->ReadWorkerLog(Ctx().get(), read, &log);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(refused.error_message(), "wait_ms must be 0..60000");
+}
+
 TEST_F(NodeServiceTest, ListAndReadLogs) {
   std::ofstream(dir_ + "/tpu/tpu_driver.INFO") << "libtpu says hi\n";
   rpc::StartWorkerReply started;
