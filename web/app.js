@@ -44,6 +44,7 @@ const errorBox = document.getElementById('view-error');
 const banner = document.getElementById('banner');
 let current = null; // {controller, token}
 let inFlight = false;
+let again = null; // the cause of a refresh asked for while one was in flight
 let mountCount = 0;
 
 function showError(e) {
@@ -74,8 +75,12 @@ onConnectionState((state) => {
   }
 });
 
-async function refresh() {
-  if (!current || inFlight) return;
+async function refresh(cause = 'poll') {
+  if (!current) return;
+  if (inFlight) {
+    if (cause === 'change') again = cause;
+    return;
+  }
   const mine = current;
   const start = performance.now();
   inFlight = true;
@@ -90,10 +95,39 @@ async function refresh() {
   } finally {
     inFlight = false;
   }
-  // How long the refresh took, fetches and drawing together (bench/dashboard.mjs listens for it).
+  // How long the refresh took, fetches and drawing together, and why it ran: 'poll', or 'change' (bench/dashboard.mjs
+  // and the browser test listen for it).
   if (current === mine) {
-    document.dispatchEvent(new CustomEvent('torus-refresh', { detail: { view: mine.root.dataset.view, ms: performance.now() - start } }));
+    document.dispatchEvent(new CustomEvent('torus-refresh', { detail: { view: mine.root.dataset.view, ms: performance.now() - start, cause } }));
   }
+  if (again !== null) {
+    const next = again;
+    again = null;
+    refresh(next);
+  }
+}
+
+// A change of state on the head (a node joining or dying, a group placed, a job or run changing status) refreshes
+// the view at once, from the head's event stream; samples and logs come with the poll. The browser reconnects the
+// stream by itself after the head was away.
+function watchChanges() {
+  if (typeof EventSource === 'undefined') return;
+  const source = new EventSource('/api/v0/events?watch=1&kind=node,group,job,run');
+  let timer = null;
+  const changed = (message) => {
+    let event = null;
+    try {
+      event = JSON.parse(message.data);
+    } catch {
+      return;
+    }
+    if (!event.status || timer !== null) return; // reports and stop requests change no status
+    timer = setTimeout(() => {
+      timer = null;
+      if (document.visibilityState === 'visible') refresh('change');
+    }, 50);
+  };
+  for (const kind of ['node', 'group', 'job', 'run']) source.addEventListener(kind, changed);
 }
 
 function mount() {
@@ -126,4 +160,5 @@ document.addEventListener('visibilitychange', () => {
 setInterval(() => {
   if (document.visibilityState === 'visible') refresh();
 }, POLL_MS);
+watchChanges();
 mount();

@@ -248,6 +248,19 @@ async function main() {
   await page.click('nav a[data-nav="jobs"]');
   await loaded('jobs');
   await page.waitForSelector('#jobs-list table, #jobs-list .empty');
+  // A job submitted now is shown by a refresh that the head's event stream caused, not by the poll.
+  await page.evaluate(() => {
+    window.changeRefreshes = 0;
+    document.addEventListener('torus-refresh', (e) => { if (e.detail.cause === 'change') window.changeRefreshes += 1; });
+  });
+  const submitted = await fetch(`http://${address}/api/jobs/`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ entrypoint: 'sleep 1', submission_id: 'dash-event-job' }),
+  });
+  check(submitted.ok, `job submission: HTTP ${submitted.status}`);
+  await page.waitForFunction(() => window.changeRefreshes > 0, null, { timeout: 15000 });
+  await page.waitForSelector('#jobs-table tr[data-job="dash-event-job"]', { timeout: 15000 });
 
   // The overview again, to let a few polls run across views.
   await page.click('nav a[data-nav="overview"]');
