@@ -1,6 +1,8 @@
 // torus job submit | status | logs | stop | list | delete, over the head's HTTP API.
+#include <chrono>
 #include <iostream>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -45,6 +47,7 @@ absl::StatusOr<std::string> FollowJob(client::HttpApiClient& http, const std::st
   constexpr int64_t kWaitMs = 20'000;
   int64_t offset = 0;
   while (true) {
+    const auto asked = std::chrono::steady_clock::now();
     auto chunk = waiter.Retry([&] { return http.ReadJobLog(id, offset, kWaitMs); });
     if (!chunk.ok()) return chunk.status();
     std::cout << chunk->data << std::flush;
@@ -52,6 +55,11 @@ absl::StatusOr<std::string> FollowJob(client::HttpApiClient& http, const std::st
     if (chunk->data.empty() && IsTerminalStatus(chunk->status) &&
         (chunk->finished || chunk->status != "SUCCEEDED")) {
       return chunk->status;
+    }
+    // An empty answer that came at once is from a head that does not wait (an older one): do not ask it again at
+    // once.
+    if (chunk->data.empty() && std::chrono::steady_clock::now() - asked < std::chrono::milliseconds(20)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
 }
