@@ -1,5 +1,6 @@
 #include "torus/client/client.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -29,7 +30,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const HeadEndpoint& endp
 }
 
 Client::Client(HeadEndpoint endpoint, std::shared_ptr<grpc::Channel> channel)
-    : endpoint_(std::move(endpoint)), stub_(rpc::HeadService::NewStub(channel)) {}
+    : endpoint_(std::move(endpoint)),
+      stub_(rpc::HeadService::NewStub(channel)),
+      events_(rpc::EventService::NewStub(channel)) {}
 
 void Client::Prepare(grpc::ClientContext& ctx, int timeout_ms) const {
   ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", endpoint_.token));
@@ -134,6 +137,36 @@ absl::StatusOr<rpc::LedgerView> Client::GetNodeLedger(const std::string& node_id
     return ledger;
   }
   return absl::NotFoundError(absl::StrCat("node ", node_id, " is not an ALIVE node of the cluster"));
+}
+
+absl::Status Client::Watch(EventCursor* from, const EventSelector& selector,
+                           const std::function<bool(const rpc::Event& event)>& on_event) {
+  grpc::ClientContext ctx;  // no deadline: it lasts until on_event says stop
+  ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", endpoint_.token));
+  rpc::WatchRequest request;
+  if (from->epoch != 0) {
+    request.set_since(from->revision);
+    request.set_epoch(from->epoch);
+  }
+  for (const std::string& kind : selector.kinds) request.add_kinds(kind);
+  for (const std::string& id : selector.ids) request.add_ids(id);
+  std::unique_ptr<grpc::ClientReader<rpc::Event>> reader = events_->Watch(&ctx, request);
+  rpc::Event event;
+  bool stopped = false;
+  while (reader->Read(&event)) {
+    from->epoch = event.epoch();
+    from->revision = std::max(from->revision, event.revision());
+    if (event.progress()) continue;
+    if (!on_event(event)) {
+      stopped = true;
+      ctx.TryCancel();
+      break;
+    }
+  }
+  grpc::Status status = reader->Finish();
+  if (stopped) return absl::OkStatus();
+  if (status.ok()) return absl::UnavailableError("the head ended the watch");
+  return WithContext(status, endpoint_.address);
 }
 
 }  // namespace torus::client

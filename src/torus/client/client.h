@@ -9,12 +9,14 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
+#include "torus/client/events.h"
 #include "torus/client/session.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/node.grpc.pb.h"
@@ -44,6 +46,13 @@ class Client {
   // What an agent holds (its bundle ledger), asked of the agent directly at the address the head knows for it.
   absl::StatusOr<rpc::LedgerView> GetNodeLedger(const std::string& node_id);
 
+  // Streams the head's events after *from that match `selector` (EventService.Watch) to `on_event` as they
+  // happen, in order, advancing *from past each event and each progress mark, until on_event returns false (then
+  // OK). OutOfRange when the head has restarted since from->epoch or no longer keeps the events after it (read the
+  // objects again, then watch from a new cursor); Unavailable when the stream breaks (watch again from *from).
+  absl::Status Watch(EventCursor* from, const EventSelector& selector,
+                     const std::function<bool(const rpc::Event& event)>& on_event);
+
   const std::string& address() const { return endpoint_.address; }
 
  private:
@@ -52,6 +61,7 @@ class Client {
 
   HeadEndpoint endpoint_;
   std::unique_ptr<rpc::HeadService::Stub> stub_;
+  std::unique_ptr<rpc::EventService::Stub> events_;
 };
 
 }  // namespace torus::client

@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "torus/client/events.h"
 #include "torus/client/session.h"
 #include "torus/train/run_spec.h"
 
@@ -72,19 +73,6 @@ struct RunLogs {
 struct SubmittedRun {
   std::string run_id;  // run-...
   std::string name;
-};
-
-// Where a watch of the head's events stands: the head's epoch and the newest revision seen in it.
-struct EventCursor {
-  uint64_t epoch = 0;
-  uint64_t revision = 0;
-};
-
-// Which events to watch: of these kinds ("node", "group", "job", "run", "worker"; none = all) and about these
-// objects (none = all; an id matches its object and, for groups and workers, their owner).
-struct EventSelector {
-  std::vector<std::string> kinds;
-  std::vector<std::string> ids;
 };
 
 class HttpApiClient {

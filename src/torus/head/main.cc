@@ -17,6 +17,7 @@
 #include "torus/head/agents/grpc_agent_pool.h"
 #include "torus/head/api/dashboard_http.h"
 #include "torus/head/api/event_log.h"
+#include "torus/head/api/event_service.h"
 #include "torus/head/api/events_http.h"
 #include "torus/head/api/head_service.h"
 #include "torus/head/api/http_api.h"
@@ -193,6 +194,8 @@ int Run(const HeadFlags& flags) {
   builder.AddListeningPort(absl::StrCat(flags.host, ":", flags.port), grpc::InsecureServerCredentials(), &bound_port);
   service.SetMetricsStore(&metrics);
   builder.RegisterService(&service);
+  torus::head::EventServiceImpl event_service(&events, *token);
+  builder.RegisterService(&event_service);
   builder.SetMaxReceiveMessageSize(16 << 20);
   torus::head::RequestCounter grpc_requests;
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
