@@ -21,6 +21,7 @@
 
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "torus/client/client.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/rpc/auth.h"
 
@@ -269,6 +270,50 @@ TEST_F(MalformedRpcTest, UnknownNodesAreToldToRegister) {
   Prepare(ctx2, head_.token());
   torus::rpc::MarkNodeDeadReply mark_reply;
   EXPECT_EQ(stub_->MarkNodeDead(&ctx2, mark, &mark_reply).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(AliveNodes(), 0);
+}
+
+// The event stream of a real head: a watch opened over gRPC sees a job submitted over HTTP, and the head refuses
+// a watch without the token or from another epoch, and keeps serving.
+TEST_F(MalformedRpcTest, AWatchSeesAJobSubmittedOverHttpAndRefusalsLeaveTheHeadServing) {
+  auto client = torus::client::Client::Connect({head_.address(), head_.token()});
+  ASSERT_TRUE(client.ok());
+  httplib::Client http("http://" + head_.dashboard());
+  http.set_bearer_token_auth(head_.token().c_str());
+  // Watch from the revision before the submission, so that it is seen however soon it comes.
+  auto now = http.Get("/api/v0/events/revision");
+  ASSERT_TRUE(now);
+  ASSERT_EQ(now->status, 200) << now->body;
+  const std::string body = now->body;
+  auto number = [&body](const std::string& key) {
+    const size_t at = body.find("\"" + key + "\"");
+    return std::stoull(body.substr(body.find(':', at) + 1));
+  };
+  torus::client::EventCursor cursor{number("epoch"), number("revision")};
+  std::string seen;
+  std::thread watcher([&] {
+    absl::Status watched = (*client)->Watch(&cursor, {.kinds = {"job"}, .ids = {"watched-job"}},
+                                            [&](const torus::rpc::Event& e) {
+                                              seen = e.type() + " " + e.status();
+                                              return false;
+                                            });
+    EXPECT_TRUE(watched.ok()) << watched;
+  });
+  auto res = http.Post("/api/jobs/", R"({"entrypoint": "true", "submission_id": "watched-job"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  watcher.join();
+  EXPECT_EQ(seen, "JobSubmitted PENDING");
+  EXPECT_GT(cursor.epoch, 0u);
+
+  torus::client::EventCursor other{cursor.epoch + 1, 0};
+  absl::Status refused = (*client)->Watch(&other, {}, [](const torus::rpc::Event&) { return false; });
+  EXPECT_EQ(refused.code(), absl::StatusCode::kOutOfRange);
+  auto stranger = torus::client::Client::Connect({head_.address(), "wrong-token"});
+  torus::client::EventCursor from_now;
+  absl::Status unauthenticated = (*stranger)->Watch(&from_now, {}, [](const torus::rpc::Event&) { return false; });
+  EXPECT_EQ(unauthenticated.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(head_.Alive());
   EXPECT_EQ(AliveNodes(), 0);
 }
 
