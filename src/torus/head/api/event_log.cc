@@ -176,6 +176,10 @@ std::vector<Event> EventsFromRecords(const std::vector<Record>& records,
   return events;
 }
 
+bool IsEventKind(std::string_view kind) {
+  return kind == "node" || kind == "group" || kind == "job" || kind == "run" || kind == "worker";
+}
+
 bool EventFilter::Matches(const Event& e) const {
   if (!kinds.empty() && !kinds.contains(e.kind)) return false;
   if (ids.empty()) return true;

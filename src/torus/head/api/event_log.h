@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -53,6 +54,9 @@ nlohmann::json EventJson(const Event& event);
 // job or run for records that carry only the worker's id.
 std::vector<Event> EventsFromRecords(const std::vector<Record>& records,
                                      const std::function<Owner(const WorkerId&)>& owner_of);
+
+// Whether `kind` names a kind of event: node, group, job, run or worker.
+bool IsEventKind(std::string_view kind);
 
 // Which events a reader wants: by kind (empty = all), and by id (empty = all; an id matches the event's object
 // and, for groups and workers, their owner — so watching a job also shows its workers).

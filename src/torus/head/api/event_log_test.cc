@@ -5,24 +5,18 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "torus/head/api/event_test_util.h"
 
 namespace torus::head {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testutil::JobEvent;
 using ::testing::IsEmpty;
 
 Owner NoOwner(const WorkerId&) { return {}; }
 
-Event JobEvent(const std::string& id, const std::string& status) {
-  Event e;
-  e.kind = "job";
-  e.id = id;
-  e.type = "JobUpdated";
-  e.status = status;
-  return e;
-}
 
 std::vector<uint64_t> Revisions(const std::vector<Event>& events) {
   std::vector<uint64_t> out;

@@ -161,7 +161,7 @@ grpc::ServerWriteReactor<rpc::Event>* EventServiceImpl::Watch(grpc::CallbackServ
   }
   EventFilter filter;
   for (const std::string& kind : request->kinds()) {
-    if (kind != "node" && kind != "group" && kind != "job" && kind != "run" && kind != "worker") {
+    if (!IsEventKind(kind)) {
       return new WatchReactor(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
           absl::StrCat("kinds: unknown kind \"", kind, "\"; use node, group, job, run or worker")));

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "torus/head/api/event_test_util.h"
 #include "torus/rpc/auth.h"
 
 namespace torus::head {
@@ -15,17 +16,10 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testutil::JobEvent;
 
 constexpr char kToken[] = "events-token";
 
-Event JobEvent(const std::string& id, const std::string& status) {
-  Event e;
-  e.kind = "job";
-  e.id = id;
-  e.type = "JobUpdated";
-  e.status = status;
-  return e;
-}
 
 // EventService over `log` on a loopback port; the log is closed before the server stops, as the head does.
 class EventServer {

@@ -38,7 +38,7 @@ absl::StatusOr<EventQuery> ParseQuery(const httplib::Request& req) {
   }
   if (req.has_param("kind")) {
     for (absl::string_view k : absl::StrSplit(req.get_param_value("kind"), ',', absl::SkipEmpty())) {
-      if (k != "node" && k != "group" && k != "job" && k != "run" && k != "worker") {
+      if (!IsEventKind(std::string_view(k.data(), k.size()))) {
         return absl::InvalidArgumentError(absl::StrCat("query parameter kind: unknown kind \"", k,
                                                        "\"; use a comma-separated list of node, group, job, run, "
                                                        "worker"));

@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "torus/head/api/event_test_util.h"
 #include "nlohmann/json.hpp"
 
 namespace torus::head {
@@ -15,15 +16,8 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testutil::JobEvent;
 
-Event JobEvent(const std::string& id, const std::string& status) {
-  Event e;
-  e.kind = "job";
-  e.id = id;
-  e.type = "JobUpdated";
-  e.status = status;
-  return e;
-}
 
 // The event routes on a free loopback port, over `log`; stopped on destruction.
 class EventServer {
