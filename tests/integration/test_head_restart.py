@@ -110,7 +110,7 @@ def waiting_groups_settle(torus, timeout=20):
 
 def test_restart_during_a_storm_of_group_creates_and_removes(torus):
     torus.up(*FAST)
-    created, removed, errors = {}, set(), Counter()
+    created, removed, unsure, errors = {}, set(), set(), Counter()
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -130,9 +130,9 @@ def test_restart_during_a_storm_of_group_creates_and_removes(torus):
                 created[group["id"]] = name
             if n % 2 == 0:  # every other group is removed again
                 gone = torus.run("pg", "remove", group["id"], timeout=30)
-                if gone.returncode == 0:
-                    with lock:
-                        removed.add(group["id"])
+                with lock:
+                    # A removal that failed (the head died under it) may or may not have been made.
+                    (removed if gone.returncode == 0 else unsure).add(group["id"])
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
     for t in threads:
@@ -152,8 +152,8 @@ def test_restart_during_a_storm_of_group_creates_and_removes(torus):
     by_id = {g["id"]: g for g in groups(torus)}
     for group_id, name in created.items():
         assert group_id in by_id, f"acknowledged group {group_id} ({name}) was lost"
-        expected = "REMOVED" if group_id in removed else "CREATED"
-        assert by_id[group_id]["state"] == expected, by_id[group_id]
+        expected = {"REMOVED", "CREATED"} if group_id in unsure else {"REMOVED" if group_id in removed else "CREATED"}
+        assert by_id[group_id]["state"] in expected, by_id[group_id]
     assert_ledgers_equal_head_view(torus)
 
 

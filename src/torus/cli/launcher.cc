@@ -11,6 +11,7 @@
 #include "nlohmann/json.hpp"
 #include "torus/cli/session_dir.h"
 #include "torus/client/client.h"
+#include "torus/client/http_api_client.h"
 #include "torus/rpc/auth.h"
 
 namespace torus::cli {
@@ -192,6 +193,16 @@ absl::Status WaitForNodes(const std::string& address, const std::string& token, 
                           std::chrono::milliseconds timeout) {
   auto client = client::Client::Connect({address, token});
   if (!client.ok()) return client.status();
+  // Registrations are waited for on the head's node events (read from before the first look, so that none is
+  // missed); a crashed agent is noticed at the latest a quarter second later.
+  std::unique_ptr<client::HttpApiClient> http;
+  std::optional<client::EventCursor> cursor;
+  if (auto dashboard = client::ReadTrimmed(session + "/dashboard_address"); dashboard.ok() && !dashboard->empty()) {
+    if (auto connected = client::HttpApiClient::Connect({*dashboard, token}); connected.ok()) {
+      http = *std::move(connected);
+      if (auto now = http->EventsNow(); now.ok()) cursor = *now;
+    }
+  }
   auto deadline = std::chrono::steady_clock::now() + timeout;
   size_t alive = 0;
   while (true) {
@@ -211,7 +222,10 @@ absl::Status WaitForNodes(const std::string& address, const std::string& token, 
       return absl::DeadlineExceededError(absl::StrCat(alive, " of ", node_ids.size(), " nodes registered within ",
                                                       timeout.count() / 1000, " s; see ", session, "/logs"));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!cursor || !http->WaitEvents(&*cursor, {.kinds = {"node"}}, 250).ok()) {
+      cursor.reset();  // a head without events, or one that went away: look again shortly
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
 }
 
