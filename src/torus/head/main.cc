@@ -147,7 +147,9 @@ int Run(const HeadFlags& flags) {
   torus::head::PlacementScheduler scheduler(&store, &liveness, &agents, &clock,
                                             {.prepare_ttl_ms = flags.prepare_ttl_ms});
   torus::head::Membership membership(&store, &liveness, &scheduler, &clock, flags.node_timeout_ms * 1000);
-  membership.RestoreLiveness();
+  // An agent finds a restarted head within its gRPC reconnect backoff (at most 1 s, torus-node) and a heartbeat
+  // period; until then its silence does not count.
+  membership.RestoreLiveness((1000 + flags.heartbeat_period_ms) * 1000);
   torus::head::PlacementService groups(&store, &scheduler, &ids, &clock);
   torus::head::JobService jobs(&store, &scheduler, &agents, &ids, &clock);
   torus::head::RunService runs(&store, &scheduler, &agents, &ids, &clock);

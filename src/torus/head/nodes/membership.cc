@@ -62,7 +62,7 @@ Membership::Membership(StateStore* store, Liveness* liveness, PlacementScheduler
       clock_(clock),
       node_timeout_micros_(node_timeout_micros) {}
 
-void Membership::RestoreLiveness() {
+void Membership::RestoreLiveness(int64_t allowance_micros) {
   auto alive = store_->Read([](const ClusterState& s) {
     std::vector<std::pair<NodeId, uint64_t>> out;
     for (const auto& [id, n] : s.nodes()) {
@@ -70,7 +70,7 @@ void Membership::RestoreLiveness() {
     }
     return out;
   });
-  for (const auto& [id, incarnation] : alive) liveness_->Restored(id, incarnation);
+  for (const auto& [id, incarnation] : alive) liveness_->Restored(id, incarnation, allowance_micros);
 }
 
 void Membership::Die(Txn& txn, const NodeId& node, uint64_t incarnation, const std::string& reason,

@@ -67,8 +67,9 @@ class Membership {
   Membership(StateStore* store, Liveness* liveness, PlacementScheduler* scheduler, const Clock* clock,
              int64_t node_timeout_micros);
 
-  // Marks every node alive in the (replayed) state as restored in Liveness: alive, awaiting its agent.
-  void RestoreLiveness();
+  // Marks every node alive in the (replayed) state as restored in Liveness: alive, awaiting its agent, which has
+  // `allowance_micros` on top of the node timeout to register (its reconnect backoff and heartbeat period).
+  void RestoreLiveness(int64_t allowance_micros = 0);
 
   absl::StatusOr<Registered> Register(AgentReport report);
   // Graceful shutdown of one incarnation: the node is DEAD at once. NotFound for an unknown id; a stale incarnation

@@ -9,9 +9,9 @@ void Liveness::Registered(const NodeId& node, uint64_t incarnation, ResourceSet 
   nodes_[node.str()] = Entry{incarnation, clock_->NowMicros(), true, std::move(reported_available)};
 }
 
-void Liveness::Restored(const NodeId& node, uint64_t incarnation) {
+void Liveness::Restored(const NodeId& node, uint64_t incarnation, int64_t allowance_micros) {
   absl::MutexLock lock(&mu_);
-  nodes_[node.str()] = Entry{incarnation, clock_->NowMicros(), false, std::nullopt};
+  nodes_[node.str()] = Entry{incarnation, clock_->NowMicros() + allowance_micros, false, std::nullopt};
 }
 
 void Liveness::Forget(const NodeId& node, uint64_t incarnation) {

@@ -29,8 +29,9 @@ class Liveness {
 
   // The node registered with this head as `incarnation`; heard now.
   void Registered(const NodeId& node, uint64_t incarnation, ResourceSet reported_available);
-  // The node is alive in a replayed state: heard now, unconfirmed until it registers.
-  void Restored(const NodeId& node, uint64_t incarnation);
+  // The node is alive in a replayed state, unconfirmed until it registers: heard `allowance_micros` from now (its
+  // agent may take that long to find the new head before its silence counts).
+  void Restored(const NodeId& node, uint64_t incarnation, int64_t allowance_micros = 0);
   // The node is dead as `incarnation`: forgotten (unless it registered again since, as another incarnation).
   void Forget(const NodeId& node, uint64_t incarnation);
 

@@ -80,6 +80,14 @@ TEST_F(LivenessTest, RestoredNodeMustRegisterAgain) {
   EXPECT_EQ(liveness_.ReportedAvailable(a_), std::nullopt);
 }
 
+TEST_F(LivenessTest, ARestoredNodesSilenceCountsOnlyAfterItsAllowance) {
+  liveness_.Restored(b_, 1, /*allowance_micros=*/2'000'000);
+  clock_.AdvanceMillis(2'500);
+  EXPECT_TRUE(liveness_.Expired(1'000'000).empty());  // silent 0.5 s past its allowance
+  clock_.AdvanceMillis(600);
+  EXPECT_EQ(Describe(liveness_.Expired(1'000'000)), (std::vector<std::string>{"b:1:1100000"}));
+}
+
 TEST_F(LivenessTest, ExpiredAfterStrictlyMoreThanTheTimeoutOrderedByNode) {
   constexpr int64_t kTimeout = 30'000'000;
   liveness_.Registered(c_, 3, {});
