@@ -2,11 +2,15 @@
 //
 // Starts torus-head, registers N synthetic nodes over gRPC (TPU hosts in v6e-16 slices, with the labels a real
 // agent sends), then heartbeats every node at the default period for a measurement window and reports the head's
-// CPU (% of one core, from /proc/<pid>/stat) and resident memory, plus whether every node stayed ALIVE.
+// CPU (% of one core, from /proc/<pid>/stat) and resident memory, plus whether every node stayed ALIVE. Heartbeats
+// go as agents send them (`stream`: one HeartbeatStream per node, a message per period) or one unary call each
+// (`unary`, as agents did before streams); both modes run against a fresh head each, one after the other.
 //
-//   build/bin/bench_registration --nodes 1000,10000 --seconds 20
+//   build/bin/bench_registration --nodes 1000,10000 --seconds 20 --mode stream,unary
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -28,6 +32,100 @@ struct Node {
   uint64_t incarnation = 0;
 };
 
+// Every node's heartbeat stream, as agents keep them: opened once, a message per period. A write still in flight at
+// the next period counts as failed (the head fell behind). Nothing is read (an agent's reader thread waits for a
+// REREGISTER that does not come here): a node told to register again is not ALIVE at the end. gRPC's asynchronous
+// client API on two queues, so that 10,000 open streams cost the load generator little (a callback stream keeps an
+// operation outstanding for its whole life, and Debian's gRPC scans those on every completion).
+class BenchStreams {
+ public:
+  BenchStreams(const std::vector<std::unique_ptr<torus::rpc::HeadService::Stub>>& stubs, const std::string& bearer,
+               const std::vector<Node>& nodes, std::atomic<int64_t>& failed)
+      : failed_(failed), streams_(nodes.size()) {
+    for (int q = 0; q < 2; ++q) queues_.push_back(std::make_unique<grpc::CompletionQueue>());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      Stream& st = streams_[i];
+      st.ctx.AddMetadata("authorization", bearer);
+      st.request.set_node_id(nodes[i].id);
+      st.request.set_incarnation(nodes[i].incarnation);
+      st.rw = stubs[i % stubs.size()]->PrepareAsyncHeartbeatStream(&st.ctx, queues_[i % 2].get());
+      st.rw->StartCall(Tag(i, kStart));
+    }
+    for (auto& q : queues_) threads_.emplace_back([this, cq = q.get()] { Drain(cq); });
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return started_ == streams_.size(); });
+  }
+
+  void Beat(size_t i) {
+    Stream& st = streams_[i];
+    if (st.writing.exchange(true)) {
+      ++failed_;
+      return;
+    }
+    st.rw->Write(st.request, Tag(i, kWrite));
+  }
+
+  // Cancels every stream and waits for their ends.
+  void Close() {
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      streams_[i].ctx.TryCancel();
+      streams_[i].rw->Finish(&streams_[i].status, Tag(i, kFinish));
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return finished_ == streams_.size(); });
+    }
+    for (auto& q : queues_) q->Shutdown();
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  enum Op : uintptr_t { kStart = 0, kWrite = 1, kFinish = 2 };
+  struct Stream {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientAsyncReaderWriter<torus::rpc::HeartbeatRequest, torus::rpc::HeartbeatReply>> rw;
+    torus::rpc::HeartbeatRequest request;
+    grpc::Status status;
+    std::atomic<bool> writing{false};
+  };
+  static void* Tag(size_t i, Op op) { return reinterpret_cast<void*>((i << 2) | op); }
+
+  void Drain(grpc::CompletionQueue* cq) {
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq->Next(&tag, &ok)) {
+      const auto bits = reinterpret_cast<uintptr_t>(tag);
+      const size_t i = bits >> 2;
+      switch (bits & 3) {
+        case kStart: {
+          if (!ok) ++failed_;
+          std::lock_guard<std::mutex> lock(mu_);
+          if (++started_ == streams_.size()) cv_.notify_all();
+          break;
+        }
+        case kWrite:
+          if (!ok) ++failed_;
+          streams_[i].writing = false;
+          break;
+        case kFinish: {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (++finished_ == streams_.size()) cv_.notify_all();
+          break;
+        }
+      }
+    }
+  }
+
+  std::atomic<int64_t>& failed_;
+  std::vector<Stream> streams_;
+  std::vector<std::unique_ptr<grpc::CompletionQueue>> queues_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t started_ = 0;   // guarded by mu_
+  size_t finished_ = 0;  // guarded by mu_
+};
+
 struct Result {
   int nodes = 0;
   double register_s = 0;
@@ -38,7 +136,7 @@ struct Result {
   int alive_at_end = 0;
 };
 
-Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count) {
+Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count, bool stream) {
   auto started = StartHead("/tmp/torus_bench_reg_", {"--heartbeat-period-ms", std::to_string(period_ms)});
   if (!started.ok()) {
     fprintf(stderr, "bench_registration: %s\n", std::string(started.status().message()).c_str());
@@ -63,9 +161,15 @@ Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count) {
 
   // Heartbeats: every node once per period, spread evenly over 10 ms ticks.
   std::atomic<int64_t> sent{0};
+  std::unique_ptr<BenchStreams> streams;
+  if (stream) streams = std::make_unique<BenchStreams>(stubs, bearer, nodes, failed);
   auto heartbeat = [&](int i) {
     ++sent;
-    SendHeartbeat(*stubs[i % stubs.size()], bearer, nodes[i].id, nodes[i].incarnation, inflight, failed);
+    if (stream) {
+      streams->Beat(i);
+    } else {
+      SendHeartbeat(*stubs[i % stubs.size()], bearer, nodes[i].id, nodes[i].incarnation, inflight, failed);
+    }
   };
   const int64_t tick_ms = 10;
   const int64_t ticks_per_period = std::max<int64_t>(1, period_ms / tick_ms);
@@ -88,6 +192,7 @@ Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count) {
   double wall = std::chrono::duration<double>(Clock::now() - w0).count();
   double cpu1 = CpuSeconds(head.pid);
   inflight.Drain();
+  if (streams) streams->Close();
   r.cpu_percent = 100.0 * (cpu1 - cpu0) / wall;
   r.rss_mb = RssMb(head.pid);
   r.heartbeats_per_s = sent.load() / wall;
@@ -113,23 +218,35 @@ int main(int argc, char** argv) {
   int seconds = 20;
   int64_t period_ms = 500;
   int channels = 4;
+  std::string modes = "stream,unary";
   CLI::App app{"Registration and heartbeat load on torus-head"};
   app.add_option("--nodes", nodes_list, "Comma-separated node counts")->capture_default_str();
   app.add_option("--seconds", seconds, "Measurement window per size")->capture_default_str();
   app.add_option("--period-ms", period_ms, "Heartbeat period")->capture_default_str();
   app.add_option("--channels", channels, "Client connections")->capture_default_str();
+  app.add_option("--mode", modes, "Heartbeats as streams (stream), unary calls (unary), or both")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  printf("%8s  %12s  %12s  %10s  %9s  %12s  %8s  %8s\n", "nodes", "register_s", "register/s", "head_cpu%",
+  printf("%8s  %7s  %12s  %12s  %10s  %9s  %12s  %8s  %8s\n", "nodes", "mode", "register_s", "register/s", "head_cpu%",
          "head_MB", "heartbeat/s", "failed", "alive");
   std::stringstream list(nodes_list);
   std::string item;
   while (std::getline(list, item, ',')) {
     int n = std::stoi(item);
-    Result r = RunOnce(n, seconds, period_ms, channels);
-    printf("%8d  %12.3f  %12.0f  %10.1f  %9.1f  %12.0f  %8lld  %8d\n", r.nodes, r.register_s, r.nodes / r.register_s,
-           r.cpu_percent, r.rss_mb, r.heartbeats_per_s, static_cast<long long>(r.failed), r.alive_at_end);
-    fflush(stdout);
+    std::stringstream mode_list(modes);
+    std::string mode;
+    while (std::getline(mode_list, mode, ',')) {
+      if (mode != "stream" && mode != "unary") {
+        fprintf(stderr, "--mode: '%s' is not stream or unary\n", mode.c_str());
+        return 2;
+      }
+      Result r = RunOnce(n, seconds, period_ms, channels, mode == "stream");
+      printf("%8d  %7s  %12.3f  %12.0f  %10.1f  %9.1f  %12.0f  %8lld  %8d\n", r.nodes, mode.c_str(), r.register_s,
+             r.nodes / r.register_s, r.cpu_percent, r.rss_mb, r.heartbeats_per_s, static_cast<long long>(r.failed),
+             r.alive_at_end);
+      fflush(stdout);
+    }
   }
   return 0;
 }

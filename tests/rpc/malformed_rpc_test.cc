@@ -273,6 +273,88 @@ TEST_F(MalformedRpcTest, UnknownNodesAreToldToRegister) {
   EXPECT_EQ(AliveNodes(), 0);
 }
 
+// Heartbeat streams: the head accepts one only with the token (its initial metadata says so), keeps a node alive
+// on it past the node timeout, tells an unknown incarnation to register again, and ends a stream that changes node
+// or carries a malformed availability with INVALID_ARGUMENT naming the field — and keeps serving.
+TEST_F(MalformedRpcTest, HeartbeatStreamsKeepNodesAliveAndRefuseWhatIsWrong) {
+  using Stream = grpc::ClientReaderWriter<torus::rpc::HeartbeatRequest, torus::rpc::HeartbeatReply>;
+  auto heartbeat = [](const std::string& node, uint64_t incarnation) {
+    torus::rpc::HeartbeatRequest hb;
+    hb.set_node_id(node);
+    hb.set_incarnation(incarnation);
+    return hb;
+  };
+  auto accepted = [](grpc::ClientContext& ctx, Stream& stream) {
+    stream.WaitForInitialMetadata();
+    return ctx.GetServerInitialMetadata().contains(torus::rpc::kHeartbeatAcceptedKey);
+  };
+  {
+    grpc::ClientContext ctx;
+    Prepare(ctx, "wrong");
+    auto stream = stub_->HeartbeatStream(&ctx);
+    EXPECT_FALSE(accepted(ctx, *stream));
+    stream->WritesDone();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext ctx;
+    Prepare(ctx, head_.token());
+    auto stream = stub_->HeartbeatStream(&ctx);
+    EXPECT_TRUE(accepted(ctx, *stream));
+    ASSERT_TRUE(stream->Write(heartbeat("ghost", 42)));
+    torus::rpc::HeartbeatReply reply;
+    ASSERT_TRUE(stream->Read(&reply));
+    EXPECT_EQ(reply.action(), torus::rpc::HeartbeatReply::REREGISTER);
+    EXPECT_FALSE(stream->Read(&reply));
+    EXPECT_TRUE(stream->Finish().ok());
+  }
+
+  torus::rpc::RegisterNodeRequest request;
+  request.mutable_node()->set_node_id("n1");
+  request.mutable_node()->set_address("127.0.0.1");
+  torus::rpc::RegisterNodeReply registered;
+  {
+    grpc::ClientContext ctx;
+    Prepare(ctx, head_.token());
+    ASSERT_TRUE(stub_->RegisterNode(&ctx, request, &registered).ok());
+  }
+  {
+    // 4 s of heartbeats on one stream, past the 3 s node timeout.
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + head_.token());  // no deadline: the stream outlives Prepare's
+    auto stream = stub_->HeartbeatStream(&ctx);
+    EXPECT_TRUE(accepted(ctx, *stream));
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(stream->Write(heartbeat("n1", registered.incarnation())));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    EXPECT_EQ(AliveNodes(), 1);
+    // Another node on the same stream ends it.
+    ASSERT_TRUE(stream->Write(heartbeat("n2", registered.incarnation())));
+    torus::rpc::HeartbeatReply reply;
+    EXPECT_FALSE(stream->Read(&reply));
+    grpc::Status ended = stream->Finish();
+    EXPECT_EQ(ended.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(ended.error_message().find("node_id"), std::string::npos) << ended.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    Prepare(ctx, head_.token());
+    auto stream = stub_->HeartbeatStream(&ctx);
+    torus::rpc::HeartbeatRequest hb = heartbeat("n1", registered.incarnation());
+    hb.set_has_resources_available(true);
+    (*hb.mutable_resources_available())["CPU"] = -1;
+    ASSERT_TRUE(stream->Write(hb));
+    torus::rpc::HeartbeatReply reply;
+    EXPECT_FALSE(stream->Read(&reply));
+    grpc::Status ended = stream->Finish();
+    EXPECT_EQ(ended.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(ended.error_message().find("resources_available"), std::string::npos) << ended.error_message();
+  }
+  EXPECT_TRUE(head_.Alive());
+  EXPECT_EQ(AliveNodes(), 1);
+}
+
 // The event stream of a real head: a watch opened over gRPC sees a job submitted over HTTP, and the head refuses
 // a watch without the token or from another epoch, and keeps serving.
 TEST_F(MalformedRpcTest, AWatchSeesAJobSubmittedOverHttpAndRefusalsLeaveTheHeadServing) {

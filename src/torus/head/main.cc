@@ -199,16 +199,24 @@ int Run(const HeadFlags& flags) {
   torus::head::EventServiceImpl event_service(&events, *token);
   builder.RegisterService(&event_service);
   builder.SetMaxReceiveMessageSize(16 << 20);
+  // Agents ping every 10 s on their heartbeat streams; the head pings idle connections every 30 s so that the
+  // streams of vanished agents end.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
   torus::head::RequestCounter grpc_requests;
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<torus::head::GrpcCountingInterceptorFactory>(
       &grpc_requests, std::vector<std::string>{"torus.rpc.HeadService"}));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  torus::head::HeartbeatStreamServer heartbeat_streams(&service, &liveness, *token, builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     spdlog::error("cannot listen on {}:{} (in use, or not a local address?)", flags.host, flags.port);
     return 1;
   }
+  heartbeat_streams.Start();
   std::string address = absl::StrCat(flags.host, ":", bound_port);
   driver.SetHeadAddress(address);
   torus::head::HttpApi http(&store, &liveness, &clock, *token, cluster_id);
@@ -273,6 +281,7 @@ int Run(const HeadFlags& flags) {
   events.Close();  // ends the event streams, which hold HTTP threads
   http.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  heartbeat_streams.Stop();
   driver.Stop();
   scheduler.Stop();
   store.StopDispatch();

@@ -18,6 +18,11 @@ std::chrono::system_clock::time_point DeadlineIn(int64_t ms) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
 }
 
+int64_t SteadyMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 int64_t NowWallMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -38,13 +43,7 @@ Agent::Agent(NodeIdentity identity, std::shared_ptr<grpc::Channel> channel, std:
       agent_port_(agent_port),
       head_grace_ms_(head_grace_ms) {}
 
-void Agent::NotifyLedgerChanged() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ledger_changed_ = true;
-  }
-  cv_.notify_all();
-}
+void Agent::NotifyLedgerChanged() { Wake(); }
 
 void Agent::AddAuth(grpc::ClientContext& ctx) const {
   ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", token_));
@@ -52,16 +51,27 @@ void Agent::AddAuth(grpc::ClientContext& ctx) const {
 
 bool Agent::SleepFor(int64_t ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_ || ledger_changed_; });
-  ledger_changed_ = false;
+  cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_ || woken_; });
+  woken_ = false;
   return !stopping_;
 }
 
+void Agent::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    woken_ = true;
+  }
+  cv_.notify_all();
+}
+
 void Agent::Stop() {
+  std::shared_ptr<HeartbeatStream> stream;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    stream = stream_;
   }
+  if (stream) stream->Cancel();  // unblocks an Open or Send waiting on the head
   cv_.notify_all();
 }
 
@@ -116,89 +126,141 @@ void Agent::GiveUpOnHead(int64_t away_ms) {
                away_ms / 1000, head_grace_ms_ / 1000, released.bundles, stopped);
 }
 
-AgentExit Agent::Run() {
-  bool ever_registered = false;
+void Agent::HeadAnswered() {
+  last_answer_ms_ = SteadyMillis();
+  gave_up_ = false;
+}
+
+void Agent::HeadSilent() {
+  const int64_t away = SteadyMillis() - last_answer_ms_;
+  if (ever_registered_ && !gave_up_ && away > head_grace_ms_) {
+    GiveUpOnHead(away);
+    gave_up_ = true;
+  }
+}
+
+void Agent::NoteError(const std::string& what, const grpc::Status& status) {
+  std::string error = absl::StrCat(status.error_code(), ": ", status.error_message());
+  if (error != last_error_) spdlog::warn("{} ({}); will keep trying", what, error);
+  last_error_ = error;
+}
+
+rpc::HeartbeatRequest Agent::NextHeartbeat(bool with_availability) {
+  ledger_->Expire();
+  rpc::HeartbeatRequest request;
+  request.set_node_id(identity_.node_id);
+  request.set_incarnation(incarnation_);
+  const uint64_t ledger_version = ledger_->Version();
+  if (with_availability || ledger_version != reported_ledger_version_) {
+    request.set_has_resources_available(true);
+    rpc::ToProto(ledger_->Available(), request.mutable_resources_available());
+    reported_ledger_version_ = ledger_version;
+  }
+  return request;
+}
+
+Agent::Heartbeats Agent::StreamHeartbeats() {
   int64_t backoff_ms = 100;
-  std::string last_error;
-  // When the head last answered (monotonic ms); whether the grace ran out since.
-  auto now_ms = [] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  };
-  int64_t last_answer_ms = now_ms();
-  bool gave_up = false;
-  auto head_answered = [&] {
-    last_answer_ms = now_ms();
-    gave_up = false;
-  };
-  auto head_silent = [&] {
-    const int64_t away = now_ms() - last_answer_ms;
-    if (ever_registered && !gave_up && away > head_grace_ms_) {
-      GiveUpOnHead(away);
-      gave_up = true;
+  while (true) {
+    auto stream = std::make_shared<HeartbeatStream>(stub_.get(), absl::StrCat("Bearer ", token_), [this] { Wake(); });
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return Heartbeats::kStopping;
+      stream_ = stream;
     }
-  };
+    if (stream->Open()) {
+      HeadAnswered();
+      backoff_ms = 100;
+      if (!last_error_.empty()) spdlog::info("head reachable again");
+      last_error_.clear();
+      // The first heartbeat of a stream carries the availability: what an earlier stream sent may not have arrived.
+      bool first = true;
+      while (stream->Send(NextHeartbeat(first))) {
+        first = false;
+        if (!SleepFor(period_ms_)) break;
+        if (stream->ended()) break;
+        HeadAnswered();  // the stream is up: gRPC keepalive would have ended it otherwise
+      }
+    }
+    grpc::Status end = stream->Close();
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_.reset();
+      stopping = stopping_;
+    }
+    if (stopping) return Heartbeats::kStopping;
+    if (stream->reregister()) {
+      // The head restarted, or declared this node dead: it learns what this host holds from the registration and
+      // says what to drop.
+      spdlog::warn("head does not know incarnation {}; registering again with what this host holds",
+                   incarnation_.load());
+      return Heartbeats::kReregister;
+    }
+    if (end.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      spdlog::info("the head takes heartbeats one call at a time (no streamed heartbeats)");
+      return UnaryHeartbeats();
+    }
+    HeadSilent();
+    NoteError("heartbeat stream ended", end);
+    if (!SleepFor(backoff_ms)) return Heartbeats::kStopping;
+    backoff_ms = std::min<int64_t>(backoff_ms * 2, 1000);
+  }
+}
+
+Agent::Heartbeats Agent::UnaryHeartbeats() {
+  bool resend = false;  // an availability not acknowledged goes again with the next heartbeat
+  while (SleepFor(period_ms_)) {
+    rpc::HeartbeatRequest request = NextHeartbeat(resend);
+    grpc::ClientContext ctx;
+    AddAuth(ctx);
+    ctx.set_deadline(DeadlineIn(std::max<int64_t>(1000, 2 * period_ms_)));
+    rpc::HeartbeatReply reply;
+    grpc::Status hb = stub_->Heartbeat(&ctx, request, &reply);
+    if (!hb.ok()) {
+      resend = resend || request.has_resources_available();
+      HeadSilent();
+      NoteError("heartbeat failed", hb);
+      continue;
+    }
+    resend = false;
+    HeadAnswered();
+    if (!last_error_.empty()) spdlog::info("head reachable again");
+    last_error_.clear();
+    if (reply.action() == rpc::HeartbeatReply::REREGISTER) {
+      spdlog::warn("head does not know incarnation {}; registering again with what this host holds",
+                   incarnation_.load());
+      return Heartbeats::kReregister;
+    }
+  }
+  return Heartbeats::kStopping;
+}
+
+AgentExit Agent::Run() {
+  int64_t backoff_ms = 100;
+  last_answer_ms_ = SteadyMillis();
   while (true) {
     // Registration, retried with backoff until it works or we are stopped.
     grpc::Status status = Register();
     if (!status.ok()) {
-      if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED && !ever_registered) {
+      if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED && !ever_registered_) {
         spdlog::error("head refused registration: {}", status.error_message());
         return AgentExit::kUnauthenticated;
       }
-      std::string error = absl::StrCat(status.error_code(), ": ", status.error_message());
-      if (error != last_error) spdlog::warn("cannot register with the head ({}); retrying", error);
-      last_error = error;
-      head_silent();
+      NoteError("cannot register with the head", status);
+      HeadSilent();
       if (!SleepFor(backoff_ms)) break;
       backoff_ms = std::min<int64_t>(backoff_ms * 2, 1000);
       continue;
     }
-    head_answered();
-    ever_registered = true;
+    HeadAnswered();
+    ever_registered_ = true;
     backoff_ms = 100;
-    last_error.clear();
+    last_error_.clear();
     spdlog::info("registered as node {} (incarnation {}, heartbeat every {} ms)", identity_.node_id, incarnation_.load(),
                  period_ms_);
-
     // Heartbeats until the head asks us to register again.
-    bool reregister = false;
-    while (!reregister) {
-      if (!SleepFor(period_ms_)) break;
-      ledger_->Expire();
-      rpc::HeartbeatRequest request;
-      request.set_node_id(identity_.node_id);
-      request.set_incarnation(incarnation_);
-      const uint64_t ledger_version = ledger_->Version();
-      if (ledger_version != reported_ledger_version_) {
-        request.set_has_resources_available(true);
-        rpc::ToProto(ledger_->Available(), request.mutable_resources_available());
-      }
-      grpc::ClientContext ctx;
-      AddAuth(ctx);
-      ctx.set_deadline(DeadlineIn(std::max<int64_t>(1000, 2 * period_ms_)));
-      rpc::HeartbeatReply reply;
-      grpc::Status hb = stub_->Heartbeat(&ctx, request, &reply);
-      if (hb.ok()) {
-        head_answered();
-        if (request.has_resources_available()) reported_ledger_version_ = ledger_version;
-        if (!last_error.empty()) spdlog::info("head reachable again");
-        last_error.clear();
-        if (reply.action() == rpc::HeartbeatReply::REREGISTER) {
-          // The head restarted, or declared this node dead: it learns what this host holds from the registration
-          // and says what to drop.
-          spdlog::warn("head does not know incarnation {}; registering again with what this host holds",
-                       incarnation_.load());
-          reregister = true;
-        }
-        continue;
-      }
-      head_silent();
-      std::string error = absl::StrCat(hb.error_code(), ": ", hb.error_message());
-      if (error != last_error) spdlog::warn("heartbeat failed ({}); will keep trying", error);
-      last_error = error;
-    }
-    if (!reregister) break;  // stopping
+    if (StreamHeartbeats() == Heartbeats::kStopping) break;
   }
 
   // Graceful exit: tell the head at once rather than letting it time out.

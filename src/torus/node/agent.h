@@ -1,5 +1,7 @@
 // Agent: keeps one host registered with the head. Registers — with every bundle of its ledger and every worker it
-// runs or remembers, so that the head reconciles rather than forgets — heartbeats at the period the head asks for,
+// runs or remembers, so that the head reconciles rather than forgets — heartbeats at the period the head asks for
+// on one stream (HeadService.HeartbeatStream, reopened with backoff when it breaks; the channel's keepalive pings
+// notice a head that vanished without closing it),
 // registers again when the head says it does not know this incarnation (the head restarted, or declared this node
 // dead), and keeps retrying with backoff while the head is unreachable. The head's answer to a registration names
 // the bundles to release and the workers to stop (those it does not hold here); everything else keeps running.
@@ -21,6 +23,7 @@
 #include "grpcpp/grpcpp.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/node/bundle_ledger.h"
+#include "torus/node/heartbeat_stream.h"
 #include "torus/node/node_identity.h"
 #include "torus/node/worker_supervisor.h"
 
@@ -48,8 +51,22 @@ class Agent {
   grpc::Status Register();
   // Releases every bundle and stops every worker: the head has been away longer than the grace.
   void GiveUpOnHead(int64_t away_ms);
-  // Sleeps up to `ms` or until Stop(); returns false when stopping.
+  enum class Heartbeats { kReregister, kStopping };
+  // Heartbeats on streams (a new one after each break, with backoff) until the head asks for a registration or
+  // Stop(); falls back to UnaryHeartbeats with a head that has no streamed heartbeats.
+  Heartbeats StreamHeartbeats();
+  // One call per heartbeat, each acknowledged.
+  Heartbeats UnaryHeartbeats();
+  // The next heartbeat; carries the ledger's availability when asked to or when it changed since the last one.
+  rpc::HeartbeatRequest NextHeartbeat(bool with_availability);
+  // The head answered (monotonic time of it kept) / did not (after the grace, GiveUpOnHead once).
+  void HeadAnswered();
+  void HeadSilent();
+  // Logs `what` failed with `status`, once per distinct error.
+  void NoteError(const std::string& what, const grpc::Status& status);
+  // Sleeps up to `ms`, until Wake() or until Stop(); returns false when stopping.
   bool SleepFor(int64_t ms);
+  void Wake();
   void AddAuth(grpc::ClientContext& ctx) const;
 
   const NodeIdentity identity_;
@@ -62,10 +79,16 @@ class Agent {
   std::atomic<uint64_t> incarnation_{0};  // written by Run(), read anywhere
   uint64_t reported_ledger_version_ = 0;
   int64_t period_ms_ = 500;
+  // Run()'s thread only:
+  bool ever_registered_ = false;
+  int64_t last_answer_ms_ = 0;  // when the head last answered (steady clock)
+  bool gave_up_ = false;        // whether the grace ran out since
+  std::string last_error_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;        // guarded by mu_
-  bool ledger_changed_ = false;  // guarded by mu_
+  bool stopping_ = false;                   // guarded by mu_
+  bool woken_ = false;                      // guarded by mu_
+  std::shared_ptr<HeartbeatStream> stream_;  // guarded by mu_; the open stream, for Stop() to cancel
 };
 
 }  // namespace torus::node

@@ -186,6 +186,10 @@ int Run(const NodeFlags& flags) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Heartbeats travel on one long stream: pings notice a head that vanished without closing the connection.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   auto channel = grpc::CreateCustomChannel(flags.address, grpc::InsecureChannelCredentials(), args);
   torus::node::ExitReporter exit_reporter(torus::node::MakeHeadExitSender(channel, token, identity->node_id));
   std::unique_ptr<torus::node::Agent> agent_holder;

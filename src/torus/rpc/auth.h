@@ -11,6 +11,8 @@ namespace torus::rpc {
 
 // gRPC metadata key carrying "Bearer <token>".
 inline constexpr char kAuthMetadataKey[] = "authorization";
+// Initial metadata key the head sends on a heartbeat stream it accepted (a refused call ends without it).
+inline constexpr char kHeartbeatAcceptedKey[] = "torus-heartbeat-accepted";
 
 // 32 random bytes from /dev/urandom as 64 hex characters.
 absl::StatusOr<std::string> GenerateToken();

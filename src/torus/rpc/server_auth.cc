@@ -4,7 +4,7 @@
 
 namespace torus::rpc {
 
-grpc::Status CheckToken(const grpc::CallbackServerContext* ctx, const std::string& token) {
+grpc::Status CheckToken(const grpc::ServerContextBase* ctx, const std::string& token) {
   const auto& metadata = ctx->client_metadata();
   auto it = metadata.find(kAuthMetadataKey);
   if (it == metadata.end()) {

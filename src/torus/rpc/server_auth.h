@@ -9,7 +9,7 @@
 namespace torus::rpc {
 
 // OK when the call carries `authorization: Bearer <token>`; UNAUTHENTICATED (saying what is wrong) otherwise.
-grpc::Status CheckToken(const grpc::CallbackServerContext* ctx, const std::string& token);
+grpc::Status CheckToken(const grpc::ServerContextBase* ctx, const std::string& token);
 
 // Finishes a unary callback call with `status` and returns its reactor.
 grpc::ServerUnaryReactor* FinishCall(grpc::CallbackServerContext* ctx, const grpc::Status& status);

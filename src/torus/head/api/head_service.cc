@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "torus/common/well_known_labels.h"
+#include "torus/head/api/heartbeat_stream.h"
 #include "torus/head/api/views.h"
 #include "torus/head/placement/group_requests.h"
 #include "torus/rpc/convert.h"
@@ -83,15 +84,9 @@ grpc::ServerUnaryReactor* HeadServiceImpl::Heartbeat(grpc::CallbackServerContext
                                                      const rpc::HeartbeatRequest* request,
                                                      rpc::HeartbeatReply* reply) {
   if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
-  ResourceSet available;
-  if (request->has_resources_available()) {
-    auto parsed = rpc::FromProto(request->resources_available(), "resources_available");
-    if (!parsed.ok()) return Finish(ctx, rpc::ToGrpc(parsed.status()));
-    available = *std::move(parsed);
-  }
-  const Liveness::Beat beat = liveness_->Heartbeat(NodeId(request->node_id()), request->incarnation(),
-                                                   request->has_resources_available() ? &available : nullptr);
-  reply->set_action(beat == Liveness::Beat::kOk ? rpc::HeartbeatReply::OK : rpc::HeartbeatReply::REREGISTER);
+  auto action = ApplyHeartbeat(*request, *liveness_);
+  if (!action.ok()) return Finish(ctx, rpc::ToGrpc(action.status()));
+  reply->set_action(*action);
   return Finish(ctx, grpc::Status::OK);
 }
 

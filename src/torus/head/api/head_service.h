@@ -8,6 +8,7 @@
 
 #include "torus/common/clock.h"
 #include "torus/head.grpc.pb.h"
+#include "torus/head/api/heartbeat_stream.h"
 #include "torus/head/metrics/metrics_store.h"
 #include "torus/head/nodes/membership.h"
 #include "torus/head/placement/placement_service.h"
@@ -22,7 +23,8 @@ struct HeadServiceOptions {
   int64_t heartbeat_period_ms = 500;
 };
 
-class HeadServiceImpl final : public rpc::HeadService::CallbackService {
+// HeartbeatStream is served by a HeartbeatStreamServer over this service (heartbeat_stream.h).
+class HeadServiceImpl final : public HeadServiceBase {
  public:
   HeadServiceImpl(StateStore* store, Membership* membership, Liveness* liveness, PlacementService* groups,
                   const Clock* clock, HeadServiceOptions options);

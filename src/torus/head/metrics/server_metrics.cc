@@ -99,6 +99,7 @@ GrpcCountingInterceptorFactory::GrpcCountingInterceptorFactory(RequestCounter* c
 
 grpc::experimental::Interceptor* GrpcCountingInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
+  if (info->type() == grpc::experimental::ServerRpcInfo::Type::BIDI_STREAMING) return nullptr;
   const char* method = info->method();
   return new CountingInterceptor(counter_, method != nullptr && methods_.count(method) ? method : "unknown");
 }

@@ -50,7 +50,8 @@ class RequestCounter {
 
 // Counts every gRPC call the server finishes: method (e.g. "/torus.rpc.HeadService/Heartbeat") and status code name.
 // Methods of services not in `services` (full names, e.g. "torus.rpc.HeadService") count as "unknown", so that
-// callers cannot make a series per made-up method name.
+// callers cannot make a series per made-up method name. Bidirectional streams (an agent's heartbeat stream lives as
+// long as its registration) are not counted: an interceptor would run on every message of them.
 class GrpcCountingInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   GrpcCountingInterceptorFactory(RequestCounter* counter, const std::vector<std::string>& services);

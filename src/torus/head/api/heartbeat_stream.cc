@@ -1,0 +1,156 @@
+#include "torus/head/api/heartbeat_stream.h"
+
+#include "absl/strings/str_cat.h"
+#include "torus/rpc/auth.h"
+#include "torus/rpc/convert.h"
+#include "torus/rpc/server_auth.h"
+
+namespace torus::head {
+
+// One stream, from the request for it to its finish. Exactly one operation is outstanding at any time (the request,
+// the initial metadata, a read, or the finish), so its completion is the only one that may touch the call, and the
+// call deletes itself when its finish completes.
+class HeartbeatStreamServer::Call {
+ public:
+  Call(HeartbeatStreamServer* server, grpc::ServerCompletionQueue* cq) : server_(server), cq_(cq), stream_(&ctx_) {
+    server_->service_->RequestHeartbeatStream(&ctx_, &stream_, cq_, cq_, this);
+  }
+
+  // The outstanding operation completed with `ok`.
+  void Proceed(bool ok) {
+    switch (step_) {
+      case Step::kRequested:
+        if (!ok) {  // the server is shutting down
+          delete this;
+          return;
+        }
+        server_->RequestNext(cq_);
+        if (grpc::Status auth = rpc::CheckToken(&ctx_, server_->token_); !auth.ok()) {
+          Finish(auth);
+          return;
+        }
+        ctx_.AddInitialMetadata(rpc::kHeartbeatAcceptedKey, "1");
+        step_ = Step::kMetadata;
+        stream_.SendInitialMetadata(this);
+        return;
+      case Step::kMetadata:
+        if (!ok) {
+          Finish(grpc::Status::OK);
+          return;
+        }
+        Read();
+        return;
+      case Step::kReading:
+        OnRead(ok);
+        return;
+      case Step::kFinishing:
+        delete this;
+        return;
+    }
+  }
+
+ private:
+  enum class Step { kRequested, kMetadata, kReading, kFinishing };
+
+  void Read() {
+    step_ = Step::kReading;
+    stream_.Read(&request_, this);
+  }
+
+  void OnRead(bool ok) {
+    if (!ok) {  // the agent closed its side, or the stream broke
+      Finish(grpc::Status::OK);
+      return;
+    }
+    if (node_id_.empty()) {
+      node_id_ = request_.node_id();
+    } else if (request_.node_id() != node_id_) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("node_id: a heartbeat stream carries one node; it began as '", node_id_,
+                                       "' and now names '", request_.node_id(), "'")));
+      return;
+    }
+    auto action = ApplyHeartbeat(request_, *server_->liveness_);
+    if (!action.ok()) {
+      Finish(rpc::ToGrpc(action.status()));
+      return;
+    }
+    if (*action == rpc::HeartbeatReply::OK) {
+      Read();
+      return;
+    }
+    reply_.set_action(*action);
+    step_ = Step::kFinishing;
+    stream_.WriteAndFinish(reply_, grpc::WriteOptions(), grpc::Status::OK, this);
+  }
+
+  void Finish(const grpc::Status& status) {
+    step_ = Step::kFinishing;
+    stream_.Finish(status, this);
+  }
+
+  HeartbeatStreamServer* server_;
+  grpc::ServerCompletionQueue* cq_;
+  grpc::ServerContext ctx_;
+  grpc::ServerAsyncReaderWriter<rpc::HeartbeatReply, rpc::HeartbeatRequest> stream_;
+  Step step_ = Step::kRequested;
+  std::string node_id_;  // the node of the stream's first heartbeat
+  rpc::HeartbeatRequest request_;
+  rpc::HeartbeatReply reply_;
+};
+
+absl::StatusOr<std::optional<ResourceSet>> ParseHeartbeat(const rpc::HeartbeatRequest& request) {
+  if (request.node_id().empty()) return absl::InvalidArgumentError("node_id: required");
+  if (!request.has_resources_available()) return std::optional<ResourceSet>();
+  auto parsed = rpc::FromProto(request.resources_available(), "resources_available");
+  if (!parsed.ok()) return parsed.status();
+  return std::optional<ResourceSet>(*std::move(parsed));
+}
+
+absl::StatusOr<rpc::HeartbeatReply::Action> ApplyHeartbeat(const rpc::HeartbeatRequest& request,
+                                                           Liveness& liveness) {
+  auto available = ParseHeartbeat(request);
+  if (!available.ok()) return available.status();
+  const Liveness::Beat beat = liveness.Heartbeat(NodeId(request.node_id()), request.incarnation(),
+                                                 available->has_value() ? &**available : nullptr);
+  return beat == Liveness::Beat::kOk ? rpc::HeartbeatReply::OK : rpc::HeartbeatReply::REREGISTER;
+}
+
+HeartbeatStreamServer::HeartbeatStreamServer(HeadServiceBase* service, Liveness* liveness, std::string token,
+                                             grpc::ServerBuilder& builder, int queues)
+    : service_(service), liveness_(liveness), token_(std::move(token)) {
+  for (int i = 0; i < queues; ++i) queues_.push_back(builder.AddCompletionQueue());
+}
+
+HeartbeatStreamServer::~HeartbeatStreamServer() { Stop(); }
+
+void HeartbeatStreamServer::RequestNext(grpc::ServerCompletionQueue* cq) {
+  absl::MutexLock lock(&mu_);
+  if (!stopping_) new Call(this, cq);
+}
+
+void HeartbeatStreamServer::Start() {
+  for (auto& cq : queues_) {
+    RequestNext(cq.get());
+    threads_.emplace_back([this, q = cq.get()] { Drain(q); });
+  }
+}
+
+void HeartbeatStreamServer::Drain(grpc::ServerCompletionQueue* cq) {
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq->Next(&tag, &ok)) static_cast<Call*>(tag)->Proceed(ok);
+}
+
+void HeartbeatStreamServer::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;  // no request may be added to a queue after its Shutdown
+  }
+  for (auto& cq : queues_) cq->Shutdown();
+  for (std::thread& t : threads_) t.join();
+}
+
+}  // namespace torus::head
