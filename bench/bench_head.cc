@@ -1,6 +1,7 @@
 #include "bench_head.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -99,6 +100,18 @@ double CpuSeconds(pid_t pid) {
     if (i == 15) stime = std::stol(f);
   }
   return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+bool PinToCpu(pid_t pid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  bool all = true;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    const pid_t tid = std::stoi(task.path().filename().string());
+    all = sched_setaffinity(tid, sizeof(set), &set) == 0 && all;
+  }
+  return all;
 }
 
 double RssMb(pid_t pid) {

@@ -39,6 +39,8 @@ std::string HeadLogTail(const HeadProcess& head, int lines);
 // User + system CPU seconds of a process, and its resident set in MB.
 double CpuSeconds(pid_t pid);
 double RssMb(pid_t pid);
+// Pins every thread of `pid` (threads it starts later inherit it) to CPU `cpu`; false if any could not be.
+bool PinToCpu(pid_t pid, int cpu);
 
 // Limits in-flight calls and waits for all of them to finish.
 class InFlight {

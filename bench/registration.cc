@@ -7,6 +7,8 @@
 // (`unary`, as agents did before streams); both modes run against a fresh head each, one after the other.
 //
 //   build/bin/bench_registration --nodes 1000,10000 --seconds 20 --mode stream,unary
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -136,13 +138,21 @@ struct Result {
   int alive_at_end = 0;
 };
 
-Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count, bool stream) {
+// CPUs to pin the head and this load generator to (-1: not pinned).
+struct Pinning {
+  int head = -1;
+  int load = -1;
+};
+
+Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count, bool stream, Pinning pin) {
   auto started = StartHead("/tmp/torus_bench_reg_", {"--heartbeat-period-ms", std::to_string(period_ms)});
   if (!started.ok()) {
     fprintf(stderr, "bench_registration: %s\n", std::string(started.status().message()).c_str());
     exit(1);
   }
   HeadProcess head = *std::move(started);
+  if (pin.head >= 0 && !PinToCpu(head.pid, pin.head)) fprintf(stderr, "bench_registration: cannot pin the head\n");
+  if (pin.load >= 0 && !PinToCpu(getpid(), pin.load)) fprintf(stderr, "bench_registration: cannot pin myself\n");
   auto stubs = MakeStubs(head.address, channels_count, 0);
   const std::string bearer = "Bearer " + head.token;
   std::vector<Node> nodes(n);
@@ -219,6 +229,7 @@ int main(int argc, char** argv) {
   int64_t period_ms = 500;
   int channels = 4;
   std::string modes = "stream,unary";
+  Pinning pin;
   CLI::App app{"Registration and heartbeat load on torus-head"};
   app.add_option("--nodes", nodes_list, "Comma-separated node counts")->capture_default_str();
   app.add_option("--seconds", seconds, "Measurement window per size")->capture_default_str();
@@ -226,6 +237,8 @@ int main(int argc, char** argv) {
   app.add_option("--channels", channels, "Client connections")->capture_default_str();
   app.add_option("--mode", modes, "Heartbeats as streams (stream), unary calls (unary), or both")
       ->capture_default_str();
+  app.add_option("--head-cpu", pin.head, "Pin the head to this CPU (-1: not pinned)")->capture_default_str();
+  app.add_option("--load-cpu", pin.load, "Pin the load generator to this CPU (-1: not pinned)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   printf("%8s  %7s  %12s  %12s  %10s  %9s  %12s  %8s  %8s\n", "nodes", "mode", "register_s", "register/s", "head_cpu%",
@@ -241,7 +254,7 @@ int main(int argc, char** argv) {
         fprintf(stderr, "--mode: '%s' is not stream or unary\n", mode.c_str());
         return 2;
       }
-      Result r = RunOnce(n, seconds, period_ms, channels, mode == "stream");
+      Result r = RunOnce(n, seconds, period_ms, channels, mode == "stream", pin);
       printf("%8d  %7s  %12.3f  %12.0f  %10.1f  %9.1f  %12.0f  %8lld  %8d\n", r.nodes, mode.c_str(), r.register_s,
              r.nodes / r.register_s, r.cpu_percent, r.rss_mb, r.heartbeats_per_s, static_cast<long long>(r.failed),
              r.alive_at_end);
