@@ -92,15 +92,21 @@ GrpcCountingInterceptorFactory::GrpcCountingInterceptorFactory(RequestCounter* c
         google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(name);
     if (service == nullptr) continue;
     for (int i = 0; i < service->method_count(); ++i) {
-      methods_.insert(absl::StrCat("/", service->full_name(), "/", service->method(i)->name()));
+      const google::protobuf::MethodDescriptor* method = service->method(i);
+      const std::string path = absl::StrCat("/", service->full_name(), "/", method->name());
+      if (method->client_streaming() && method->server_streaming()) {
+        uncounted_.insert(path);
+      } else {
+        methods_.insert(path);
+      }
     }
   }
 }
 
 grpc::experimental::Interceptor* GrpcCountingInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
-  if (info->type() == grpc::experimental::ServerRpcInfo::Type::BIDI_STREAMING) return nullptr;
   const char* method = info->method();
+  if (method != nullptr && uncounted_.contains(method)) return nullptr;
   return new CountingInterceptor(counter_, method != nullptr && methods_.count(method) ? method : "unknown");
 }
 

@@ -50,8 +50,8 @@ class RequestCounter {
 
 // Counts every gRPC call the server finishes: method (e.g. "/torus.rpc.HeadService/Heartbeat") and status code name.
 // Methods of services not in `services` (full names, e.g. "torus.rpc.HeadService") count as "unknown", so that
-// callers cannot make a series per made-up method name. Bidirectional streams (an agent's heartbeat stream lives as
-// long as its registration) are not counted: an interceptor would run on every message of them.
+// callers cannot make a series per made-up method name. The bidirectional streams of those services (an agent's
+// heartbeat stream lives as long as its registration) are not counted: an interceptor would run on every message.
 class GrpcCountingInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   GrpcCountingInterceptorFactory(RequestCounter* counter, const std::vector<std::string>& services);
@@ -59,7 +59,8 @@ class GrpcCountingInterceptorFactory : public grpc::experimental::ServerIntercep
 
  private:
   RequestCounter* counter_;
-  std::set<std::string> methods_;  // "/<service>/<method>"
+  std::set<std::string> methods_;    // "/<service>/<method>"
+  std::set<std::string> uncounted_;  // bidirectional streams of the services
 };
 
 // The gRPC status code's name ("OK", "UNAUTHENTICATED", ...).
