@@ -176,8 +176,14 @@ void RegisterJobRoutes(httplib::Server& server, JobService* jobs, const EventLog
     while (true) {
       const int64_t left = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
       chunk = jobs->ReadLog(id, offset, 1 << 20, left);
-      if (!chunk.ok() || !chunk->data.empty() || chunk->finished || absl::Now() >= deadline) break;
-      // Not started yet (or its agent answered early): wait for the job's next change.
+      if (!chunk.ok() || !chunk->data.empty() || absl::Now() >= deadline) break;
+      if (chunk->finished) {
+        // All its output is here; answer once the job's end is recorded too (its worker's exit report may still be
+        // on its way), so that a follower learns both in one answer.
+        auto job = jobs->Get(id);
+        if (!job.ok() || job->job.Terminal()) break;
+      }
+      // Not started yet, its agent answered early, or its end not recorded yet: wait for the job's next change.
       auto next = events->Wait(cursor, {.ids = {id}}, deadline);
       if (next.ok()) {
         cursor = next->revision;

@@ -1,0 +1,25 @@
+# The static archives the torus CLI can link instead of shared libraries: gRPC, protobuf, Abseil, yaml-cpp and
+# their own dependencies (OpenSSL, cpp-httplib and the C/C++ runtime stay shared). The CLI runs on every command a
+# user types; without some 60 shared libraries to map and bind it starts in about half the time. Sets
+# TORUS_STATIC_CLI_LIBS to the archives, or leaves it empty (with a message) when one is not installed.
+set(TORUS_STATIC_CLI_LIBS "")
+if(NOT TORUS_STATIC_CLI)
+  return()
+endif()
+set(_names grpc++ grpc gpr upb address_sorting re2 cares protobuf yaml-cpp z)
+set(_found "")
+foreach(_name ${_names})
+  find_library(TORUS_STATIC_${_name} NAMES lib${_name}.a)
+  if(NOT TORUS_STATIC_${_name})
+    message(STATUS "torus CLI: lib${_name}.a is not installed; linking the CLI against shared libraries")
+    return()
+  endif()
+  list(APPEND _found ${TORUS_STATIC_${_name}})
+endforeach()
+get_filename_component(_dir "${TORUS_STATIC_grpc}" DIRECTORY)
+file(GLOB _absl "${_dir}/libabsl_*.a")
+if(NOT _absl)
+  message(STATUS "torus CLI: Abseil's static libraries are not installed; linking the CLI against shared libraries")
+  return()
+endif()
+set(TORUS_STATIC_CLI_LIBS ${_found} ${_absl})
