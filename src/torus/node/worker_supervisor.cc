@@ -508,6 +508,11 @@ void WorkerSupervisor::TimerLoop() {
 WorkerExit WorkerSupervisor::FinishLocked(Record& record, int wait_status) {
   WorkerInfo& info = record.info;
   info.running = false;
+  auto [first, last] = log_waiters_.equal_range(info.worker_id);
+  for (auto it = first; it != last; ++it) {
+    const uint64_t one = 1;
+    if (write(it->second, &one, sizeof(one)) < 0) spdlog::warn("waking a log wait: {}", std::strerror(errno));
+  }
   if (WIFSIGNALED(wait_status)) {
     info.signal = WTERMSIG(wait_status);
   } else {

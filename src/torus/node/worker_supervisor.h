@@ -135,8 +135,8 @@ class WorkerSupervisor {
   absl::StatusOr<LogChunk> ReadLog(const std::string& worker_id, int64_t offset, int64_t max_bytes) const;
 
   // Returns once the worker's log holds more than `offset` bytes, the worker has exited, `deadline` has passed or
-  // `cancelled()` says so (asked every 100 ms) — whichever comes first (it reads nothing: ReadLog then). Woken by the file's changes
-  // (inotify) and by the worker's exit. NotFound for an unknown id.
+  // `cancelled()` says so (asked every 100 ms) — whichever comes first (it reads nothing: ReadLog then). Woken by
+  // the file's changes (inotify) and by the worker's exit. NotFound for an unknown id.
   absl::Status WaitForLog(const std::string& worker_id, int64_t offset, std::chrono::steady_clock::time_point deadline,
                           const std::function<bool()>& cancelled);
 
@@ -204,6 +204,8 @@ class WorkerSupervisor {
   // empty is dropped from the set, its queue entry then ignored). Both guarded by mu_.
   std::priority_queue<KillTimer, std::vector<KillTimer>, std::greater<KillTimer>> kill_timers_;
   std::set<pid_t> pending_kills_;
+  // Log waits (WaitForLog) per worker id: eventfds that FinishLocked signals when the worker exits. Guarded by mu_.
+  std::multimap<std::string, int> log_waiters_;
   int exits_in_delivery_ = 0;    // finished workers whose on_exit has not returned yet; guarded by mu_
   bool shutting_down_ = false;  // guarded by mu_
 

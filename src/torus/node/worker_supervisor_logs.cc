@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -74,23 +75,28 @@ absl::StatusOr<LogChunk> WorkerSupervisor::ReadLog(const std::string& worker_id,
 absl::Status WorkerSupervisor::WaitForLog(const std::string& worker_id, int64_t offset,
                                           std::chrono::steady_clock::time_point deadline,
                                           const std::function<bool()>& cancelled) {
-  auto running = [this, &worker_id]() {  // REQUIRES: mu_ held
-    auto it = workers_.find(worker_id);
-    return it != workers_.end() && it->second.info.running;
-  };
+  // Woken by writes to the log (inotify) and by the worker's exit (an eventfd the reaper signals, so that an exit
+  // that closed the log before the watch was set still wakes it); `cancelled` is asked every tick.
+  constexpr auto kTick = std::chrono::milliseconds(100);
+  const int exited = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (exited < 0) return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   std::string path;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = workers_.find(worker_id);
-    if (it == workers_.end()) return absl::NotFoundError(absl::StrCat("no worker ", worker_id, " on this node"));
-    if (!it->second.info.running) return absl::OkStatus();
+    if (it == workers_.end()) {
+      close(exited);
+      return absl::NotFoundError(absl::StrCat("no worker ", worker_id, " on this node"));
+    }
+    if (!it->second.info.running) {
+      close(exited);
+      return absl::OkStatus();
+    }
     path = it->second.info.log_path;
+    log_waiters_.emplace(worker_id, exited);
   }
-  // Writes to the log and the worker's last close of it (its exit) wake the wait. A worker whose own children keep
-  // the log open exits without that close: the tick notices its exit.
-  constexpr auto kTick = std::chrono::milliseconds(100);
   const int watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (watch >= 0 && inotify_add_watch(watch, path.c_str(), IN_MODIFY | IN_CLOSE_WRITE) < 0) {
+  if (watch >= 0 && inotify_add_watch(watch, path.c_str(), IN_MODIFY) < 0) {
     spdlog::warn("cannot watch {} for output ({}); checking every {} ms", path, std::strerror(errno), kTick.count());
   }
   while (!cancelled()) {
@@ -98,35 +104,27 @@ absl::Status WorkerSupervisor::WaitForLog(const std::string& worker_id, int64_t 
     if (stat(path.c_str(), &st) == 0 && st.st_size > offset) break;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!running()) break;
-    }
     const auto slice = std::min<std::chrono::steady_clock::duration>(deadline - now, kTick);
     const int ms = std::max<int>(1, std::chrono::duration_cast<std::chrono::milliseconds>(slice).count());
-    pollfd p{watch, POLLIN, 0};
-    if (watch < 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-      continue;
-    }
-    if (poll(&p, 1, ms) <= 0) continue;
-    bool closed = false;
+    pollfd fds[2] = {{exited, POLLIN, 0}, {watch, POLLIN, 0}};
+    if (poll(fds, watch >= 0 ? 2 : 1, ms) <= 0) continue;
+    if (fds[0].revents & POLLIN) break;  // it exited: what it wrote is all there is
     alignas(inotify_event) char buffer[4096];
-    ssize_t n;
-    while ((n = read(watch, buffer, sizeof(buffer))) > 0) {
-      for (ssize_t at = 0; at < n;) {
-        const auto* e = reinterpret_cast<const inotify_event*>(buffer + at);
-        closed = closed || (e->mask & IN_CLOSE_WRITE) != 0;
-        at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
-      }
+    while (read(watch, buffer, sizeof(buffer)) > 0) {
     }
-    if (closed) {  // it is exiting: wait for the reaper to say so
-      std::unique_lock<std::mutex> lock(mu_);
-      exit_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + kTick),
-                          [&] { return !running(); });
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [first, last] = log_waiters_.equal_range(worker_id);
+    for (auto it = first; it != last; ++it) {
+      if (it->second == exited) {
+        log_waiters_.erase(it);
+        break;
+      }
     }
   }
   if (watch >= 0) close(watch);
+  close(exited);
   return absl::OkStatus();
 }
 
