@@ -162,6 +162,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::PrepareBundles(grpc::CallbackServerCo
                        {spec.gpus().begin(), spec.gpus().end()}});
   }
   absl::Status s = ledger_->Prepare(request->group_id(), request->attempt(), bundles, request->ttl_ms() * 1000);
+  if (s.ok() && request->commit()) s = ledger_->Commit(request->group_id(), request->attempt());
   if (s.ok()) {
     on_change_();
   } else {

@@ -308,6 +308,33 @@ TEST_F(NodeServiceTest, AWorkerIsStartedOnlyOnABundleCommittedToItsGroup) {
   EXPECT_TRUE(workers_->List().empty());
 }
 
+// A prepare with `commit` (the group's only participant) holds the bundles committed at once: a worker may start on
+// them with no CommitBundles; without it they are only prepared.
+TEST_F(NodeServiceTest, APrepareThatCommitsHoldsTheBundlesCommitted) {
+  auto prepare = [&](const std::string& group, bool commit) {
+    rpc::PrepareBundlesRequest request;
+    request.set_group_id(group);
+    request.set_attempt(7);
+    request.set_ttl_ms(60'000);
+    request.set_commit(commit);
+    rpc::BundleSpec* b = request.add_bundles();
+    b->set_index(0);
+    (*b->mutable_resources())["CPU"] = 10000;
+    rpc::PrepareBundlesReply reply;
+    return stub_->PrepareBundles(Ctx().get(), request, &reply);
+  };
+  ASSERT_TRUE(prepare("pg-one", true).ok());
+  ASSERT_TRUE(prepare("pg-two", false).ok());
+  std::map<std::string, bool> committed;
+  for (const LedgerEntry& e : ledger_->Entries()) committed[e.group_id] = e.committed;
+  EXPECT_EQ(committed, (std::map<std::string, bool>{{"pg-one", true}, {"pg-two", false}}));
+  rpc::StartWorkerReply reply;
+  EXPECT_TRUE(stub_->StartWorker(Ctx().get(), OnBundle("w1", "pg-one", 0, "true"), &reply).ok());
+  EXPECT_EQ(stub_->StartWorker(Ctx().get(), OnBundle("w2", "pg-two", 0, "true"), &reply).error_message(),
+            "bundle 0 of group pg-two is prepared but not committed");
+  EXPECT_TRUE(WaitExited("w1"));
+}
+
 TEST_F(NodeServiceTest, ReleasingABundleStopsItsWorkersAndFreesItOnceTheyAreGone) {
   Reserve(*ledger_, "pg-r", 0, {0}, {});
   rpc::StartWorkerReply reply;

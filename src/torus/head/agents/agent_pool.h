@@ -28,6 +28,9 @@ struct AgentBundles {
   std::string ledger_group;
   uint64_t attempt = 0;
   std::vector<HeldBundle> bundles;  // ledger_index, resources, chips and gpus are sent
+  // The group's only participant: Prepare holds the bundles committed at once (one-phase commit), and a failed
+  // Prepare may have held them (a lost answer), so it is undone with Release rather than Cancel.
+  bool commit_at_once = false;
 };
 
 // Groups bundles by (node, ledger group); `targets` maps node id -> "address:agent_port". Bundles of nodes without
@@ -68,6 +71,7 @@ class AgentPool {
  public:
   virtual ~AgentPool() = default;
 
+  // Prepares each entry's bundles (committed at once for an entry with commit_at_once), all in parallel.
   virtual std::vector<absl::Status> Prepare(const std::vector<AgentBundles>& entries, int64_t ttl_ms) = 0;
   virtual std::vector<absl::Status> Commit(const std::vector<AgentBundles>& entries) = 0;
   // Drops each entry's prepares of its attempt; errors are ignored (agents drop stale prepares on their own).

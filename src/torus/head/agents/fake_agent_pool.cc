@@ -56,6 +56,11 @@ int FakeAgentPool::prepare_calls() const {
   return prepare_calls_;
 }
 
+int FakeAgentPool::commit_calls() const {
+  absl::MutexLock lock(&mu_);
+  return commit_calls_;
+}
+
 int FakeAgentPool::start_calls() const {
   absl::MutexLock lock(&mu_);
   return start_calls_;
@@ -90,7 +95,9 @@ std::vector<absl::Status> FakeAgentPool::Prepare(const std::vector<AgentBundles>
       }
     }
     if (s.ok()) {
-      for (const HeldBundle& b : e.bundles) agent->ledger[{e.ledger_group, b.ledger_index}] = {e.attempt, false, b};
+      for (const HeldBundle& b : e.bundles) {
+        agent->ledger[{e.ledger_group, b.ledger_index}] = {e.attempt, e.commit_at_once, b};
+      }
     }
     out.push_back(s);
   }
@@ -101,6 +108,7 @@ std::vector<absl::Status> FakeAgentPool::Commit(const std::vector<AgentBundles>&
   absl::MutexLock lock(&mu_);
   std::vector<absl::Status> out;
   for (const AgentBundles& e : entries) {
+    ++commit_calls_;
     Agent* agent = Reachable(e.target);
     if (agent == nullptr) {
       out.push_back(Unreachable(e.target));

@@ -47,6 +47,7 @@ class FakeAgentPool final : public AgentPool {
   // Marks a worker exited (as its process ending would); the test reports the exit to the head itself.
   void EndWorker(const std::string& target, const WorkerId& worker);
   int prepare_calls() const;
+  int commit_calls() const;  // commit calls, one per entry
   int start_calls() const;
 
   std::vector<absl::Status> Prepare(const std::vector<AgentBundles>& entries, int64_t ttl_ms) override;
@@ -80,6 +81,7 @@ class FakeAgentPool final : public AgentPool {
   int64_t next_pid_ ABSL_GUARDED_BY(mu_) = 1000;
   int next_port_ ABSL_GUARDED_BY(mu_) = 20000;
   int prepare_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int commit_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int start_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

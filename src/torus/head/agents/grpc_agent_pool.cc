@@ -103,6 +103,7 @@ std::vector<absl::Status> GrpcAgentPool::Prepare(const std::vector<AgentBundles>
         req->set_group_id(entries[i].ledger_group);
         req->set_attempt(entries[i].attempt);
         req->set_ttl_ms(ttl_ms);
+        req->set_commit(entries[i].commit_at_once);
         for (const HeldBundle& b : entries[i].bundles) ToBundleSpec(b, req->add_bundles());
         StubFor(entries[i].target)->async()->PrepareBundles(ctx, req, reply, std::move(done));
       },

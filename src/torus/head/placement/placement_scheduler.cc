@@ -337,6 +337,10 @@ void PlacementScheduler::Reserve(std::vector<Decision> decisions) {
       owner.push_back(i);
     }
   }
+  // A group with one participant is held in one phase: its prepare commits at once.
+  std::vector<int> participants(batch.size(), 0);
+  for (size_t owner_index : owner) ++participants[owner_index];
+  for (size_t i = 0; i < calls.size(); ++i) calls[i].commit_at_once = participants[owner[i]] == 1;
   // One round of prepares for every group of the batch, then one round of commits for those fully prepared.
   std::vector<absl::Status> prepared = agents_->Prepare(calls, options_.prepare_ttl_ms);
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -345,10 +349,13 @@ void PlacementScheduler::Reserve(std::vector<Decision> decisions) {
           absl::StrCat("prepare refused by node ", calls[i].node.str(), ": ", prepared[i].message());
     }
   }
-  std::vector<AgentBundles> to_commit, to_cancel;
+  std::vector<AgentBundles> to_commit, to_cancel, undo;
   std::vector<size_t> commit_owner;
   for (size_t i = 0; i < calls.size(); ++i) {
-    if (batch[owner[i]].refusal.empty()) {
+    if (calls[i].commit_at_once) {
+      // Held already, or refused — or its answer was lost after it was held: undone by a release then.
+      if (!batch[owner[i]].refusal.empty()) undo.push_back(calls[i]);
+    } else if (batch[owner[i]].refusal.empty()) {
       to_commit.push_back(calls[i]);
       commit_owner.push_back(owner[i]);
     } else {
@@ -363,7 +370,6 @@ void PlacementScheduler::Reserve(std::vector<Decision> decisions) {
           absl::StrCat("commit failed on node ", to_commit[i].node.str(), ": ", committed[i].message());
     }
   }
-  std::vector<AgentBundles> undo;
   for (size_t i = 0; i < to_commit.size(); ++i) {
     if (!batch[commit_owner[i]].refusal.empty()) undo.push_back(to_commit[i]);
   }

@@ -1,8 +1,9 @@
 // PlacementScheduler: the mechanism that turns waiting groups into reservations. One thread makes passes: each pass
 // takes the waiting groups (RESCHEDULING ones first, then in submission order), decides each against the head's
 // accounting (decide.h), reserves the decisions on the agents with two-phase commit — one round of prepares and one
-// of commits for the whole batch; any refusal or timeout cancels every prepare of that group, which retries with
-// back-off — and records the outcome (GroupPlaced, or GroupWaiting with the reason). A group is never partly created.
+// of commits for the whole batch (a group whose bundles are all on one agent is held in one phase: its prepare
+// commits); any refusal or timeout cancels every prepare of that group, which retries with back-off — and records
+// the outcome (GroupPlaced, or GroupWaiting with the reason). A group is never partly created.
 // A group that already holds bundles (rescheduling) is decided and reserved on its own.
 //
 // Fairness: younger requests may be placed past an older one that waits, but once a request has waited longer than

@@ -152,6 +152,39 @@ TEST_F(PlacementSchedulerTest, SubmittedGroupIsCreatedWithItsBundlesCommittedOnT
                                           absl::StrCat("pg-0000000002:0 a", Attempt(2), " committed gpus[2,3]")));
 }
 
+// Two-phase commit is for groups spread over several agents; a group held by one agent is committed by its prepare.
+TEST_F(PlacementSchedulerTest, AGroupOnOneAgentIsHeldInOnePhaseAndOneOnTwoAgentsInTwo) {
+  Join({test_util::CpuHost("c1"), test_util::CpuHost("c2")});
+  scheduler_.Start();
+  const GroupId packed = Submit(test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1}}), Res({{"CPU", 1}})}));
+  ASSERT_TRUE(WaitState(packed, PgState::kCreated));
+  EXPECT_EQ(agents_.prepare_calls(), 1);
+  EXPECT_EQ(agents_.commit_calls(), 0);
+  EXPECT_THAT(LedgerOf("c1"), ElementsAre(absl::StrCat("pg-0000000001:0 a", Attempt(1), " committed gpus[]"),
+                                          absl::StrCat("pg-0000000001:1 a", Attempt(1), " committed gpus[]")));
+
+  const GroupId spread = Submit(test_util::BundleReq(Strategy::kStrictSpread, {Res({{"CPU", 1}}), Res({{"CPU", 1}})}));
+  ASSERT_TRUE(WaitState(spread, PgState::kCreated));
+  EXPECT_EQ(agents_.prepare_calls(), 3);
+  EXPECT_EQ(agents_.commit_calls(), 2);
+  EXPECT_THAT(LedgerOf("c2"), ElementsAre(absl::StrCat("pg-0000000002:1 a", Attempt(2), " committed gpus[]")));
+}
+
+// A one-phase prepare that fails may still have been held (its answer lost): it is released, not cancelled, and the
+// group waits holding nothing.
+TEST_F(PlacementSchedulerTest, AFailedOnePhasePrepareIsReleasedAndTheGroupWaits) {
+  Join({test_util::CpuHost("c1")});
+  agents_.RefusePrepares(TargetOf("c1"), absl::DeadlineExceededError("no answer"));
+  scheduler_.Start();
+  const GroupId a = Submit(test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1}})}));
+  ASSERT_TRUE(WaitGroup(
+      a, [](const Group& g) { return g.reason == "prepare refused by node c1: no answer; retrying in 50 ms"; }));
+  EXPECT_EQ(Get(a).state, PgState::kPending);
+  EXPECT_TRUE(Eventually([&] { return pool_.releases.load() == 1; }, "the release of the failed prepare"));
+  EXPECT_THAT(LedgerOf("c1"), IsEmpty());
+  EXPECT_EQ(pool_.commits.load(), 0);
+}
+
 TEST_F(PlacementSchedulerTest, PrepareRefusalLeavesTheGroupPendingHoldingNothingAndItRetries) {
   Join({test_util::CpuHost("c1"), test_util::CpuHost("c2")});
   agents_.RefusePrepares(TargetOf("c2"), absl::UnavailableError("ledger is busy"));

@@ -225,9 +225,19 @@ class HookedAgentPool final : public AgentPool {
   std::atomic<int> commits{0};
   std::atomic<int> releases{0};
 
+  // A prepare that commits at once (commit_at_once) counts as a commit, and calls after_commit with those it held.
   std::vector<absl::Status> Prepare(const std::vector<AgentBundles>& e, int64_t ttl_ms) override {
     if (before_prepare) before_prepare();
-    return inner_->Prepare(e, ttl_ms);
+    std::vector<absl::Status> out = inner_->Prepare(e, ttl_ms);
+    std::vector<AgentBundles> held;
+    for (size_t i = 0; i < e.size(); ++i) {
+      if (e[i].commit_at_once && out[i].ok()) held.push_back(e[i]);
+    }
+    if (!held.empty()) {
+      commits += static_cast<int>(held.size());
+      if (after_commit) after_commit(held);
+    }
+    return out;
   }
   std::vector<absl::Status> Commit(const std::vector<AgentBundles>& e) override {
     std::vector<absl::Status> out = inner_->Commit(e);
