@@ -121,7 +121,7 @@ def test_version_is_4_and_ray_version_at_least_2_8(cluster):
     numbers = re.match(r"^(\d+)\.(\d+)", version["ray_version"])
     assert numbers, version
     assert (int(numbers[1]), int(numbers[2])) >= (2, 8), version
-    assert isinstance(version["ray_commit"], str)
+    assert version["ray_commit"] == "torus"
     assert version["session_name"] == cluster.session.name
 
 
@@ -322,7 +322,7 @@ def test_list_holds_job_details_with_every_field(cluster):
     assert before <= details["start_time"] <= details["end_time"] <= now_ms()
     assert details["metadata"] == {"k": "v"}
     assert details["runtime_env"] == {"env_vars": {"A": "b"}}
-    assert details["driver_agent_http_address"] is None or isinstance(details["driver_agent_http_address"], str)
+    assert details["driver_agent_http_address"] is None  # no per-node job agent: drivers are the head's workers
     assert details["driver_node_id"] == "head"
     assert details["driver_exit_code"] == 0
     driver = details["driver_info"]

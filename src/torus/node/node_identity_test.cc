@@ -1,6 +1,7 @@
 #include "torus/node/node_identity.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -110,7 +111,21 @@ TEST(HostProbeTest, MemoryFromMeminfo) {
   EXPECT_EQ(DetectMemoryBytes(tmpl), 16384 * 1024);
   EXPECT_EQ(DetectMemoryBytes("/nonexistent"), 0);
   std::filesystem::remove(tmpl);
-  EXPECT_GE(DetectCpuCount(), 1);
+}
+
+// The CPUs this process may run on (its affinity), not the machine's: with the thread held to one CPU it counts 1.
+TEST(CpuCountTest, IsTheAffinityOfTheProcess) {
+  cpu_set_t original;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(original), &original), 0);
+  EXPECT_EQ(DetectCpuCount(), CPU_COUNT(&original));
+  int first = 0;
+  while (!CPU_ISSET(first, &original)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  EXPECT_EQ(DetectCpuCount(), 1);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(original), &original), 0);
 }
 
 }  // namespace
