@@ -252,7 +252,10 @@ void PlacementScheduler::Schedule() {
     if (!batch.empty()) Reserve(std::move(batch));
     batch.clear();
   };
-  for (const Group& g : start.waiting) {
+  // The request that has waited too long to be passed, once one is met: the rest of the pass waits behind it.
+  size_t blocked_after = start.waiting.size();
+  for (size_t position = 0; position < start.waiting.size(); ++position) {
+    const Group& g = start.waiting[position];
     const int64_t now = clock_->NowMicros();
     const int64_t wall = clock_->WallMillis();
     const bool old = wall - g.created_wall_ms > options_.fifo_after_ms;
@@ -262,7 +265,10 @@ void PlacementScheduler::Schedule() {
       if (auto it = backoffs_.find(g.id); it != backoffs_.end()) retry_at = it->second.retry_at_micros;
     }
     if (retry_at > now) {
-      if (old) break;
+      if (old) {
+        blocked_after = position;
+        break;
+      }
       continue;
     }
     bool placed = false;
@@ -297,9 +303,24 @@ void PlacementScheduler::Schedule() {
     if (reason && (*reason != g.reason || g.state != PgState::kPending)) {
       waits.push_back(GroupWaiting{g.id, *reason, wall});
     }
-    if (!placed && old) break;  // strict FIFO behind a request that has waited long
+    if (!placed && old) {  // strict FIFO behind a request that has waited long
+      blocked_after = position;
+      break;
+    }
   }
   flush();
+  if (blocked_after < start.waiting.size()) {
+    // Those behind it say so, rather than "waiting to be scheduled".
+    const Group& blocker = start.waiting[blocked_after];
+    const std::string behind =
+        absl::StrCat("queued behind placement group ", blocker.name.empty() ? blocker.id.str() : blocker.name,
+                     ", which has waited more than ", options_.fifo_after_ms / 1000, " s and goes first");
+    const int64_t wall = clock_->WallMillis();
+    for (size_t i = blocked_after + 1; i < start.waiting.size(); ++i) {
+      const Group& g = start.waiting[i];
+      if (g.reason != behind) waits.push_back(GroupWaiting{g.id, behind, wall});
+    }
+  }
   if (waits.empty()) return;
   store_->Update([&](Txn& txn) {
     for (GroupWaiting& w : waits) {

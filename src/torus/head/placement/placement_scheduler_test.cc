@@ -185,6 +185,39 @@ TEST_F(PlacementSchedulerTest, AFailedOnePhasePrepareIsReleasedAndTheGroupWaits)
   EXPECT_EQ(pool_.commits.load(), 0);
 }
 
+// FIFO with backfill (docs/architecture.md): a younger small request is placed past an older one that waits, until
+// the older one has waited longer than fifo_after_ms (10 s); from then nothing behind it is placed until it is.
+TEST_F(PlacementSchedulerTest, SmallRequestsBackfillPastAWaitingOneUntilItHasWaitedTenSeconds) {
+  Join({test_util::CpuHost("c1", 4)});
+  scheduler_.Start();
+  const GroupId held = Submit(test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 2}})}));
+  ASSERT_TRUE(WaitState(held, PgState::kCreated));
+  const GroupId big = Submit(test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 4}})}));
+  ASSERT_TRUE(WaitGroup(big, [](const Group& g) { return g.reason != "waiting to be scheduled"; }));
+  EXPECT_EQ(Get(big).state, PgState::kPending);
+  // Young: a small one behind it is placed on the free CPUs.
+  const GroupId early = Submit(test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1}})}));
+  ASSERT_TRUE(WaitState(early, PgState::kCreated));
+
+  // Once the big one has waited past 10 s, a small one behind it waits although a CPU is free, and says why.
+  clock_.AdvanceMillis(10'001);
+  const GroupId late = Submit(test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1}})}));
+  scheduler_.Wake();
+  const std::string behind = absl::StrCat("queued behind placement group ", big.str(),
+                                          ", which has waited more than 10 s and goes first");
+  ASSERT_TRUE(WaitGroup(late, [&](const Group& g) { return g.reason == behind; }));
+  EXPECT_EQ(Get(late).state, PgState::kPending);
+  EXPECT_EQ(Get(big).state, PgState::kPending);
+
+  // The big one is placed as soon as it fits, before the small one.
+  for (const GroupId& id : {held, early}) {
+    scheduler_.Release(store_.Update(
+        [&](Txn& txn) { return EndGroup(txn, id, PgState::kRemoved, "removed by user", clock_.WallMillis()); }));
+  }
+  ASSERT_TRUE(WaitState(big, PgState::kCreated));
+  EXPECT_EQ(Get(late).state, PgState::kPending);
+}
+
 TEST_F(PlacementSchedulerTest, PrepareRefusalLeavesTheGroupPendingHoldingNothingAndItRetries) {
   Join({test_util::CpuHost("c1"), test_util::CpuHost("c2")});
   agents_.RefusePrepares(TargetOf("c2"), absl::UnavailableError("ledger is busy"));
