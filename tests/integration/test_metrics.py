@@ -5,6 +5,7 @@ simulator `torus up` starts per simulated TPU host), the head stores the series 
 import gzip
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -129,9 +130,10 @@ def test_gang_load_raises_its_chips_duty_cycle_tagged_with_run_and_rank(torus, t
             assert labels["node_id"] == hosts[rank], labels
             assert labels["slice"] == slice_name and labels["worker_id"] == str(rank), labels
             assert labels["chip"] in {"0", "1", "2", "3"}
-        # Chips of hosts outside the run stay idle and carry no run.
+        # Chips of hosts outside the run stay idle (a duty cycle of 0) and carry no run.
         others = [s for s in latest(torus, "torus_tpu_duty_cycle_percent") if s["labels"]["node_id"] not in hosts]
         assert others and all("run_id" not in s["labels"] for s in others)
+        assert all(s["points"][0][1] == 0 for s in others), [(s["labels"], s["points"][0]) for s in others]
 
         # The same, as Prometheus text.
         samples = scrape(torus)
@@ -188,17 +190,23 @@ def test_node_logs_list_and_read_agent_and_libtpu_logs(torus):
     assert "agent" in names, names
     tpu_file = sorted(n for n in names if n.startswith("tpu/"))[0]
     body = get_json(torus, f"/api/v0/nodes/{host}/log?file={tpu_file}&offset=0")
-    assert body["data"] and body["size"] >= len(body["data"])
-    agent = get_json(torus, f"/api/v0/nodes/{host}/log?file=agent&offset=-4096")
-    assert "torus-node" in agent["data"] or "agent" in agent["data"]
+    # The simulated libtpu's log of this host: its chips as libtpu announces them.
+    assert "Found 4 TPU v6e chip(s) (TPU-V6E, 1 device(s) per chip)" in body["data"], body["data"]
+    assert body["file"] == tpu_file and body["node_id"] == host and body["next_offset"] == len(body["data"].encode())
+    agent = get_json(torus, f"/api/v0/nodes/{host}/log?file=agent&offset=0")
+    assert re.search(rf"\] torus-node \d+ starting: node {host} at ", agent["data"]), agent["data"][:300]
+    tail = get_json(torus, f"/api/v0/nodes/{host}/log?file=agent&offset=-100")  # the last 100 bytes
+    assert tail["offset"] > 0 and tail["next_offset"] - tail["offset"] == len(tail["data"].encode()) == 100, tail
     first = get_json(torus, f"/api/v0/nodes/{host}/log?file=agent&offset=0&max_bytes=100")
     assert first["offset"] == 0 and first["next_offset"] == 100 == len(first["data"].encode())
     code, _, text = http(torus, f"/api/v0/nodes/{host}/log?file=tpu/%FF")
     assert code == 400 and b"UTF-8" in text
-    for bad in ("../token", "/etc/passwd", "tpu/../../token", "nope"):
+    expected = "expected agent, tpu/<file> or workers/<worker id> as ListLogs names them"
+    for bad, why in (("../token", "holds '..'"), ("/etc/passwd", "is an absolute path"),
+                     ("tpu/../../token", "holds '..'"), ("nope", "has an unknown prefix")):
         code, _, text = http(torus, f"/api/v0/nodes/{host}/log?file={bad}")
-        assert code in (400, 404), (bad, code, text)
-        assert b"file" in text or b"name" in text or b"not" in text
+        assert code == 400, (bad, code, text)
+        assert json.loads(text)["error"] == f"node {host}: name '{bad}' {why}; {expected}", text
     code, _, _ = http(torus, "/api/v0/nodes/no-such-node/logs")
     assert code == 404
 
@@ -210,8 +218,11 @@ def test_metrics_api_validates_queries_and_lists_paginate(local_cluster):
                         ("name=torus_x&latest=yes", b"latest")):
         code, _, body = http(torus, f"/api/v0/metrics?{query}")
         assert code == 400 and word in body, (query, code, body)
-    names = get_json(torus, "/api/v0/metrics")["names"]
-    assert isinstance(names, dict)
+    # Series per metric name, once every agent has reported: 16 hosts, 48 simulated TPU chips.
+    names = wait_until(lambda: (n := get_json(torus, "/api/v0/metrics")["names"]) and
+                       n.get("torus_node_cpu_percent") == 16 and n.get("torus_tpu_duty_cycle_percent") == 48 and n,
+                       30, message="every node's and chip's first samples")
+    assert names["torus_tpu_hbm_total_bytes"] == 48 and names["torus_node_memory_total_bytes"] == 16, names
     code, headers, body = http(torus, "/api/v0/nodes?limit=5&offset=10")
     assert code == 200 and len(json.loads(body)) == 5 and headers["X-Total-Count"] == "16"
     code, headers, body = http(torus, "/api/v0/nodes?limit=5&offset=14")
