@@ -136,6 +136,35 @@ TEST_F(TpuDetectTest, V4AccelFiles) {
   EXPECT_THAT(info->warnings, IsEmpty());
 }
 
+// A v4 host's layout written by hand (not by WriteFakeTpuDevices, which the local cluster uses too): /dev/accel0-3,
+// and /sys/class/accel/accelN/device a symlink to the chip's PCI device directory, as the kernel lays them out.
+TEST_F(TpuDetectTest, V4LayoutAsTheKernelMakesIt) {
+  const char* slots[] = {"0000:00:04.0", "0000:00:05.0", "0000:00:06.0", "0000:00:07.0"};
+  for (int i = 0; i < 4; ++i) {
+    const std::string pci = std::string("sys/devices/pci0000:00/") + slots[i];
+    WriteFile("dev/accel" + std::to_string(i), "");
+    WriteFile(pci + "/vendor", "0x1ae0\n");
+    WriteFile(pci + "/device", "0x005e\n");
+    const fs::path link = fs::path(root_) / "sys/class/accel" / ("accel" + std::to_string(i)) / "device";
+    fs::create_directories(link.parent_path());
+    fs::create_directory_symlink(fs::path("../../../devices/pci0000:00") / slots[i], link);
+  }
+  absl::StatusOr<TpuHostInfo> info = DetectTpu(Options({{"TPU_ACCELERATOR_TYPE", "v4-8"},
+                                                        {"TPU_TOPOLOGY", "2x2x1"},
+                                                        {"TPU_WORKER_ID", "0"},
+                                                        {"TPU_NAME", "v4-hand"}}));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->chips, 4);
+  EXPECT_EQ(info->generation, TpuGeneration::kV4);
+  EXPECT_THAT(info->warnings, IsEmpty());
+
+  // The PCI id alone names the generation.
+  info = DetectTpu(Options({}));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->chips, 4);
+  EXPECT_EQ(info->generation, TpuGeneration::kV4);
+}
+
 TEST_F(TpuDetectTest, AccelFilesWithoutSysfsCountButHaveNoGeneration) {
   for (int i = 0; i < 4; ++i) WriteFile("dev/accel" + std::to_string(i), "");
   absl::StatusOr<TpuHostInfo> info = DetectTpu(Options({}));
