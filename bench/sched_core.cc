@@ -2,8 +2,8 @@
 // groups against one ClusterIndex, plus the time to build that index.
 //
 // The cluster: 2,048 v6e-16 slices (8,192 hosts of 4 chips) and 1,808 CPU nodes, labelled with market type, zone,
-// node group and team. 768 slices are held by slice groups (all of the "reserved" market's, and every fourth of the
-// rest), 16 are degraded (a dead host), 32 have a busy chip, some hosts have CPU in use.
+// node group and team. 768 slices are held by slice groups (all 256 of the "reserved" market's — every eighth slice —
+// and the 512 whose index is 2 mod 4), 16 are degraded (a dead host), 32 have a busy chip, some hosts have CPU in use.
 //
 // Each latency benchmark times every decision (steady clock) and reports p50/p99 as counters; a summary table in
 // Markdown is printed at the end.
