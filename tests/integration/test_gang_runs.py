@@ -536,6 +536,19 @@ def test_checkpoints_merge_every_rank_and_keep_the_newest(torus, tmp_path):
     assert (newest / "shared.txt").read_text() == "rank 0 step 6", "on a name clash the lowest rank wins"
     assert [m["step"] for m in run["attempts"][0]["metrics"]] == [1, 2, 3, 4, 5, 6]
 
+    # A later run of the same name and storage path starts from that name's newest checkpoint (README,
+    # docs/training.md); a new name starts fresh.
+    again = train_ok(torus, tmp_path, *V6E_4X4, "--name", "keeper", command=[PYTHON, env_dump(tmp_path)])
+    assert f"[torus] attempt 1: 4 workers, resuming from {newest}" in again.stderr, again.stderr
+    second = run_status(torus, "keeper")
+    assert second["run_id"] != run["run_id"] and second["status"] == "SUCCEEDED", second
+    assert second["attempts"][0]["checkpoint_dir"] == str(newest)
+    for rank in (0, 3):
+        assert rank_env(torus, second["run_id"], rank)["TORUS_CHECKPOINT_DIR"] == str(newest), f"rank {rank}"
+    fresh = train_ok(torus, tmp_path, *V6E_4X4, "--name", "newcomer", command=[PYTHON, env_dump(tmp_path)])
+    assert "resuming from" not in fresh.stderr, fresh.stderr
+    assert rank_env(torus, run_status(torus, "newcomer")["run_id"], 0)["TORUS_CHECKPOINT_DIR"] == ""
+
 
 # A user's stop.
 
