@@ -599,3 +599,66 @@ def test_gpu_runs_sharing_a_host_get_distinct_gpus(torus, tmp_path):
             torus.run("train", "stop", name)
         finish(first, 30)
         finish(second, 30)
+
+
+# The report endpoint of the real head (tests/python runs torus_train against a fake one).
+
+def test_the_heads_report_endpoint_checks_token_attempt_rank_and_staged_directory(torus, tmp_path):
+    torus.up()
+    proc = start_train(torus, tmp_path, *V6E_4X4, "--name", "reporter",
+                       command=[PYTHON, env_dump(tmp_path), "/bin/sleep", "60"])
+    try:
+        run = wait_until(lambda: (lambda r: r if r and r["status"] == "RUNNING" else None)(
+            run_view(torus, "reporter")), 30, message="the run to start")
+        run_id = run["run_id"]
+        env = wait_until(lambda: _env_or_none(torus, run_id, 0), 30, message="rank 0's environment")
+        token = env["TORUS_RUN_TOKEN"]
+        staging = Path(env["TORUS_STORAGE_PATH"]) / ".staging" / "attempt_1"
+        address = (torus.session / "dashboard_address").read_text().strip()
+
+        def report(body, bearer=token, target=run_id):
+            request = urllib.request.Request(f"http://{address}/api/v0/runs/{target}/report",
+                                             data=json.dumps(body).encode(), method="POST",
+                                             headers={"Authorization": f"Bearer {bearer}",
+                                                      "Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    return response.status, json.loads(response.read())
+            except urllib.error.HTTPError as error:
+                return error.code, json.loads(error.read())
+
+        good = {"rank": 0, "attempt": 1, "step": 1, "metrics": {"loss": 0.5}}
+        assert report(good, bearer=torus.token) == (401, {"error": "wrong run token"})  # the cluster's is not it
+        assert report(good, bearer="nope") == (401, {"error": "wrong run token"})
+        assert report({**good, "attempt": 2}) == (409, {"error": f"attempt 2 of run {run_id} is not the running one"})
+        assert report({**good, "rank": 4}) == (400, {"error": "rank 4 is out of range"})
+        outside = tmp_path / "elsewhere"
+        outside.mkdir()
+        code, body = report({**good, "checkpoint": str(outside)})
+        assert code == 400 and body["error"] == (f'checkpoint "{outside}" is not staged under '
+                                                 f'{staging.parent}; report it with torus_train'), body
+        assert report(good) == (200, {"committed": False})
+        status = wait_until(lambda: (lambda r: r if r["attempts"][0]["metrics"] else None)(run_view(torus, run_id)),
+                            10, message="the report to show")
+        [metrics] = status["attempts"][0]["metrics"]
+        assert (metrics["step"], metrics["metrics"]) == (1, {"loss": 0.5}), metrics
+
+        # Step 2 with a staged checkpoint from every rank: the last report commits it.
+        answers = []
+        for rank in range(4):
+            staged = staging / f"rank{rank}_step2"
+            staged.mkdir(parents=True)
+            (staged / f"rank{rank}.txt").write_text(f"rank {rank}")
+            answers.append(report({"rank": rank, "attempt": 1, "step": 2, "metrics": {}, "checkpoint": str(staged)}))
+        committed = Path(env["TORUS_STORAGE_PATH"]) / "checkpoint_2"
+        assert answers == [(200, {"committed": False})] * 3 + [(200, {"committed": True, "checkpoint": str(committed)})]
+        assert sorted(p.name for p in committed.iterdir()) == [".torus_committed"] + [f"rank{r}.txt" for r in range(4)]
+    finally:
+        torus.run("train", "stop", "reporter")
+        if proc.poll() is None:
+            proc.communicate(timeout=60)
+
+
+def _env_or_none(torus, run_id, rank):
+    lines = [line for line in rank_logs(torus, run_id, rank).splitlines() if line.startswith("ENV ")]
+    return json.loads(lines[0][len("ENV "):]) if lines else None
