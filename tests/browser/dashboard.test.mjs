@@ -50,7 +50,8 @@ for (const b of ['torus', 'torus-head', 'torus-node']) {
   }
 }
 
-// Prints `rank R line N` every 0.2 s and reports a loss on every line, until stopped.
+// Prints `rank R line N` every 0.2 s and reports a loss on every line, until stopped; it keeps the CPU busy for
+// 30 ms of each line, so that the simulated libtpu reports its chips' duty cycle above 0.
 const TRAIN_SCRIPT = `\
 import sys, time
 import torus_train
@@ -58,6 +59,9 @@ rank = torus_train.get_context().rank
 for n in range(1, 100000):
     print(f"rank {rank} line {n}", flush=True)
     torus_train.report({"loss": 2.0 / n, "step": n})
+    busy_until = time.monotonic() + 0.03
+    while time.monotonic() < busy_until:
+        pass
     time.sleep(0.2)
 `;
 
@@ -192,11 +196,12 @@ async function main() {
   await card.locator(`g.host[data-host="${rank2Node}"] rect.host-box`).hover();
   await page.selectOption('#slices-color', 'duty');
   await page.waitForSelector('#slices-legend .chip-nodata, #slices-legend .swatch');
-  // Every chip of the run's hosts gets a duty cycle from the simulated libtpu service, shown on hover.
+  // Every chip of the run's hosts gets a duty cycle above 0 (its worker keeps a CPU busy) from the simulated libtpu
+  // service, shown on hover.
   await page.waitForFunction((host) => {
     const chips = [...document.querySelectorAll(`g.host[data-host="${host}"] rect.chip`)];
-    return chips.length === 4 && chips.every((c) => c.dataset.duty !== undefined && c.dataset.duty !== '' && c.dataset.state !== 'nodata');
-  }, rank2Node, { timeout: 15000 });
+    return chips.length === 4 && chips.every((c) => c.dataset.state !== 'nodata' && Number(c.dataset.duty) > 0);
+  }, rank2Node, { timeout: 20000 });
   // The hover text of a chip names its holder with the rank, its duty cycle and its HBM in use.
   await page.waitForFunction((host) => {
     const title = document.querySelector(`g.host[data-host="${host}"] rect.chip > title`);
@@ -241,7 +246,12 @@ async function main() {
   for (const chart of ['cpu', 'duty']) {
     await page.waitForSelector(`[data-chart="${chart}"] svg g.series path`, { timeout: 15000 });
   }
-  await page.waitForFunction(() => /tpu\//.test(document.body.textContent || ''), null, { timeout: 10000 });
+  // The node's libtpu log opens in the viewer: the simulated libtpu's lines naming the host's chips.
+  const tpuFile = page.locator('#node-files-table tr[data-file^="tpu/"]').first();
+  await tpuFile.waitFor({ timeout: 10000 });
+  await tpuFile.locator('button.open-file').click();
+  await page.waitForFunction(() => /Found 4 TPU v6e chip\(s\)/.test(document.querySelector('#node-log')?.textContent || ''),
+    null, { timeout: 10000 });
   await shot('node');
 
   // Jobs: the list renders (empty or not).
@@ -261,6 +271,9 @@ async function main() {
   check(submitted.ok, `job submission: HTTP ${submitted.status}`);
   await page.waitForFunction(() => window.changeRefreshes > 0, null, { timeout: 15000 });
   await page.waitForSelector('#jobs-table tr[data-job="dash-event-job"]', { timeout: 15000 });
+  // Its row follows the job to its end (another change the event stream brings).
+  await page.waitForFunction(() => /SUCCEEDED/.test(document.querySelector('#jobs-table tr[data-job="dash-event-job"]')?.textContent || ''),
+    null, { timeout: 20000 });
 
   // The overview again, to let a few polls run across views.
   await page.click('nav a[data-nav="overview"]');
