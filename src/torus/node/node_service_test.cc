@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/rpc/auth.h"
+#include "torus/rpc/generic_call_test_util.h"
 
 namespace torus::node {
 namespace {
@@ -107,25 +107,8 @@ class NodeServiceTest : public ::testing::Test {
 // length runs past the end) is refused by gRPC before the handler (UNIMPLEMENTED, as its callback API answers);
 // nothing is held or started.
 TEST_F(NodeServiceTest, EveryMethodNeedsTheTokenAndRefusesUndecodableMessages) {
-  grpc::GenericStub generic(channel_);
   auto call = [&](const std::string& method, const std::string& bytes, const std::string& token) {
-    grpc::Slice slice(bytes);
-    grpc::ByteBuffer request(&slice, 1), reply;
-    std::unique_ptr<grpc::ClientContext> ctx = Ctx(token);
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    grpc::Status status;
-    grpc::StubOptions options;
-    generic.UnaryCall(ctx.get(), method, options, &request, &reply, [&](grpc::Status s) {
-      std::lock_guard<std::mutex> lock(mu);
-      status = s;
-      done = true;
-      cv.notify_all();
-    });
-    std::unique_lock<std::mutex> lock(mu);
-    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return done; })) << method;
-    return status;
+    return rpc::testutil::GenericUnaryCall(channel_, method, bytes, token);
   };
   const google::protobuf::ServiceDescriptor* service =
       google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("torus.rpc.NodeService");
