@@ -145,6 +145,7 @@ void HeartbeatStreamServer::Drain(grpc::ServerCompletionQueue* cq) {
 void HeartbeatStreamServer::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  if (threads_.empty()) return;  // never started (the server did not build): the queues end with it
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;  // no request may be added to a queue after its Shutdown
