@@ -19,7 +19,6 @@
 
 #include <httplib.h>
 
-#include "google/protobuf/descriptor.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/client/client.h"
 #include "torus/head.grpc.pb.h"
@@ -133,15 +132,13 @@ TEST_F(MalformedRpcTest, UndecodableMessagesAndBadTokensOnEveryMethod) {
   auto call = [&](const std::string& method, const std::string& bytes, const std::string& token) {
     return torus::rpc::testutil::GenericUnaryCall(channel_, method, bytes, token, std::chrono::seconds(5));
   };
-  const google::protobuf::ServiceDescriptor* service =
-      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("torus.rpc.HeadService");
-  ASSERT_NE(service, nullptr);
-  ASSERT_EQ(service->method_count(), 13);  // a new method: check that it is covered as the others are
-  const std::string undecodable("\x0a\x7f\x01\x02", 4);
-  for (int i = 0; i < service->method_count(); ++i) {
-    const std::string method = "/" + service->full_name() + "/" + service->method(i)->name();
-    grpc::Status garbled = call(method, undecodable, head_.token());
-    if (service->method(i)->client_streaming()) {
+  using torus::rpc::testutil::kUndecodableMessage;
+  const auto methods = torus::rpc::testutil::ServiceMethods("torus.rpc.HeadService");
+  ASSERT_EQ(methods.size(), 13u);  // a new method: check that it is covered as the others are
+  for (const google::protobuf::MethodDescriptor* m : methods) {
+    const std::string method = torus::rpc::testutil::MethodPath(m);
+    grpc::Status garbled = call(method, kUndecodableMessage, head_.token());
+    if (m->client_streaming()) {
       // A stream's read cannot tell a message it could not decode from the agent closing its side: the stream ends,
       // with nothing written back.
       EXPECT_TRUE(garbled.ok() || garbled.error_code() == grpc::StatusCode::INTERNAL)
@@ -156,7 +153,7 @@ TEST_F(MalformedRpcTest, UndecodableMessagesAndBadTokensOnEveryMethod) {
           << method << " with token '" << token << "': " << refused.error_message();
     }
   }
-  grpc::Status unknown = call("/torus.rpc.HeadService/NoSuchMethod", undecodable, head_.token());
+  grpc::Status unknown = call("/torus.rpc.HeadService/NoSuchMethod", kUndecodableMessage, head_.token());
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_TRUE(head_.Alive());
   EXPECT_EQ(AliveNodes(), 0);

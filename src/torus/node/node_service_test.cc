@@ -13,7 +13,6 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/descriptor.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/rpc/auth.h"
 #include "torus/rpc/generic_call_test_util.h"
@@ -110,19 +109,16 @@ TEST_F(NodeServiceTest, EveryMethodNeedsTheTokenAndRefusesUndecodableMessages) {
   auto call = [&](const std::string& method, const std::string& bytes, const std::string& token) {
     return rpc::testutil::GenericUnaryCall(channel_, method, bytes, token);
   };
-  const google::protobuf::ServiceDescriptor* service =
-      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("torus.rpc.NodeService");
-  ASSERT_NE(service, nullptr);
-  ASSERT_EQ(service->method_count(), 13);  // a new method: check that it is covered as the others are
-  const std::string undecodable("\x0a\x7f\x01\x02", 4);
-  for (int i = 0; i < service->method_count(); ++i) {
-    const std::string method = "/" + service->full_name() + "/" + service->method(i)->name();
+  const auto methods = rpc::testutil::ServiceMethods("torus.rpc.NodeService");
+  ASSERT_EQ(methods.size(), 13u);  // a new method: check that it is covered as the others are
+  for (const google::protobuf::MethodDescriptor* m : methods) {
+    const std::string method = rpc::testutil::MethodPath(m);
     for (const std::string& token : {std::string(), std::string("wrong")}) {
       grpc::Status refused = call(method, "", token);
       EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED)
           << method << " with token '" << token << "': " << refused.error_message();
     }
-    grpc::Status garbled = call(method, undecodable, kToken);
+    grpc::Status garbled = call(method, rpc::testutil::kUndecodableMessage, kToken);
     EXPECT_EQ(garbled.error_code(), grpc::StatusCode::UNIMPLEMENTED) << method << ": " << garbled.error_message();
   }
   EXPECT_TRUE(ledger_->Entries().empty());

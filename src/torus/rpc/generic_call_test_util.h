@@ -9,7 +9,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "google/protobuf/descriptor.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/rpc/auth.h"
@@ -41,6 +43,24 @@ inline grpc::Status GenericUnaryCall(const std::shared_ptr<grpc::Channel>& chann
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done; });  // the deadline ends the call
   return status;
+}
+
+// A request no message decodes from: a length-delimited field 1 whose declared length runs past the end.
+inline const std::string kUndecodableMessage("\x0a\x7f\x01\x02", 4);
+
+// The methods of `service` ("torus.rpc.HeadService"), from its descriptor, so that a test over them covers a method
+// added later; empty when the service is unknown.
+inline std::vector<const google::protobuf::MethodDescriptor*> ServiceMethods(const std::string& service) {
+  std::vector<const google::protobuf::MethodDescriptor*> out;
+  const google::protobuf::ServiceDescriptor* s =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service);
+  for (int i = 0; s != nullptr && i < s->method_count(); ++i) out.push_back(s->method(i));
+  return out;
+}
+
+// "/<service>/<method>", as gRPC names a method on the wire.
+inline std::string MethodPath(const google::protobuf::MethodDescriptor* method) {
+  return "/" + method->service()->full_name() + "/" + method->name();
 }
 
 }  // namespace torus::rpc::testutil
