@@ -281,7 +281,7 @@ def test_bad_json_is_refused(cluster, raw):
 
 def test_unsupported_runtime_env_field_is_refused(cluster):
     text = refused(cluster, {"entrypoint": "true", "runtime_env": {"pip": ["requests"]}})
-    assert text == 'runtime_env field "pip" is not supported; supported: env_vars, working_dir'
+    assert text == 'runtime_env field "pip" is not supported; supported: env_vars, working_dir, py_modules, excludes'
 
 
 @pytest.mark.parametrize("amount, message", [
@@ -520,12 +520,15 @@ def test_cli_submit_of_failing_command_exits_1(cluster):
 
 
 def test_cli_submit_passes_env_working_dir_and_resources(cluster, tmp_path):
+    (tmp_path / "marker.txt").write_text("from the uploaded copy")
     result = cluster.run("job", "submit", "--env", "COLOUR=blue", "--working-dir", tmp_path,
                          "--resources", '{"GPU": 1}', "--submission-id", "jobs-api-cli-flags",
-                         "--", "sh", "-c", 'echo "$COLOUR $(pwd)"; sleep 0.5')
+                         "--", "sh", "-c", 'echo "$COLOUR $(cat marker.txt) $(basename $(dirname $(pwd)))"; sleep 0.5')
     assert result.returncode == 0, result.stderr
-    assert result.stdout == f"blue {tmp_path}\n"
-    assert job(cluster, "jobs-api-cli-flags")["driver_node_id"].startswith("gpu-")
+    assert result.stdout == "blue from the uploaded copy packages\n"
+    details = job(cluster, "jobs-api-cli-flags")
+    assert details["driver_node_id"].startswith("gpu-")
+    assert details["runtime_env"]["working_dir"].startswith("gcs://_torus_pkg_")
 
 
 def test_cli_job_commands(cluster):

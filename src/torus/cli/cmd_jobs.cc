@@ -77,7 +77,6 @@ int CmdJobSubmit(const HeadFlags& head, const JobSubmitFlags& flags) {
   auto env = ParseEnvFlags(flags.env);
   if (!env.ok()) return FailCommand(command, env.status());
   job.env_vars = *std::move(env);
-  job.working_dir = flags.working_dir;
   if (!flags.resources.empty()) {
     auto resources = ParseJobResources(flags.resources);
     if (!resources.ok()) return FailCommand(command, resources.status());
@@ -90,6 +89,10 @@ int CmdJobSubmit(const HeadFlags& head, const JobSubmitFlags& flags) {
   }
   auto http = ConnectHttpApi(head);
   if (!http.ok()) return FailCommand(command, http.status());
+  auto locations = UploadLocations(**http, flags.working_dir, flags.py_modules, flags.excludes);
+  if (!locations.ok()) return FailCommand(command, locations.status());
+  job.working_dir = locations->working_dir;
+  job.py_modules = locations->py_modules;
   auto id = (*http)->SubmitJob(job);
   if (!id.ok()) return FailCommand(command, id.status());
   std::cerr << "job " << *id << " submitted\n";

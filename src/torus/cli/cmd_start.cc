@@ -120,7 +120,8 @@ int CmdStart(const StartFlags& flags) {
                                     .heartbeat_period_ms = flags.heartbeat_period_ms,
                                     .node_timeout_ms = flags.node_timeout_ms,
                                     .dashboard_read_only = flags.dashboard_read_only,
-                                    .state_dir = flags.state_dir});
+                                    .state_dir = flags.state_dir,
+                                    .package_unused_grace_s = flags.package_unused_grace_s});
     if (!head_address.ok()) {
       std::cerr << "torus start: " << head_address.status().message() << "\n";
       return 1;

@@ -137,7 +137,6 @@ absl::StatusOr<train::RunSpec> RunSpecFromFlags(const TrainFlags& flags) {
   spec.run.checkpoints_to_keep = flags.checkpoints_to_keep;
   spec.entrypoint = flags.command;
   TORUS_ASSIGN_OR_RETURN(spec.env, ParseEnvFlags(flags.env));
-  spec.working_dir = flags.working_dir;
   return spec;
 }
 
@@ -217,6 +216,10 @@ int CmdTrain(const HeadFlags& head, const TrainFlags& flags) {
   if (!spec.ok()) return FailCommand(command, spec.status());
   auto http = ConnectHttpApi(head);
   if (!http.ok()) return FailCommand(command, http.status());
+  auto locations = UploadLocations(**http, flags.working_dir, flags.py_modules, flags.excludes);
+  if (!locations.ok()) return FailCommand(command, locations.status());
+  spec->working_dir = locations->working_dir;
+  spec->py_modules = locations->py_modules;
   auto run = (*http)->SubmitRun(*spec);
   if (!run.ok()) return FailCommand(command, run.status());
   std::cerr << "[torus] run " << run->name << " submitted as " << run->run_id << "\n";

@@ -105,7 +105,8 @@ int CmdUp(const UpFlags& flags) {
                              .agent_rpc_timeout_ms = flags.agent_rpc_timeout_ms,
                              .prepare_ttl_ms = flags.prepare_ttl_ms,
                              .dashboard_read_only = flags.dashboard_read_only,
-                             .no_journal = flags.no_journal});
+                             .no_journal = flags.no_journal,
+                             .package_unused_grace_s = flags.package_unused_grace_s});
   if (!address.ok()) {
     std::cerr << "torus up: " << address.status().message() << "\n";
     return 1;

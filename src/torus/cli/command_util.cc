@@ -1,10 +1,13 @@
 #include "torus/cli/command_util.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "torus/client/package_upload.h"
 #include "torus/client/session.h"
 
 namespace torus::cli {
@@ -56,6 +59,41 @@ bool HeadWaiter::WaitAgain(const absl::Status& status) {
   std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(delay_, left));
   delay_ = std::min(delay_ * 2, kMaxDelay);
   return true;
+}
+
+absl::StatusOr<Locations> UploadLocations(client::HttpApiClient& http, const std::string& working_dir,
+                                          const std::vector<std::string>& py_modules,
+                                          const std::vector<std::string>& excludes) {
+  auto resolve = [&](const std::string& flag, const std::string& location,
+                     bool parent) -> absl::StatusOr<std::string> {
+    if (location.rfind("gcs://", 0) == 0) return location;
+    std::error_code ec;
+    if (!std::filesystem::is_directory(location, ec)) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " \"", location, "\" is not a local directory; give a ",
+                                                     "directory to upload or a package URI (gcs://<name>.zip)"));
+    }
+    auto up = client::UploadDirectory(http, location, {.excludes = excludes, .include_parent_dir = parent});
+    if (!up.ok()) return up.status();
+    if (up->uploaded) {
+      std::cerr << absl::StrFormat("[torus] uploaded %s: %d files, %.1f MB (%s)\n", location, up->files,
+                                   up->size / 1e6, up->uri);
+    } else {
+      std::cerr << absl::StrFormat("[torus] %s is on the head already (%s)\n", location, up->uri);
+    }
+    return up->uri;
+  };
+  Locations out;
+  if (!working_dir.empty()) {
+    auto uri = resolve("--working-dir", working_dir, false);
+    if (!uri.ok()) return uri.status();
+    out.working_dir = *uri;
+  }
+  for (const std::string& m : py_modules) {
+    auto uri = resolve("--py-module", m, true);
+    if (!uri.ok()) return uri.status();
+    out.py_modules.push_back(*uri);
+  }
+  return out;
 }
 
 }  // namespace torus::cli

@@ -27,6 +27,17 @@ int FollowRunLogs(client::HttpApiClient& http, const std::string& id, bool follo
 // "torus COMMAND: message" on stderr; exit code 2 for bad input, else 1.
 int FailCommand(const std::string& command, const absl::Status& status);
 
+// The --working-dir and --py-module flags as the head takes them: local directories are packed (leaving out
+// `excludes` and what .gitignore files name) and uploaded unless the head has them; package URIs pass as they are.
+// Says on stderr what was uploaded.
+struct Locations {
+  std::string working_dir;
+  std::vector<std::string> py_modules;
+};
+absl::StatusOr<Locations> UploadLocations(client::HttpApiClient& http, const std::string& working_dir,
+                                          const std::vector<std::string>& py_modules,
+                                          const std::vector<std::string>& excludes);
+
 // Repeated `--env KEY=VALUE` flags as a map (a later KEY wins); InvalidArgument names a malformed item.
 absl::StatusOr<std::map<std::string, std::string>> ParseEnvFlags(const std::vector<std::string>& items);
 

@@ -22,7 +22,9 @@ struct JobSubmitFlags {
   std::string resources;       // JSON object
   std::string label_selector;  // JSON object
   std::vector<std::string> env;
-  std::string working_dir;
+  std::string working_dir;               // a local directory (uploaded) or a package URI
+  std::vector<std::string> py_modules;   // likewise, each put on PYTHONPATH
+  std::vector<std::string> excludes;     // gitignore patterns left out of what is uploaded
 };
 
 struct TrainFlags {
@@ -42,7 +44,9 @@ struct TrainFlags {
   std::string storage_path;
   std::optional<int> checkpoints_to_keep;
   std::vector<std::string> env;
-  std::string working_dir;
+  std::string working_dir;               // a local directory (uploaded) or a package URI
+  std::vector<std::string> py_modules;
+  std::vector<std::string> excludes;
   bool no_wait = false;
 };
 
@@ -75,6 +79,7 @@ struct StartFlags {
   bool no_local_node = false;        // --head without an agent on this machine
   bool dashboard_read_only = false;  // head: GET needs no token
   std::string state_dir;             // head: its journal (an existing one brings the cluster's state back)
+  std::optional<int64_t> package_unused_grace_s;  // head: when unused packages are removed
   AgentFlags agent;
 };
 
@@ -91,6 +96,7 @@ struct UpFlags {
   bool no_journal = false;  // the head keeps its state in memory only
   bool dashboard_read_only = false;
   std::optional<int64_t> metrics_period_ms;  // agents' sampling period (their default when unset)
+  std::optional<int64_t> package_unused_grace_s;  // the head's default when unset
 };
 
 struct PgCreateFlags {

@@ -64,6 +64,10 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
                                    "--prepare-ttl-ms",       absl::StrCat(launch.prepare_ttl_ms)};
   if (launch.dashboard_read_only) args.push_back("--dashboard-read-only");
   if (launch.no_journal) args.push_back("--no-journal");
+  if (launch.package_unused_grace_s) {
+    args.push_back("--package-unused-grace-s");
+    args.push_back(absl::StrCat(*launch.package_unused_grace_s));
+  }
   if (!launch.state_dir.empty()) {
     args.push_back("--state-dir");
     args.push_back(launch.state_dir);

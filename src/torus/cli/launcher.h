@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,7 @@ struct HeadLaunch {
   bool dashboard_read_only = false;
   std::string state_dir;  // empty: the head's default, <session>/state
   bool no_journal = false;
+  std::optional<int64_t> package_unused_grace_s;  // unset: the head's default
 };
 
 // Starts torus-head and waits (up to 15 s) until it has written its address; returns "host:port". The launch is

@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
                         "cluster back [default: <session>/state]");
   cmd_start->add_flag("--dashboard-read-only", start.dashboard_read_only,
                       "Head: let GET requests (page, JSON views, /metrics) through without the token");
+  cmd_start->add_option("--package-unused-grace-s", start.package_unused_grace_s,
+                        "Head: remove an uploaded package this long after its last job or run ended [default: 600]");
   AddAgentOptions(cmd_start, start.agent);
   cmd_start->callback([&] { rc = torus::cli::CmdStart(start); });
 
@@ -121,7 +123,8 @@ int main(int argc, char** argv) {
   cmd_pg_create->add_option("--bundle-label-selector", pg_create.bundle_label_selector,
                             "JSON list with one selector per bundle, or one object for all");
   cmd_pg_create->add_option("--fallback", pg_create.fallbacks,
-                            "Alternative, tried in order: '{\"bundles\": [...], \"bundle_label_selector\": [...]}'");
+                            "Alternative, tried in order: '{\"bundles\": [...], \"bundle_label_selector\": [...]}'")
+      ->allow_extra_args(false);
   cmd_pg_create->add_option("--name", pg_create.name, "Unique name among live groups");
   cmd_pg_create->add_option("--wait", pg_create.wait_s, "Wait up to SEC for CREATED (exit 1 if not)");
   cmd_pg_create->add_option("--timeout", pg_create.timeout_s, "Fail the group if not created within SEC (0 = never)");
@@ -163,7 +166,8 @@ int main(int argc, char** argv) {
   cmd_reserve->add_flag("--per-chip", slice.per_chip, "One bundle per chip instead of per host");
   cmd_reserve->add_option("--label-selector", slice.label_selector,
                           "JSON selector every host must match, e.g. '{\"torus.io/market-type\": \"spot\"}'");
-  cmd_reserve->add_option("--fallback", slice.fallbacks, "TYPE:TOPOLOGY[:NUM_SLICES], tried in order (repeatable)");
+  cmd_reserve->add_option("--fallback", slice.fallbacks, "TYPE:TOPOLOGY[:NUM_SLICES], tried in order (repeatable)")
+      ->allow_extra_args(false);
   cmd_reserve->add_option("--resources-per-bundle", slice.resources_per_bundle,
                           "JSON object [default: {\"CPU\": 1, \"TPU\": chips per host}]");
   cmd_reserve->add_option("--name", slice.name, "Unique name among live groups");
@@ -188,8 +192,16 @@ int main(int argc, char** argv) {
   cmd_job_submit->add_option("--submission-id", job_submit.submission_id, "Job id [default: raysubmit_...]");
   cmd_job_submit->add_option("--resources", job_submit.resources, "Entrypoint resources, e.g. '{\"CPU\": 1}'");
   cmd_job_submit->add_option("--label-selector", job_submit.label_selector, "JSON selector of the node to run on");
-  cmd_job_submit->add_option("--env", job_submit.env, "KEY=VALUE for the entrypoint (repeatable)");
-  cmd_job_submit->add_option("--working-dir", job_submit.working_dir, "Directory on the node to run in");
+  cmd_job_submit->add_option("--env", job_submit.env, "KEY=VALUE for the entrypoint (repeatable)")
+      ->allow_extra_args(false);
+  cmd_job_submit->add_option("--working-dir", job_submit.working_dir,
+                             "Local directory to upload and run in (or a package URI, gcs://NAME.zip)");
+  cmd_job_submit->add_option("--py-module", job_submit.py_modules,
+                             "Local directory of a Python module to upload and put on PYTHONPATH (repeatable)")
+      ->allow_extra_args(false);
+  cmd_job_submit->add_option("--exclude", job_submit.excludes,
+                             "gitignore pattern of files not to upload (repeatable; .gitignore files apply too)")
+      ->allow_extra_args(false);
   cmd_job_submit->add_option("CMD", job_submit.command, "The command, after --")->required();
   cmd_job_submit->callback([&] { rc = torus::cli::CmdJobSubmit(head, job_submit); });
 
@@ -241,15 +253,24 @@ int main(int argc, char** argv) {
                         "JSON, e.g. '{\"TPU\": 1}' for one worker per chip");
   cmd_train->add_option("--placement-strategy", train.placement_strategy, "Non-TPU: PACK, SPREAD, STRICT_*");
   cmd_train->add_option("--label-selector", train.label_selector, "JSON selector every worker's host must match");
-  cmd_train->add_option("--fallback", train.fallbacks, "TYPE:TOPOLOGY[:NUM_SLICES], tried in order (repeatable)");
+  cmd_train->add_option("--fallback", train.fallbacks, "TYPE:TOPOLOGY[:NUM_SLICES], tried in order (repeatable)")
+      ->allow_extra_args(false);
   cmd_train->add_option("--max-failures", train.max_failures, "Restarts allowed (-1 = unlimited)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1000000));
   cmd_train->add_option("--name", train.name, "Run name [default: from the script]");
   cmd_train->add_option("--storage-path", train.storage_path, "Shared directory for checkpoints [/tmp/torus/runs]");
   cmd_train->add_option("--checkpoints-to-keep", train.checkpoints_to_keep, "Keep the newest N checkpoints");
-  cmd_train->add_option("--env", train.env, "KEY=VALUE for every worker (repeatable)");
-  cmd_train->add_option("--working-dir", train.working_dir, "Directory the workers run in");
+  cmd_train->add_option("--env", train.env, "KEY=VALUE for every worker (repeatable)")
+      ->allow_extra_args(false);
+  cmd_train->add_option("--working-dir", train.working_dir,
+                        "Local directory to upload; every worker runs in its copy (or a package URI, gcs://NAME.zip)");
+  cmd_train->add_option("--py-module", train.py_modules,
+                        "Local directory of a Python module to upload and put on PYTHONPATH (repeatable)")
+      ->allow_extra_args(false);
+  cmd_train->add_option("--exclude", train.excludes,
+                        "gitignore pattern of files not to upload (repeatable; .gitignore files apply too)")
+      ->allow_extra_args(false);
   cmd_train->add_flag("--no-wait", train.no_wait, "Print the run id and return");
   cmd_train->add_option("CMD", train.command, "The worker command, after --");
   cmd_train->callback([&] {
@@ -290,6 +311,8 @@ int main(int argc, char** argv) {
   cmd_up->add_option("--wait", up.wait_s, "Seconds to wait for every node to register")->capture_default_str();
   cmd_up->add_flag("--dashboard-read-only", up.dashboard_read_only,
                    "Let GET requests (page, JSON views, /metrics) through without the token");
+  cmd_up->add_option("--package-unused-grace-s", up.package_unused_grace_s,
+                     "Remove an uploaded package this long after its last job or run ended [default: 600]");
   cmd_up->add_flag("--no-journal", up.no_journal,
                    "The head keeps its state in memory only (a head restart forgets it); for comparisons");
   cmd_up->add_option("--metrics-period-ms", up.metrics_period_ms, "Agents' metrics sampling period [default: 5000]")

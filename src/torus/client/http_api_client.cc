@@ -42,6 +42,7 @@ absl::StatusOr<json> InterpretAnswer(int status, const std::string& text) {
     case 404: return absl::NotFoundError(message);
     case 409: return absl::FailedPreconditionError(message);
     case 410: return absl::OutOfRangeError(message);
+    case 413: return absl::ResourceExhaustedError(message);
     case 503: return absl::UnavailableError(message);
     default: return absl::InternalError(absl::StrCat("HTTP ", status, ": ", message));
   }
@@ -72,6 +73,7 @@ json JobBody(const JobSubmission& job) {
   json runtime_env = json::object();
   if (!job.env_vars.empty()) runtime_env["env_vars"] = job.env_vars;
   if (!job.working_dir.empty()) runtime_env["working_dir"] = job.working_dir;
+  if (!job.py_modules.empty()) runtime_env["py_modules"] = job.py_modules;
   if (!runtime_env.empty()) body["runtime_env"] = std::move(runtime_env);
   if (!job.resources.empty()) body["entrypoint_resources"] = job.resources;
   if (!job.label_selector.empty()) body["entrypoint_label_selector"] = job.label_selector;
@@ -114,6 +116,19 @@ absl::StatusOr<json> HttpApiClient::Delete(const std::string& path) {
 absl::StatusOr<std::string> HttpApiClient::SubmitJob(const JobSubmission& job) {
   return Extract<std::string>(Post("/api/jobs/", JobBody(job).dump()), "a job submission",
                               [](const json& j) { return j.at("submission_id").get<std::string>(); });
+}
+
+absl::StatusOr<bool> HttpApiClient::PackageExists(const std::string& name) {
+  auto answer = Get("/api/packages/gcs/" + UrlEncode(name));
+  if (answer.ok()) return true;
+  if (absl::IsNotFound(answer.status())) return false;
+  return answer.status();
+}
+
+absl::StatusOr<bool> HttpApiClient::PutPackage(const std::string& name, const std::string& bytes) {
+  return Extract<bool>(Interpret(client_->Put("/api/packages/gcs/" + UrlEncode(name), bytes, "application/zip"),
+                                 address_),
+                       "a package upload", [](const json& j) { return j.at("stored").get<bool>(); });
 }
 
 absl::StatusOr<json> HttpApiClient::GetJob(const std::string& id) { return Get("/api/jobs/" + UrlEncode(id)); }

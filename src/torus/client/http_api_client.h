@@ -43,7 +43,8 @@ struct JobSubmission {
   std::string entrypoint;                        // a shell command (/bin/sh -c)
   std::string submission_id;                     // empty: the head picks one
   std::map<std::string, std::string> env_vars;   // runtime_env.env_vars
-  std::string working_dir;                       // runtime_env.working_dir: a path on the node
+  std::string working_dir;                       // runtime_env.working_dir: a package URI or a path on the node
+  std::vector<std::string> py_modules;           // runtime_env.py_modules: likewise
   std::map<std::string, double> resources;       // entrypoint_resources: name -> amount
   std::map<std::string, std::string> label_selector;  // entrypoint_label_selector: label key -> expression
   std::map<std::string, std::string> metadata;
@@ -128,6 +129,12 @@ class HttpApiClient {
   // again from *from once it is back.
   absl::Status WatchEvents(EventCursor* from, const EventSelector& selector,
                            const std::function<bool(const nlohmann::json& event)>& on_event);
+
+  // Packages (runtime_env working_dir and py_modules; Ray's routes). Whether the head holds package `name`.
+  absl::StatusOr<bool> PackageExists(const std::string& name);
+  // Uploads the archive `bytes` as package `name` (PUT /api/packages/gcs/<name>); true when stored, false when the
+  // head had the same bytes already. ResourceExhausted above the head's size limit.
+  absl::StatusOr<bool> PutPackage(const std::string& name, const std::string& bytes);
 
   const std::string& address() const { return address_; }
 

@@ -21,6 +21,8 @@
 #include "torus/head/api/events_http.h"
 #include "torus/head/api/head_service.h"
 #include "torus/head/api/http_api.h"
+#include "torus/head/api/packages_http.h"
+#include "torus/head/packages/package_store.h"
 #include "torus/head/api/jobs_http.h"
 #include "torus/head/api/metrics_http.h"
 #include "torus/head/api/runs_http.h"
@@ -57,6 +59,8 @@ struct HeadFlags {
   std::string state_dir;          // default: SESSION_DIR/state
   bool no_journal = false;
   std::string journal_sync = "normal";
+  int64_t package_max_bytes = int64_t{512} << 20;
+  int64_t package_unused_grace_s = 600;
   int64_t compact_after = 20'000;
 };
 
@@ -150,6 +154,15 @@ int Run(const HeadFlags& flags) {
   // An agent finds a restarted head within its gRPC reconnect backoff (at most 1 s, torus-node) and a heartbeat
   // period; until then its silence does not count.
   membership.RestoreLiveness((1000 + flags.heartbeat_period_ms) * 1000);
+  // Uploaded packages live beside the journal (and go with it); with no journal, in the session.
+  torus::head::PackageStore packages(
+      &store, &clock, (flags.no_journal ? flags.session_dir : state_dir) + "/packages",
+      {.max_bytes = static_cast<uint64_t>(flags.package_max_bytes),
+       .unused_grace_ms = flags.package_unused_grace_s * 1000});
+  if (absl::Status s = packages.Open(); !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+    return 1;
+  }
   torus::head::PlacementService groups(&store, &scheduler, &ids, &clock);
   torus::head::JobService jobs(&store, &scheduler, &agents, &ids, &clock);
   torus::head::RunService runs(&store, &scheduler, &agents, &ids, &clock);
@@ -195,6 +208,7 @@ int Run(const HeadFlags& flags) {
   int bound_port = 0;
   builder.AddListeningPort(absl::StrCat(flags.host, ":", flags.port), grpc::InsecureServerCredentials(), &bound_port);
   service.SetMetricsStore(&metrics);
+  service.SetPackageStore(&packages);
   builder.RegisterService(&service);
   torus::head::EventServiceImpl event_service(&events, *token);
   builder.RegisterService(&event_service);
@@ -222,6 +236,11 @@ int Run(const HeadFlags& flags) {
   torus::head::HttpApi http(&store, &liveness, &clock, *token, cluster_id);
   http.SetReadOnly(flags.dashboard_read_only);
   http.SetMetricsStore(&metrics);
+  // Package uploads are the largest bodies; a little more for the request line and headers is not a body.
+  http.SetMaxBodyBytes(static_cast<size_t>(flags.package_max_bytes));
+  http.AddRoutes([&packages, &store](httplib::Server& server) {
+    torus::head::RegisterPackageRoutes(server, &packages, &store);
+  });
   http.AddRoutes([&metrics, &store, &agents, &clock](httplib::Server& server) {
     torus::head::RegisterMetricsRoutes(server, &metrics, &store, &agents, &clock);
   });
@@ -263,6 +282,7 @@ int Run(const HeadFlags& flags) {
   std::string http_address = absl::StrCat(flags.host, ":", *http_port);
   driver.SetReportBaseUrl("http://" + http_address);
   driver.Start();
+  packages.StartCollector(std::clamp<int64_t>(flags.package_unused_grace_s * 1000 / 2, 100, 10'000));
   if (!WriteFileAtomically(flags.session_dir + "/dashboard_address", http_address + "\n") ||
       !WriteFileAtomically(flags.session_dir + "/head_address", address + "\n")) {
     spdlog::error("cannot write addresses into {}", flags.session_dir);
@@ -278,6 +298,7 @@ int Run(const HeadFlags& flags) {
   const int signal_number = torus::WaitForTerminationSignal();
   spdlog::info("signal {}: shutting down", signal_number);
   detector.Stop();
+  packages.StopCollector();
   events.Close();  // ends the event streams, which hold HTTP threads
   http.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -341,6 +362,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(10, 100'000));
   app.add_option("--state-dir", flags.state_dir,
                  "Directory of the head's journal (its state survives a restart of the head) [default: SESSION_DIR/state]");
+  app.add_option("--package-max-bytes", flags.package_max_bytes,
+                 "Largest package (runtime_env working_dir or py_modules archive) the head accepts")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{16} << 30));
+  app.add_option("--package-unused-grace-s", flags.package_unused_grace_s,
+                 "A package no job or run uses is removed this long after its upload or its last user's end")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{30} * 86400));
   app.add_flag("--no-journal", flags.no_journal, "Keep the head's state in memory only: a restart forgets it");
   app.add_option("--journal-sync", flags.journal_sync,
                  "normal: a change survives a crash of the head (written to the OS before it is acknowledged); "

@@ -191,6 +191,8 @@ int Run(const NodeFlags& flags) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Package pieces come in replies of up to 4 MiB of data.
+  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 16 << 20);
   auto channel = grpc::CreateCustomChannel(flags.address, grpc::InsecureChannelCredentials(), args);
   torus::node::ExitReporter exit_reporter(torus::node::MakeHeadExitSender(channel, token, identity->node_id));
   std::unique_ptr<torus::node::Agent> agent_holder;
@@ -211,6 +213,8 @@ int Run(const NodeFlags& flags) {
         if (agent_holder) agent_holder->NotifyLedgerChanged();
       },
       &log_files, devices);
+  torus::node::PackageCache packages(work_dir + "/packages", torus::node::MakeHeadPackageFetcher(channel, token));
+  service.SetPackageCache(&packages);
   grpc::ServerBuilder builder;
   int agent_port = 0;
   builder.AddListeningPort(absl::StrCat(flags.node_ip, ":", flags.node_port), grpc::InsecureServerCredentials(),

@@ -4,10 +4,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
 #include "torus/rpc/convert.h"
 #include "torus/rpc/server_auth.h"
@@ -219,21 +221,75 @@ grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerConte
                                                        const rpc::StartWorkerRequest* request,
                                                        rpc::StartWorkerReply* reply) {
   if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  const bool needs_packages = request->has_working_dir_package() || request->py_module_packages_size() > 0;
+  if (!needs_packages) return FinishCall(ctx, StartNow(*request, {}, reply));
+  if (packages_ == nullptr) {
+    return FinishCall(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this agent keeps no packages"));
+  }
+  bool cached = !request->has_working_dir_package() || packages_->Has(request->working_dir_package());
+  for (const rpc::PackageRef& ref : request->py_module_packages()) cached = cached && packages_->Has(ref);
+  if (cached) return FinishCall(ctx, StartWithPackages(*request, reply));
+  // A fetch takes as long as the package's bytes take to arrive: not on a gRPC callback thread.
+  {
+    std::lock_guard<std::mutex> lock(waits_mu_);
+    if (stopping_) return FinishCall(ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, "the agent is stopping"));
+    ++waits_;
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  std::thread([this, request, reply, reactor] {
+    reactor->Finish(StartWithPackages(*request, reply));
+    std::lock_guard<std::mutex> lock(waits_mu_);
+    --waits_;
+    waits_cv_.notify_all();
+  }).detach();
+  return reactor;
+}
+
+grpc::Status NodeServiceImpl::StartWithPackages(const rpc::StartWorkerRequest& request, rpc::StartWorkerReply* reply) {
+  Locations where;
+  if (request.has_working_dir_package()) {
+    auto dir = packages_->Ensure(request.working_dir_package());
+    if (!dir.ok()) return rpc::ToGrpc(dir.status());
+    where.cwd = *dir;
+  }
+  for (const rpc::PackageRef& ref : request.py_module_packages()) {
+    auto dir = packages_->Ensure(ref);
+    if (!dir.ok()) return rpc::ToGrpc(dir.status());
+    where.python_path.push_back(*dir);
+  }
+  return StartNow(request, where, reply);
+}
+
+grpc::Status NodeServiceImpl::StartNow(const rpc::StartWorkerRequest& request_ref, const Locations& where,
+                                       rpc::StartWorkerReply* reply) {
+  const rpc::StartWorkerRequest* request = &request_ref;
   WorkerSpec spec{.worker_id = request->worker_id(),
                   .owner = request->owner(),
                   .argv = {request->argv().begin(), request->argv().end()},
                   .env_set = {request->env_set().begin(), request->env_set().end()},
                   .env_unset = {request->env_unset().begin(), request->env_unset().end()},
-                  .cwd = request->cwd()};
+                  .cwd = where.cwd.empty() ? request->cwd() : where.cwd};
+  if (!where.python_path.empty()) {
+    std::vector<std::string> path = where.python_path;
+    auto set = spec.env_set.find("PYTHONPATH");
+    auto inherited = devices_.base_env.find("PYTHONPATH");
+    const bool unset = std::find(spec.env_unset.begin(), spec.env_unset.end(), "PYTHONPATH") != spec.env_unset.end();
+    if (set != spec.env_set.end()) {
+      if (!set->second.empty()) path.push_back(set->second);
+    } else if (!unset && inherited != devices_.base_env.end() && !inherited->second.empty()) {
+      path.push_back(inherited->second);
+    }
+    spec.env_set["PYTHONPATH"] = absl::StrJoin(path, ":");
+  }
   bool bound = false;
   if (request->has_bundle_index()) {
     // A worker on a bundle: only one this agent holds committed for that group, and only its devices.
-    if (absl::Status s = ValidateWorkerId(spec.worker_id); !s.ok()) return FinishCall(ctx, rpc::ToGrpc(s));
-    if (request->group_id().empty()) return FinishCall(ctx, InvalidArgument("group_id is required with bundle_index"));
+    if (absl::Status s = ValidateWorkerId(spec.worker_id); !s.ok()) return rpc::ToGrpc(s);
+    if (request->group_id().empty()) return InvalidArgument("group_id is required with bundle_index");
     auto bundle = ledger_->Bind(request->group_id(), request->bundle_index(), spec.worker_id);
     if (!bundle.ok()) {
       spdlog::info("start of worker {} refused: {}", spec.worker_id, std::string(bundle.status().message()));
-      return FinishCall(ctx, rpc::ToGrpc(bundle.status()));
+      return rpc::ToGrpc(bundle.status());
     }
     bound = true;
     spec.chips = bundle->chips;
@@ -246,9 +302,8 @@ grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerConte
     auto devices = BundleDeviceEnv(devices_, spec.chips, spec.gpus, spec.env_set, inherited);
     if (!devices.ok()) {
       ledger_->Unbind(spec.worker_id);
-      return FinishCall(ctx, rpc::ToGrpc(absl::FailedPreconditionError(
-                                 absl::StrCat("bundle ", request->bundle_index(), " of group ", request->group_id(),
-                                              ": ", devices.status().message()))));
+      return rpc::ToGrpc(absl::FailedPreconditionError(absl::StrCat(
+          "bundle ", request->bundle_index(), " of group ", request->group_id(), ": ", devices.status().message())));
     }
     for (const auto& [k, v] : devices->set) spec.env_set[k] = v;
     for (const std::string& k : devices->unset) {
@@ -261,11 +316,11 @@ grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerConte
     // A duplicate start leaves the running worker bound; any other failure gives the bundle back.
     if (bound && !absl::IsAlreadyExists(started.status())) ledger_->Unbind(spec.worker_id);
     spdlog::info("start of worker {} refused: {}", request->worker_id(), std::string(started.status().message()));
-    return FinishCall(ctx, rpc::ToGrpc(started.status()));
+    return rpc::ToGrpc(started.status());
   }
   reply->set_pid(started->pid);
   reply->set_log_path(started->log_path);
-  return FinishCall(ctx, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor* NodeServiceImpl::StopWorker(grpc::CallbackServerContext* ctx,

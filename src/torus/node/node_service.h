@@ -21,6 +21,7 @@
 #include "torus/common/device_env.h"
 #include "torus/node/bundle_ledger.h"
 #include "torus/node/log_files.h"
+#include "torus/node/package_cache.h"
 #include "torus/node/worker_supervisor.h"
 
 namespace torus::node {
@@ -69,6 +70,8 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
   grpc::ServerUnaryReactor* GetLedger(grpc::CallbackServerContext* ctx, const rpc::GetLedgerRequest* request,
                                       rpc::LedgerView* reply) override;
 
+  // A worker that names packages starts once they are in the package cache (set by SetPackageCache; without one,
+  // FAILED_PRECONDITION): at once when they are, else after a fetch on a thread of its own.
   grpc::ServerUnaryReactor* StartWorker(grpc::CallbackServerContext* ctx, const rpc::StartWorkerRequest* request,
                                         rpc::StartWorkerReply* reply) override;
   grpc::ServerUnaryReactor* StopWorker(grpc::CallbackServerContext* ctx, const rpc::StopWorkerRequest* request,
@@ -86,8 +89,20 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
   grpc::ServerUnaryReactor* ReadLog(grpc::CallbackServerContext* ctx, const rpc::ReadLogRequest* request,
                                     rpc::ReadLogReply* reply) override;
 
+  // Where packages come from; set before serving.
+  void SetPackageCache(PackageCache* packages) { packages_ = packages; }
+
  private:
+  // Where a worker runs and what goes first on its PYTHONPATH, from its packages.
+  struct Locations {
+    std::string cwd;                       // empty: the request's cwd
+    std::vector<std::string> python_path;
+  };
+  grpc::Status StartWithPackages(const rpc::StartWorkerRequest& request, rpc::StartWorkerReply* reply);
+  grpc::Status StartNow(const rpc::StartWorkerRequest& request, const Locations& where, rpc::StartWorkerReply* reply);
+
   BundleLedger* ledger_;
+  PackageCache* packages_ = nullptr;
   WorkerSupervisor* workers_;
   const std::string node_ip_;
   const std::string token_;

@@ -252,6 +252,11 @@ absl::Status ValidateCommand(const RunSpec& spec) {
     }
   }
   if (spec.working_dir.find('\0') != std::string::npos) return Invalid("working_dir contains a NUL character");
+  for (size_t i = 0; i < spec.py_modules.size(); ++i) {
+    if (spec.py_modules[i].empty() || spec.py_modules[i].find('\0') != std::string::npos) {
+      return Invalid(absl::StrCat("py_modules[", i, "] is empty or contains a NUL character"));
+    }
+  }
   return absl::OkStatus();
 }
 

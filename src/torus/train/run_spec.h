@@ -72,7 +72,8 @@ struct RunSpec {
   RunConfig run;
   std::vector<std::string> entrypoint;  // argv
   std::map<std::string, std::string> env;
-  std::string working_dir;
+  std::string working_dir;              // a path on the node, or a package URI ("gcs://<name>.zip")
+  std::vector<std::string> py_modules;  // package URIs or paths on the node, put on PYTHONPATH
   bool operator==(const RunSpec&) const = default;
 };
 
@@ -116,7 +117,7 @@ RunSpec ApplyRunDefaults(RunSpec spec);
 // num_slices, chips_per_host, resources_per_worker, placement_strategy, label_selector,
 // fallbacks[{accelerator_type, topology, num_slices, chips_per_host}]}, run_config.{name, storage_path,
 // max_failures, checkpoints_to_keep}, entrypoint (a list of strings, or a string run as /bin/sh -c), env
-// (string map), working_dir. Optional values may be null (= absent). Checks types only; PlanRun checks values.
+// (string map), working_dir, py_modules (list of strings). Optional values may be null (= absent). Checks types only; PlanRun checks values.
 // Errors (InvalidArgument) name the field by its path:
 //   `scaling_config: unknown field "num_worker"; accepted: num_workers, use_tpu, ...`
 //   `scaling_config.num_workers: expected an integer, got "4"`, `duplicate field "env.A"`, `invalid JSON: ...`

@@ -281,7 +281,7 @@ absl::StatusOr<RunSpec> RunSpecFromJson(std::string_view text) {
   } catch (const json::exception& e) {
     return Invalid(absl::StrCat("invalid JSON: ", JsonErrorText(e)));
   }
-  TORUS_RETURN_IF_ERROR(CheckObject(root, "", {"scaling_config", "run_config", "entrypoint", "env", "working_dir"}));
+  TORUS_RETURN_IF_ERROR(CheckObject(root, "", {"scaling_config", "run_config", "entrypoint", "env", "working_dir", "py_modules"}));
   if (!duplicates.duplicate().empty()) {
     return Invalid(absl::StrCat("duplicate field \"", duplicates.duplicate(), "\""));
   }
@@ -295,6 +295,12 @@ absl::StatusOr<RunSpec> RunSpecFromJson(std::string_view text) {
       TORUS_ASSIGN_OR_RETURN(spec.entrypoint, ReadEntrypoint(value));
     } else if (key == "env") {
       TORUS_ASSIGN_OR_RETURN(spec.env, ReadStringMap(value, "env"));
+    } else if (key == "py_modules") {
+      if (!value.is_array()) return TypeError("py_modules", "a list of strings", value);
+      for (size_t i = 0; i < value.size(); ++i) {
+        TORUS_ASSIGN_OR_RETURN(std::string m, ReadString(value[i], absl::StrCat("py_modules[", i, "]")));
+        spec.py_modules.push_back(std::move(m));
+      }
     } else {
       TORUS_ASSIGN_OR_RETURN(spec.working_dir, ReadString(value, "working_dir"));
     }
@@ -328,6 +334,7 @@ std::string RunSpecToJson(const RunSpec& spec) {
               {"entrypoint", spec.entrypoint},
               {"env", spec.env},
               {"working_dir", spec.working_dir}};
+  if (!spec.py_modules.empty()) out["py_modules"] = spec.py_modules;
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,8 @@ struct StartSpec {
   std::map<std::string, std::string> env_set;
   std::vector<std::string> env_unset;
   std::string cwd;
+  std::optional<Package> working_dir_package;  // the agent fetches and unpacks it; the worker runs in it
+  std::vector<Package> py_module_packages;      // likewise, each put first on PYTHONPATH
   std::string ledger_group;
   int bundle = -1;
 };

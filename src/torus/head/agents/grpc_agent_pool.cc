@@ -146,6 +146,28 @@ void GrpcAgentPool::Release(const std::vector<AgentBundles>& entries) {
       token_, rpc_timeout_);
 }
 
+namespace {
+
+// A start that needs packages may first fetch them from the head: a minute, and a second per 10 MB of the largest.
+std::chrono::milliseconds PackageFetchAllowance(const std::vector<std::pair<std::string, StartSpec>>& starts) {
+  uint64_t largest = 0;
+  bool any = false;
+  for (const auto& [target, spec] : starts) {
+    if (spec.working_dir_package) {
+      any = true;
+      largest = std::max(largest, spec.working_dir_package->size);
+    }
+    for (const Package& p : spec.py_module_packages) {
+      any = true;
+      largest = std::max(largest, p.size);
+    }
+  }
+  if (!any) return std::chrono::milliseconds(0);
+  return std::chrono::milliseconds(60'000 + static_cast<int64_t>(largest / 10'000));
+}
+
+}  // namespace
+
 std::vector<absl::StatusOr<int64_t>> GrpcAgentPool::StartWorkers(
     const std::vector<std::pair<std::string, StartSpec>>& targets_and_specs) {
   std::vector<rpc::StartWorkerReply> replies;
@@ -160,13 +182,20 @@ std::vector<absl::StatusOr<int64_t>> GrpcAgentPool::StartWorkers(
         req->mutable_env_set()->insert(spec.env_set.begin(), spec.env_set.end());
         for (const std::string& key : spec.env_unset) req->add_env_unset(key);
         req->set_cwd(spec.cwd);
+        auto to_ref = [](const Package& p, rpc::PackageRef* ref) {
+          ref->set_name(p.name);
+          ref->set_sha256(p.sha256);
+          ref->set_size(p.size);
+        };
+        if (spec.working_dir_package) to_ref(*spec.working_dir_package, req->mutable_working_dir_package());
+        for (const Package& p : spec.py_module_packages) to_ref(p, req->add_py_module_packages());
         if (spec.bundle >= 0) {
           req->set_group_id(spec.ledger_group);
           req->set_bundle_index(spec.bundle);
         }
         StubFor(targets_and_specs[i].first)->async()->StartWorker(ctx, req, reply, std::move(done));
       },
-      token_, rpc_timeout_, &replies);
+      token_, rpc_timeout_ + PackageFetchAllowance(targets_and_specs), &replies);
   std::vector<absl::StatusOr<int64_t>> out;
   for (size_t i = 0; i < statuses.size(); ++i) {
     if (statuses[i].ok()) {

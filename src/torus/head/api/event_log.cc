@@ -131,6 +131,14 @@ std::optional<Event> EventOf(const Record& record, const std::function<Owner(con
           about("run", r.run.str());
           e.step = r.step;
           e.message = r.dir;
+        } else if constexpr (std::is_same_v<T, PackageStored>) {
+          about("package", r.package.name);
+          e.status = "STORED";
+          e.wall_ms = r.package.stored_wall_ms;
+        } else if constexpr (std::is_same_v<T, PackageRemoved>) {
+          about("package", r.name);
+          e.status = "REMOVED";
+          e.wall_ms = r.wall_ms;
         } else {
           static_assert(!sizeof(T), "every record makes an event, or says why not");
         }
@@ -177,7 +185,8 @@ std::vector<Event> EventsFromRecords(const std::vector<Record>& records,
 }
 
 bool IsEventKind(std::string_view kind) {
-  return kind == "node" || kind == "group" || kind == "job" || kind == "run" || kind == "worker";
+  return kind == "node" || kind == "group" || kind == "job" || kind == "run" || kind == "worker" ||
+         kind == "package";
 }
 
 bool EventFilter::Matches(const Event& e) const {

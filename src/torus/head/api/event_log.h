@@ -32,7 +32,7 @@ namespace torus::head {
 
 struct Event {
   uint64_t revision = 0;
-  std::string kind;     // "node", "group", "job", "run", "worker"
+  std::string kind;     // "node", "group", "job", "run", "worker", "package"
   std::string id;
   std::string type;     // the record's name: "JobUpdated", "WorkerExited", ...
   std::string status;   // the object's status after the change; "" when the record leaves it as it was
@@ -55,7 +55,7 @@ nlohmann::json EventJson(const Event& event);
 std::vector<Event> EventsFromRecords(const std::vector<Record>& records,
                                      const std::function<Owner(const WorkerId&)>& owner_of);
 
-// Whether `kind` names a kind of event: node, group, job, run or worker.
+// Whether `kind` names a kind of event: node, group, job, run, worker or package.
 bool IsEventKind(std::string_view kind);
 
 // Which events a reader wants: by kind (empty = all), and by id (empty = all; an id matches the event's object

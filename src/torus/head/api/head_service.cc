@@ -195,6 +195,23 @@ grpc::ServerUnaryReactor* HeadServiceImpl::WorkerExited(grpc::CallbackServerCont
   return Finish(ctx, rpc::ToGrpc(s));
 }
 
+grpc::ServerUnaryReactor* HeadServiceImpl::ReadPackage(grpc::CallbackServerContext* ctx,
+                                                       const rpc::ReadPackageRequest* request,
+                                                       rpc::ReadPackageReply* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  if (packages_ == nullptr) return Finish(ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, "this head keeps no packages"));
+  if (absl::Status s = PackageStore::CheckName(request->name()); !s.ok()) return Finish(ctx, rpc::ToGrpc(s));
+  constexpr uint32_t kMaxChunk = 4u << 20;
+  const uint32_t max_bytes = request->max_bytes() == 0 ? kMaxChunk : std::min(request->max_bytes(), kMaxChunk);
+  Package info;
+  auto data = packages_->Read(request->name(), request->offset(), max_bytes, &info);
+  if (!data.ok()) return Finish(ctx, rpc::ToGrpc(data.status()));
+  *reply->mutable_data() = *std::move(data);
+  reply->set_size(info.size);
+  reply->set_sha256(info.sha256);
+  return Finish(ctx, grpc::Status::OK);
+}
+
 grpc::ServerUnaryReactor* HeadServiceImpl::ReportMetrics(grpc::CallbackServerContext* ctx,
                                                          const rpc::MetricsReport* request,
                                                          rpc::MetricsReportReply* reply) {

@@ -11,6 +11,7 @@
 #include "torus/head/api/heartbeat_stream.h"
 #include "torus/head/metrics/metrics_store.h"
 #include "torus/head/nodes/membership.h"
+#include "torus/head/packages/package_store.h"
 #include "torus/head/placement/placement_service.h"
 #include "torus/head/state/liveness.h"
 #include "torus/head/state/state_store.h"
@@ -62,8 +63,15 @@ class HeadServiceImpl final : public HeadServiceBase {
   grpc::ServerUnaryReactor* ReportMetrics(grpc::CallbackServerContext* ctx, const rpc::MetricsReport* request,
                                           rpc::MetricsReportReply* reply) override;
 
+  // A piece of a package, for an agent about to start a worker in it: NOT_FOUND when the head does not hold it,
+  // OUT_OF_RANGE for an offset past its end, INVALID_ARGUMENT for a bad name.
+  grpc::ServerUnaryReactor* ReadPackage(grpc::CallbackServerContext* ctx, const rpc::ReadPackageRequest* request,
+                                        rpc::ReadPackageReply* reply) override;
+
   // Where agents' metric reports go; set before serving (reports are dropped without one).
   void SetMetricsStore(MetricsStore* store) { metrics_ = store; }
+  // Where packages are read from; set before serving (ReadPackage answers UNAVAILABLE without one).
+  void SetPackageStore(const PackageStore* packages) { packages_ = packages; }
 
 
  private:
@@ -75,6 +83,7 @@ class HeadServiceImpl final : public HeadServiceBase {
   Liveness* liveness_;
   PlacementService* groups_;
   MetricsStore* metrics_ = nullptr;
+  const PackageStore* packages_ = nullptr;
   const Clock* clock_;
   const HeadServiceOptions options_;
   const int64_t start_time_ms_;

@@ -44,7 +44,9 @@ using HeadServiceBase = rpc::HeadService::WithCallbackMethod_RegisterNode<rpc::H
                     rpc::HeadService::WithCallbackMethod_RemovePlacementGroup<
                         rpc::HeadService::WithCallbackMethod_ListPlacementGroups<
                             rpc::HeadService::WithCallbackMethod_WorkerExited<
-                                rpc::HeadService::WithCallbackMethod_ReportMetrics<rpc::HeadService::Service>>>>>>>>>>>>>;
+                                rpc::HeadService::WithCallbackMethod_ReportMetrics<
+                                    rpc::HeadService::WithCallbackMethod_ReadPackage<
+                                        rpc::HeadService::Service>>>>>>>>>>>>>>;
 
 class HeartbeatStreamServer {
  public:

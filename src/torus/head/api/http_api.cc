@@ -36,6 +36,7 @@ absl::StatusOr<int> HttpApi::Start(const std::string& host, int port) {
   // Headers and body go out as separate writes; without this a small reply on a kept-alive connection waits for
   // the client's delayed acknowledgement (~40 ms).
   server_->set_tcp_nodelay(true);
+  server_->set_payload_max_length(max_body_bytes_);
   // A thread per open connection: kept-alive clients and event streams each hold one while they last.
   server_->new_task_queue = [] { return new httplib::ThreadPool(64); };
   RegisterRoutes();
@@ -304,8 +305,11 @@ void HttpApi::RegisterRoutes() {
     SendJson(res, 200, rpc::PlacementGroupToJson(*view));
   });
 
-  server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  server_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (res.status == 404 && res.body.empty()) SendError(res, 404, absl::StrCat("no route ", req.method, " ", req.path));
+    if (res.status == 413 && res.body.empty()) {
+      SendError(res, 413, absl::StrCat("the request body is larger than ", max_body_bytes_, " bytes"));
+    }
   });
   server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     SendError(res, 500, "internal error");

@@ -57,6 +57,9 @@ class HttpApi {
   // Node JSON gains each node's metric sources from `store`. Call before Start.
   void SetMetricsStore(const MetricsStore* store) { metrics_ = store; }
 
+  // Refuses request bodies larger than this with 413 (default 1 GiB). Call before Start.
+  void SetMaxBodyBytes(size_t bytes) { max_body_bytes_ = bytes; }
+
   // Lets another component add its routes (e.g. the Jobs API); call before Start.
   void AddRoutes(std::function<void(httplib::Server&)> add);
 
@@ -77,6 +80,7 @@ class HttpApi {
   std::vector<std::function<void(httplib::Server&)>> extra_routes_;
   std::vector<std::function<void(PrometheusWriter&)>> metrics_sources_;
   bool read_only_ = false;
+  size_t max_body_bytes_ = size_t{1} << 30;
   const MetricsStore* metrics_ = nullptr;
   RequestCounter http_requests_;
   std::unique_ptr<httplib::Server> server_;

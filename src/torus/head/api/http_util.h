@@ -7,6 +7,7 @@
 #include <charconv>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
@@ -20,6 +21,24 @@ inline void SendJson(httplib::Response& res, int code, const nlohmann::json& bod
 
 inline void SendError(httplib::Response& res, int code, const std::string& message) {
   SendJson(res, code, {{"error", message}});
+}
+
+// The HTTP status of an error from a service: the one mapping at the edge.
+inline int HttpCodeOf(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument: return 400;
+    case absl::StatusCode::kUnauthenticated: return 401;
+    case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kFailedPrecondition: return 409;
+    case absl::StatusCode::kAlreadyExists: return 409;
+    case absl::StatusCode::kOutOfRange: return 416;
+    case absl::StatusCode::kResourceExhausted: return 413;
+    default: return 500;
+  }
+}
+
+inline void SendStatus(httplib::Response& res, const absl::Status& s) {
+  SendError(res, HttpCodeOf(s), std::string(s.message()));
 }
 
 // Applies `limit`/`offset` to a JSON array, setting X-Total-Count; false (error sent) on bad values.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "torus/head/api/http_util.h"
 #include "torus/head/api/views.h"
+#include "torus/head/packages/package_store.h"
 
 namespace torus::head {
 namespace {
@@ -40,6 +41,21 @@ absl::Status AddAmount(ResourceSet& resources, const std::string& name, const nl
   return absl::OkStatus();
 }
 
+
+constexpr char kLocationForms[] =
+    "a string: a package uploaded to this head (\"gcs://<name>.zip\", see PUT /api/packages/gcs/<name>) or a "
+    "path on the node";
+
+// A working_dir or py_modules entry: a path on the node, or a package URI of this head's scheme.
+absl::Status CheckLocation(const std::string& field, const std::string& value) {
+  if (value.empty()) return FieldError(field, kLocationForms);
+  if (auto name = PackageNameOf(value)) return PackageStore::CheckName(*name);
+  if (value.find("://") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " \"", value, "\" is not supported; use ", kLocationForms));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<JobRequest> ParseJobSubmission(const std::string& body) {
@@ -62,11 +78,26 @@ absl::StatusOr<JobRequest> ParseJobSubmission(const std::string& body) {
           if (!env.ok()) return env.status();
           request.env_vars = *env;
         } else if (rk == "working_dir") {
-          if (!rv.is_string()) return FieldError("runtime_env.working_dir", "a string (a path on the node)");
+          if (!rv.is_string()) return FieldError("runtime_env.working_dir", kLocationForms);
           request.working_dir = rv.get<std::string>();
+          if (absl::Status s = CheckLocation("runtime_env.working_dir", request.working_dir); !s.ok()) return s;
+        } else if (rk == "py_modules") {
+          if (!rv.is_array()) return FieldError("runtime_env.py_modules", "a list of strings");
+          for (size_t i = 0; i < rv.size(); ++i) {
+            const std::string field = absl::StrCat("runtime_env.py_modules[", i, "]");
+            if (!rv[i].is_string()) return FieldError(field, kLocationForms);
+            request.py_modules.push_back(rv[i].get<std::string>());
+            if (absl::Status s = CheckLocation(field, request.py_modules.back()); !s.ok()) return s;
+          }
+        } else if (rk == "excludes") {
+          // Used by the client that packed working_dir; nothing for the head to do with it.
+          if (!rv.is_array() || !std::all_of(rv.begin(), rv.end(), [](const auto& e) { return e.is_string(); })) {
+            return FieldError("runtime_env.excludes", "a list of strings (gitignore patterns)");
+          }
         } else {
-          return absl::InvalidArgumentError(
-              absl::StrCat("runtime_env field \"", rk, "\" is not supported; supported: env_vars, working_dir"));
+          return absl::InvalidArgumentError(absl::StrCat("runtime_env field \"", rk,
+                                                         "\" is not supported; supported: env_vars, working_dir, "
+                                                         "py_modules, excludes"));
         }
       }
       request.runtime_env_json = value.dump();

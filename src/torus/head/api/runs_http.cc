@@ -10,19 +10,6 @@
 namespace torus::head {
 namespace {
 
-int HttpCode(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument: return 400;
-    case absl::StatusCode::kUnauthenticated: return 401;
-    case absl::StatusCode::kNotFound: return 404;
-    case absl::StatusCode::kFailedPrecondition: return 409;
-    case absl::StatusCode::kAlreadyExists: return 409;
-    default: return 500;
-  }
-}
-
-void SendStatus(httplib::Response& res, const absl::Status& s) { SendError(res, HttpCode(s), std::string(s.message())); }
-
 bool IntParam(const httplib::Request& req, const std::string& name, int64_t fallback, int64_t& out,
               httplib::Response& res) {
   out = fallback;

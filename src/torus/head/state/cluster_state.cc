@@ -54,6 +54,19 @@ const Job* ClusterState::FindJob(const JobId& id) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
+const Package* ClusterState::FindPackage(std::string_view name) const {
+  auto it = packages_.find(name);
+  return it == packages_.end() ? nullptr : &it->second;
+}
+
+absl::Status ClusterState::CheckPackageStored(const std::string& field, const std::string& uri) const {
+  auto name = PackageNameOf(uri);
+  if (!name || FindPackage(*name) != nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(field, ": package ", uri,
+                                                    " is not on the head; upload it first (PUT /api/packages/gcs/",
+                                                    *name, ")"));
+}
+
 const Run* ClusterState::FindRun(const RunId& id) const {
   auto it = runs_.find(id);
   return it == runs_.end() ? nullptr : &it->second;
@@ -409,6 +422,22 @@ absl::Status ClusterState::ApplyOne(const JobDeleted& r) {
   }
   if (!it->second.worker.empty()) workers_.erase(it->second.worker);
   jobs_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status ClusterState::ApplyOne(const PackageStored& r) {
+  if (r.package.name.empty()) return absl::InvalidArgumentError("PackageStored: empty name");
+  if (packages_.contains(r.package.name)) {
+    return absl::AlreadyExistsError(absl::StrCat("PackageStored: package ", r.package.name, " is already stored"));
+  }
+  packages_[r.package.name] = r.package;
+  return absl::OkStatus();
+}
+
+absl::Status ClusterState::ApplyOne(const PackageRemoved& r) {
+  auto it = packages_.find(r.name);
+  if (it == packages_.end()) return Unknown("PackageRemoved", "package", r.name);
+  packages_.erase(it);
   return absl::OkStatus();
 }
 

@@ -58,6 +58,11 @@ class ClusterState {
   const Run* FindRun(const RunId& id) const;
   // By id, or the newest run of that name.
   const Run* FindRun(std::string_view id_or_name) const;
+  const std::map<std::string, Package, std::less<>>& packages() const { return packages_; }
+  const Package* FindPackage(std::string_view name) const;
+  // FailedPrecondition naming `field` and the upload route when `uri` is a package URI the head does not hold; OK
+  // for a stored package or a path on the node.
+  absl::Status CheckPackageStored(const std::string& field, const std::string& uri) const;
 
   // ---- Derived views ----
 
@@ -105,6 +110,8 @@ class ClusterState {
   absl::Status ApplyOne(const RunStopRequested& r);
   absl::Status ApplyOne(const RunReported& r);
   absl::Status ApplyOne(const CheckpointCommitted& r);
+  absl::Status ApplyOne(const PackageStored& r);
+  absl::Status ApplyOne(const PackageRemoved& r);
 
   Group* MutableGroup(const GroupId& id);
   void AddHistory(Group& group, int64_t wall_ms, const std::string& message);
@@ -126,6 +133,7 @@ class ClusterState {
   std::map<WorkerId, Worker> workers_;
   std::map<JobId, Job> jobs_;
   std::map<RunId, Run> runs_;
+  std::map<std::string, Package, std::less<>> packages_;
 
   friend class StateCodec;  // snapshots read and restore every member
 };

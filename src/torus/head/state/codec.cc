@@ -169,8 +169,25 @@ TORUS_JSON_FIELDS(Group, id, name, kind, bundle_request, slice_request, request_
 TORUS_JSON_FIELDS(WorkerExit, exit_code, signal, lost, start_failed, reason, wall_ms)
 TORUS_JSON_FIELDS(Worker, id, owner, attempt, rank, node, group, ledger_group, bundle,
                                                 chips, gpus, phase, pid, start_wall_ms, exit)
-TORUS_JSON_FIELDS(JobRequest, entrypoint, submission_id, env_vars, working_dir, metadata,
-                                                resources, label_selector, runtime_env_json)
+// py_modules came later: a journal written before it has none.
+void to_json(json& j, const JobRequest& r) {
+  j = json{{"entrypoint", r.entrypoint},       {"submission_id", r.submission_id}, {"env_vars", r.env_vars},
+           {"working_dir", r.working_dir},     {"py_modules", r.py_modules},       {"metadata", r.metadata},
+           {"resources", r.resources},         {"label_selector", r.label_selector},
+           {"runtime_env_json", r.runtime_env_json}};
+}
+void from_json(const json& j, JobRequest& r) {
+  TorusGetField(j, "entrypoint", r.entrypoint);
+  TorusGetField(j, "submission_id", r.submission_id);
+  TorusGetField(j, "env_vars", r.env_vars);
+  TorusGetField(j, "working_dir", r.working_dir);
+  if (j.contains("py_modules")) TorusGetField(j, "py_modules", r.py_modules);
+  TorusGetField(j, "metadata", r.metadata);
+  TorusGetField(j, "resources", r.resources);
+  TorusGetField(j, "label_selector", r.label_selector);
+  TorusGetField(j, "runtime_env_json", r.runtime_env_json);
+}
+TORUS_JSON_FIELDS(Package, name, sha256, size, stored_wall_ms)
 TORUS_JSON_FIELDS(Job, id, request, status, message, error_type, submit_time_ms,
                                                 start_time_ms, end_time_ms, group, worker, exit_code, stop_requested)
 TORUS_JSON_FIELDS(RankState, rank, worker, node, address, slice_name, chips, gpus)
@@ -239,6 +256,8 @@ TORUS_JSON_FIELDS(RunFinished, run, status, message, wall_ms)
 TORUS_JSON_FIELDS(RunStopRequested, run)
 TORUS_JSON_FIELDS(RunReported, run, attempt, rank, step, metrics_json, checkpoint, wall_ms)
 TORUS_JSON_FIELDS(CheckpointCommitted, run, step, dir, committed)
+TORUS_JSON_FIELDS(PackageStored, package)
+TORUS_JSON_FIELDS(PackageRemoved, name, wall_ms)
 
 namespace {
 
@@ -256,7 +275,7 @@ const std::map<std::string, Decoder, std::less<>>& Decoders() {
       Entry<WorkerStarting>(),   Entry<WorkerStarted>(),    Entry<WorkerExited>(),      Entry<JobSubmitted>(),
       Entry<JobUpdated>(),       Entry<JobStopRequested>(), Entry<JobDeleted>(),        Entry<RunSubmitted>(),
       Entry<AttemptStarted>(),   Entry<AttemptEnded>(),     Entry<RunFinished>(),       Entry<RunStopRequested>(),
-      Entry<RunReported>(),      Entry<CheckpointCommitted>()};
+      Entry<RunReported>(),      Entry<CheckpointCommitted>(), Entry<PackageStored>(),    Entry<PackageRemoved>()};
   return *decoders;
 }
 
@@ -318,12 +337,13 @@ std::string StateCodec::EncodeState(const ClusterState& s) {
   for (const auto& [id, w] : s.workers_) out += line("worker", w);
   for (const auto& [id, job] : s.jobs_) out += line("job", job);
   for (const auto& [id, run] : s.runs_) out += line("run", run);
+  for (const auto& [name, p] : s.packages_) out += line("package", p);
   return out;
 }
 
 namespace {
 
-using Entity = std::variant<Node, Group, Worker, Job, Run>;
+using Entity = std::variant<Node, Group, Worker, Job, Run, Package>;
 
 absl::StatusOr<Entity> DecodeEntity(std::string_view text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -335,6 +355,7 @@ absl::StatusOr<Entity> DecodeEntity(std::string_view text) {
     if (kind == "worker") return Entity(value.get<Worker>());
     if (kind == "job") return Entity(value.get<Job>());
     if (kind == "run") return Entity(value.get<Run>());
+    if (kind == "package") return Entity(value.get<Package>());
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(kind, ": ", e.what()));
   }
@@ -391,9 +412,12 @@ absl::StatusOr<ClusterState> StateCodec::DecodeState(std::string_view text) {
           } else if constexpr (std::is_same_v<T, Job>) {
             const JobId id = e.id;
             s.jobs_[id] = std::move(e);
-          } else {
+          } else if constexpr (std::is_same_v<T, Run>) {
             const RunId id = e.id;
             s.runs_[id] = std::move(e);
+          } else {
+            const std::string name = e.name;
+            s.packages_[name] = std::move(e);
           }
         },
         *entities[i]);

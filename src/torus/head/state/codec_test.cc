@@ -122,7 +122,8 @@ Job MakeJob(const std::string& id) {
   j.request = {.entrypoint = "python3 -c 'print(\"hi ✓\")'",
                .submission_id = id,
                .env_vars = {{"A", "1"}},
-               .working_dir = "/w",
+               .working_dir = "gcs://_ray_pkg_w.zip",
+               .py_modules = {"gcs://_ray_pkg_m.zip", "/opt/m"},
                .metadata = {{"owner", "me"}},
                .resources = Res(1, 1),
                .label_selector = {{"zone", "z1"}},
@@ -170,6 +171,8 @@ std::vector<Record> OneOfEach() {
       RunStopRequested{RunId("r1")},
       RunReported{RunId("r1"), 2, 1, 40, "{\"loss\":0.25}", "/stage/40/1", 4000},
       CheckpointCommitted{RunId("r1"), 40, "/tmp/x/r/checkpoint_40", {{5, "/a"}, {40, "/b"}}},
+      PackageStored{Package{"_ray_pkg_a.zip", std::string(64, 'c'), 1234, 4100}},
+      PackageRemoved{"_ray_pkg_a.zip", 4200},
   };
 }
 
@@ -314,6 +317,16 @@ TEST(StateCodecTest, MissingAndMistypedFieldsAreNamed) {
 
 // JSON text is UTF-8: a record with other bytes has no exact text, and is written with U+FFFD for each bad byte
 // (StateStore then applies it as written; state_store_test checks that a replay finds the same job).
+TEST(StateCodecTest, AJobRecordedBeforePyModulesDecodesWithNone) {
+  nlohmann::json j = nlohmann::json::parse(StateCodec::EncodeRecord(JobSubmitted{MakeJob("old")}));
+  j["job"]["request"].erase("py_modules");
+  auto record = StateCodec::DecodeRecord(j.dump());
+  ASSERT_TRUE(record.ok()) << record.status();
+  const Job& job = std::get<JobSubmitted>(*record).job;
+  EXPECT_TRUE(job.request.py_modules.empty());
+  EXPECT_EQ(job.request.working_dir, "gcs://_ray_pkg_w.zip");
+}
+
 TEST(StateCodecTest, TextThatIsNotUtf8IsWrittenWithReplacementCharacters) {
   Job job = MakeJob("j\xff");
   job.message = "bad \xfe byte";

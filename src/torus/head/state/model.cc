@@ -6,6 +6,11 @@ namespace torus::head {
 
 std::string NodeStateName(NodeState s) { return s == NodeState::kAlive ? "ALIVE" : "DEAD"; }
 
+std::optional<std::string> PackageNameOf(std::string_view uri) {
+  if (!uri.starts_with(kPackageScheme)) return std::nullopt;
+  return std::string(uri.substr(kPackageScheme.size()));
+}
+
 std::string Node::target() const { return absl::StrCat(info.address, ":", info.agent_port); }
 
 std::string PgStateName(PgState s) {

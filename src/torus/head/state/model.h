@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "torus/common/labels.h"
@@ -164,7 +165,8 @@ struct JobRequest {
   std::string entrypoint;
   std::string submission_id;  // generated when empty
   std::map<std::string, std::string> env_vars;
-  std::string working_dir;
+  std::string working_dir;               // a path on the node, or a package URI ("gcs://_ray_pkg_<hash>.zip")
+  std::vector<std::string> py_modules;   // package URIs or paths on the node, put on PYTHONPATH
   std::map<std::string, std::string> metadata;
   ResourceSet resources;      // entrypoint_num_cpus/gpus/memory/resources
   std::map<std::string, std::string> label_selector;
@@ -251,5 +253,22 @@ struct Run {
   }
   const RunAttempt* current() const { return attempts.empty() ? nullptr : &attempts.back(); }
 };
+
+// ---- Packages: zip archives uploaded for runtime_env working_dir / py_modules ----
+
+// The URI scheme Ray's job clients give uploaded packages ("gcs://<name>").
+inline constexpr std::string_view kPackageScheme = "gcs://";
+
+// A package the head holds; its bytes are a file in the head's package directory (PackageStore).
+struct Package {
+  std::string name;    // "_ray_pkg_<hash>.zip", "_torus_pkg_<hash>.zip", ...
+  std::string sha256;  // of the archive's bytes, lowercase hex
+  uint64_t size = 0;
+  int64_t stored_wall_ms = 0;
+  bool operator==(const Package&) const = default;
+};
+
+// The package name of `uri` when it is a package URI ("gcs://x.zip" -> "x.zip"); nullopt for a path on the node.
+std::optional<std::string> PackageNameOf(std::string_view uri);
 
 }  // namespace torus::head

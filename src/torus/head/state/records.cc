@@ -19,6 +19,8 @@ struct NameOf {
   std::string_view operator()(const JobUpdated&) const { return "JobUpdated"; }
   std::string_view operator()(const JobStopRequested&) const { return "JobStopRequested"; }
   std::string_view operator()(const JobDeleted&) const { return "JobDeleted"; }
+  std::string_view operator()(const PackageStored&) const { return "PackageStored"; }
+  std::string_view operator()(const PackageRemoved&) const { return "PackageRemoved"; }
   std::string_view operator()(const RunSubmitted&) const { return "RunSubmitted"; }
   std::string_view operator()(const AttemptStarted&) const { return "AttemptStarted"; }
   std::string_view operator()(const AttemptEnded&) const { return "AttemptEnded"; }

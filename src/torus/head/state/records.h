@@ -176,10 +176,22 @@ struct CheckpointCommitted {
   std::vector<std::pair<int64_t, std::string>> committed;
 };
 
+// A package's bytes are in the head's package directory (written before this record).
+struct PackageStored {
+  Package package;
+};
+
+// A package nothing uses any more is removed (its file is deleted after this record).
+struct PackageRemoved {
+  std::string name;
+  int64_t wall_ms = 0;
+};
+
 using Record = std::variant<HeadStarted, NodeRegistered, NodeDied, GroupSubmitted, GroupPlaced, GroupWaiting,
                             GroupBundlesLost, GroupEnded, WorkerStarting, WorkerStarted, WorkerExited, JobSubmitted,
                             JobUpdated, JobStopRequested, JobDeleted, RunSubmitted, AttemptStarted, AttemptEnded,
-                            RunFinished, RunStopRequested, RunReported, CheckpointCommitted>;
+                            RunFinished, RunStopRequested, RunReported, CheckpointCommitted, PackageStored,
+                            PackageRemoved>;
 
 // "NodeRegistered", "GroupPlaced", ...: the record's type name, as the journal writes it.
 std::string_view RecordName(const Record& record);

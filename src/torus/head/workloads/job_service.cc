@@ -72,6 +72,14 @@ absl::StatusOr<JobId> JobService::Submit(JobRequest request) {
       return absl::AlreadyExistsError(absl::StrCat("Job with submission_id ", request.submission_id,
                                                    " already exists. Please use a different submission_id."));
     }
+    if (absl::Status s = txn.state().CheckPackageStored("runtime_env.working_dir", request.working_dir); !s.ok()) {
+      return s;
+    }
+    for (size_t i = 0; i < request.py_modules.size(); ++i) {
+      absl::Status s =
+          txn.state().CheckPackageStored(absl::StrCat("runtime_env.py_modules[", i, "]"), request.py_modules[i]);
+      if (!s.ok()) return s;
+    }
     Job job;
     job.id = JobId(request.submission_id);
     job.request = std::move(request);

@@ -307,5 +307,47 @@ TEST_F(JobServiceTest, StopCountAndList) {
   EXPECT_THAT(ids, ElementsAre("a-done", "b-running", "c-stopped", "d-pending", "e-unmatched"));
 }
 
+// ---- Packages ----
+
+TEST_F(JobServiceTest, APackageTheHeadDoesNotHoldIsRefusedAndNothingIsRecorded) {
+  JobRequest r = Request("job-pkg");
+  r.working_dir = "gcs://_ray_pkg_missing.zip";
+  auto id = head_->jobs.Submit(r);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(id.status().message(),
+            "runtime_env.working_dir: package gcs://_ray_pkg_missing.zip is not on the head; upload it first "
+            "(PUT /api/packages/gcs/_ray_pkg_missing.zip)");
+  r.working_dir.clear();
+  r.py_modules = {"/opt/mods", "gcs://_ray_pkg_mod.zip"};
+  EXPECT_EQ(head_->jobs.Submit(r).status().message(),
+            "runtime_env.py_modules[1]: package gcs://_ray_pkg_mod.zip is not on the head; upload it first "
+            "(PUT /api/packages/gcs/_ray_pkg_mod.zip)");
+  EXPECT_EQ(Count([](const ClusterState& s) { return s.jobs().size(); }), 0u);
+}
+
+TEST_F(JobServiceTest, AJobInAPackageIsStartedWithThePackagesForTheAgentToFetch) {
+  ASSERT_TRUE(head_->AddNode("n1", "10.0.0.7", 8).ok());
+  const Package wd{"_ray_pkg_wd.zip", std::string(64, 'a'), 123, 1};
+  const Package mod{"_ray_pkg_mod.zip", std::string(64, 'b'), 45, 1};
+  head_->store.Update([&](Txn& txn) {
+    ASSERT_TRUE(txn.Apply(PackageStored{wd}).ok());
+    ASSERT_TRUE(txn.Apply(PackageStored{mod}).ok());
+  });
+  JobRequest r = Request("job-pkg", 1);
+  r.working_dir = "gcs://_ray_pkg_wd.zip";
+  r.py_modules = {"gcs://_ray_pkg_mod.zip", "/opt/mods"};
+  r.env_vars["PYTHONPATH"] = "/user/lib";
+  ASSERT_TRUE(head_->jobs.Submit(r).ok());
+  ASSERT_TRUE(head_->WaitForJob("job-pkg", JobStatus::kRunning));
+  const StartSpec spec = world_.agents.Workers(TargetOf("10.0.0.7")).at(WorkerId("job-job-pkg")).spec;
+  ASSERT_TRUE(spec.working_dir_package.has_value());
+  EXPECT_EQ(*spec.working_dir_package, wd);
+  EXPECT_EQ(spec.cwd, "");
+  ASSERT_EQ(spec.py_module_packages.size(), 1u);
+  EXPECT_EQ(spec.py_module_packages[0], mod);
+  // Paths on the node go first on PYTHONPATH here; the agent puts the packages' directories before them.
+  EXPECT_EQ(spec.env_set.at("PYTHONPATH"), "/opt/mods:/user/lib");
+}
+
 }  // namespace
 }  // namespace torus::head

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
 #include "torus/common/well_known_labels.h"
 #include "torus/head/workloads/job_machine.h"
@@ -27,6 +28,32 @@ void RecordStarts(Txn& txn, const std::vector<WorkerId>& workers, const std::vec
       txn.Apply(WorkerExited{workers[i], exit}).IgnoreError();
     }
   }
+}
+
+// Where a worker runs and what it imports: a package URI becomes a package the agent fetches; a path on the node is
+// used as it is (working_dir as the cwd, py_modules first on PYTHONPATH).
+void SetLocations(const ClusterState& state, const std::string& working_dir,
+                  const std::vector<std::string>& py_modules, StartSpec& spec) {
+  const Package* wd = PackageNameOf(working_dir) ? state.FindPackage(*PackageNameOf(working_dir)) : nullptr;
+  if (wd != nullptr) {
+    spec.working_dir_package = *wd;
+  } else {
+    spec.cwd = working_dir;  // a path, or a package gone since submission: the agent's error names it
+  }
+  std::vector<std::string> paths;
+  for (const std::string& m : py_modules) {
+    auto name = PackageNameOf(m);
+    const Package* p = name ? state.FindPackage(*name) : nullptr;
+    if (p != nullptr) {
+      spec.py_module_packages.push_back(*p);
+    } else {
+      paths.push_back(m);
+    }
+  }
+  if (paths.empty()) return;
+  auto existing = spec.env_set.find("PYTHONPATH");
+  if (existing != spec.env_set.end() && !existing->second.empty()) paths.push_back(existing->second);
+  spec.env_set["PYTHONPATH"] = absl::StrJoin(paths, ":");
 }
 
 std::string GenerationOf(const Node& node) {
@@ -84,8 +111,8 @@ void WorkloadDriver::LaunchJob(const JobId& id) {
     p.spec.id = w.id;
     p.spec.owner = "job:" + id.str();
     p.spec.argv = {"/bin/sh", "-c", job->request.entrypoint};
-    p.spec.cwd = job->request.working_dir;
     p.spec.env_set = job->request.env_vars;
+    SetLocations(txn.state(), job->request.working_dir, job->request.py_modules, p.spec);
     // Set after the job's own variables: the job id tags the job's metrics and logs, and cannot be claimed.
     p.spec.env_set["TORUS_JOB_ID"] = id.str();
     p.spec.env_set["TORUS_ADDRESS"] = options.head_address;
@@ -245,7 +272,6 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
         spec.id = w.id;
         spec.owner = owner;
         spec.argv = prep->spec.entrypoint;
-        spec.cwd = prep->spec.working_dir;
         spec.env_set = (*envs)[r].set;
         spec.env_unset = (*envs)[r].unset;
         if (!options.python_path.empty()) {
@@ -254,6 +280,7 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
                                            ? options.python_path
                                            : absl::StrCat(options.python_path, ":", user->second);
         }
+        SetLocations(txn.state(), prep->spec.working_dir, prep->spec.py_modules, spec);
         spec.ledger_group = b.ledger_group;
         spec.bundle = b.ledger_index;
         starts.emplace_back(prep->targets[r], std::move(spec));

@@ -77,6 +77,11 @@ absl::StatusOr<RunId> RunService::Submit(train::RunSpec spec) {
   std::vector<std::pair<int64_t, std::string>> committed = train::ListCommitted(storage);
   const int64_t wall = clock_->WallMillis();
   return store_->Update([&](Txn& txn) -> absl::StatusOr<RunId> {
+    if (absl::Status s = txn.state().CheckPackageStored("working_dir", spec.working_dir); !s.ok()) return s;
+    for (size_t i = 0; i < spec.py_modules.size(); ++i) {
+      absl::Status s = txn.state().CheckPackageStored(absl::StrCat("py_modules[", i, "]"), spec.py_modules[i]);
+      if (!s.ok()) return s;
+    }
     RunId id;
     do {
       id = RunId(absl::StrCat("run-", ids_->Suffix(10)));

@@ -1,0 +1,168 @@
+#include "torus/node/package_cache.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+#include "spdlog/spdlog.h"
+#include "torus/head.grpc.pb.h"
+#include "torus/rpc/auth.h"
+#include "torus/rpc/convert.h"
+#include "torus/package/pack.h"
+#include "torus/package/unpack.h"
+
+namespace torus::node {
+namespace {
+
+constexpr uint32_t kPieceBytes = 4u << 20;
+
+bool IsSha256Hex(const std::string& s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// A read-only mapping of a whole file, unmapped on destruction.
+class MappedFile {
+ public:
+  static absl::StatusOr<MappedFile> Open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", std::strerror(errno)));
+    }
+    MappedFile m;
+    m.size_ = static_cast<size_t>(st.st_size);
+    if (m.size_ > 0) {
+      void* p = ::mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        ::close(fd);
+        return absl::InternalError(absl::StrCat("cannot map ", path, ": ", std::strerror(errno)));
+      }
+      m.data_ = static_cast<const char*>(p);
+    }
+    ::close(fd);
+    return m;
+  }
+  MappedFile(MappedFile&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(o.size_) {}
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+  }
+  std::string_view view() const { return {data_ == nullptr ? "" : data_, size_}; }
+
+ private:
+  MappedFile() = default;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace
+
+PackageCache::PackageCache(std::string dir, FetchFn fetch) : dir_(std::move(dir)), fetch_(std::move(fetch)) {}
+
+bool PackageCache::Has(const rpc::PackageRef& ref) const {
+  std::error_code ec;
+  return IsSha256Hex(ref.sha256()) && std::filesystem::is_directory(DirOf(ref), ec);
+}
+
+absl::StatusOr<std::string> PackageCache::Ensure(const rpc::PackageRef& ref) {
+  if (ref.name().empty() || !IsSha256Hex(ref.sha256())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("package reference \"", ref.name(), "\" needs a name and a sha256 of 64 lowercase hex digits"));
+  }
+  if (Has(ref)) return DirOf(ref);
+  {
+    // One fetch per package: later callers wait for it, then find the directory (or fetch again if it failed).
+    absl::MutexLock lock(&mu_);
+    while (fetching_.contains(ref.sha256())) fetched_.Wait(&mu_);
+    if (Has(ref)) return DirOf(ref);
+    fetching_.insert(ref.sha256());
+  }
+  absl::StatusOr<std::string> dir = FetchAndUnpack(ref);
+  absl::MutexLock lock(&mu_);
+  fetching_.erase(ref.sha256());
+  fetched_.SignalAll();
+  return dir;
+}
+
+absl::StatusOr<std::string> PackageCache::FetchAndUnpack(const rpc::PackageRef& ref) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create package cache ", dir_, ": ", ec.message()));
+  const std::string zip = absl::StrCat(dir_, "/.fetch-", std::random_device{}(), "-", ref.sha256(), ".zip");
+  const int fd = ::open(zip.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", zip, ": ", std::strerror(errno)));
+  auto fail = [&](absl::Status s) {
+    ::close(fd);
+    ::unlink(zip.c_str());
+    return s;
+  };
+  uint64_t offset = 0;
+  while (offset < ref.size() || offset == 0) {
+    auto piece = fetch_(ref.name(), offset, kPieceBytes);
+    if (!piece.ok()) {
+      return fail(absl::Status(piece.status().code(), absl::StrCat("package ", ref.name(), ": cannot fetch from the head: ",
+                                                                   piece.status().message())));
+    }
+    if (piece->sha256 != ref.sha256() || piece->size != ref.size()) {
+      return fail(absl::FailedPreconditionError(
+          absl::StrCat("package ", ref.name(), ": the head holds other bytes (sha256 ", piece->sha256, ", ",
+                       piece->size, " bytes) than the worker was started with (sha256 ", ref.sha256(), ")")));
+    }
+    if (piece->data.empty()) break;
+    if (::write(fd, piece->data.data(), piece->data.size()) != static_cast<ssize_t>(piece->data.size())) {
+      return fail(absl::InternalError(absl::StrCat("cannot write ", zip, ": ", std::strerror(errno))));
+    }
+    offset += piece->data.size();
+  }
+  ::close(fd);
+  auto remove_zip = [&zip] { ::unlink(zip.c_str()); };
+  auto mapped = MappedFile::Open(zip);
+  if (!mapped.ok()) {
+    remove_zip();
+    return mapped.status();
+  }
+  const std::string sha = package::Sha256Hex(mapped->view());
+  if (mapped->view().size() != ref.size() || sha != ref.sha256()) {
+    remove_zip();
+    return absl::FailedPreconditionError(absl::StrCat("package ", ref.name(), ": fetched ", mapped->view().size(),
+                                                      " bytes with sha256 ", sha, "; expected ", ref.size(),
+                                                      " bytes with sha256 ", ref.sha256()));
+  }
+  absl::Status unpacked = package::UnpackZip(mapped->view(), DirOf(ref), package::ZipLimits{});
+  remove_zip();
+  if (!unpacked.ok() && !absl::IsAlreadyExists(unpacked)) {
+    return absl::FailedPreconditionError(absl::StrCat("package ", ref.name(), ": ", unpacked.message()));
+  }
+  spdlog::info("package {} ({} bytes) unpacked into {}", ref.name(), ref.size(), DirOf(ref));
+  return DirOf(ref);
+}
+
+PackageCache::FetchFn MakeHeadPackageFetcher(std::shared_ptr<grpc::Channel> channel, std::string token) {
+  std::shared_ptr<rpc::HeadService::Stub> stub = rpc::HeadService::NewStub(channel);
+  return [stub, token = std::move(token)](const std::string& name, uint64_t offset,
+                                          uint32_t max_bytes) -> absl::StatusOr<PackageCache::Piece> {
+    rpc::ReadPackageRequest request;
+    request.set_name(name);
+    request.set_offset(offset);
+    request.set_max_bytes(max_bytes);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", token));
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    rpc::ReadPackageReply reply;
+    grpc::Status status = stub->ReadPackage(&ctx, request, &reply);
+    if (!status.ok()) return rpc::FromGrpc(status);
+    return PackageCache::Piece{std::move(*reply.mutable_data()), reply.size(), reply.sha256()};
+  };
+}
+
+}  // namespace torus::node

@@ -1,0 +1,160 @@
+#include "torus/node/package_cache.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "torus/package/pack.h"
+#include "torus/package/zip.h"
+
+namespace torus::node {
+namespace {
+
+class PackageCacheTest : public ::testing::Test {
+ protected:
+  PackageCacheTest() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "torus_pkgcache_XXXXXX").string();
+    dir_ = ::mkdtemp(pattern.data());
+    archive_ = MakeArchive({{"main.py", "print('hi')\n"}, {"lib/util.py", "X = 1\n"}});
+  }
+  ~PackageCacheTest() override { std::filesystem::remove_all(dir_); }
+
+  std::string MakeArchive(const std::map<std::string, std::string>& files) {
+    const std::string path = dir_ + "/src.zip";
+    auto w = package::ZipWriter::Create(path);
+    for (const auto& [name, data] : files) {
+      EXPECT_TRUE((*w)->Add(name, package::EntryKind::kFile, 0644, 1'700'000'000, data).ok());
+    }
+    EXPECT_TRUE((*w)->Finish().ok());
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    std::filesystem::remove(path);
+    return bytes.str();
+  }
+
+  // A head that serves `bytes` as package "p.zip" (recorded with `sha`), 7 bytes a piece.
+  PackageCache Cache(const std::string& bytes, const std::string& sha) {
+    return PackageCache(dir_ + "/cache", [this, bytes, sha](const std::string& name, uint64_t offset, uint32_t) {
+      ++fetches_;
+      EXPECT_EQ(name, "p.zip");
+      return absl::StatusOr<PackageCache::Piece>(
+          PackageCache::Piece{bytes.substr(std::min<uint64_t>(offset, bytes.size()), 7), bytes.size(), sha});
+    });
+  }
+
+  rpc::PackageRef Ref(const std::string& bytes) const {
+    rpc::PackageRef ref;
+    ref.set_name("p.zip");
+    ref.set_sha256(package::Sha256Hex(bytes));
+    ref.set_size(bytes.size());
+    return ref;
+  }
+
+  std::vector<std::string> CacheEntries() const {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir_ + "/cache", ec)) {
+      names.push_back(e.path().filename().string());
+    }
+    return names;
+  }
+
+  std::string dir_;
+  std::string archive_;
+  std::atomic<int> fetches_{0};
+};
+
+TEST_F(PackageCacheTest, FetchesInPiecesUnpacksOnceAndServesFromTheCacheAfter) {
+  PackageCache cache = Cache(archive_, package::Sha256Hex(archive_));
+  const rpc::PackageRef ref = Ref(archive_);
+  EXPECT_FALSE(cache.Has(ref));
+  auto dir = cache.Ensure(ref);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_EQ(*dir, dir_ + "/cache/" + ref.sha256());
+  std::ifstream util(*dir + "/lib/util.py");
+  std::string text((std::istreambuf_iterator<char>(util)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "X = 1\n");
+  const int pieces = fetches_.load();
+  EXPECT_EQ(pieces, static_cast<int>((archive_.size() + 6) / 7));
+  EXPECT_TRUE(cache.Has(ref));
+  EXPECT_EQ(*cache.Ensure(ref), *dir);
+  EXPECT_EQ(fetches_.load(), pieces);
+  EXPECT_EQ(CacheEntries(), std::vector<std::string>{ref.sha256()});  // the fetched archive is gone
+}
+
+TEST_F(PackageCacheTest, ConcurrentStartsShareOneFetch) {
+  PackageCache cache = Cache(archive_, package::Sha256Hex(archive_));
+  const rpc::PackageRef ref = Ref(archive_);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] { ok += cache.Ensure(ref).ok() ? 1 : 0; });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  EXPECT_EQ(fetches_.load(), static_cast<int>((archive_.size() + 6) / 7));
+}
+
+TEST_F(PackageCacheTest, BytesOtherThanTheWorkerWasStartedWithAreRefused) {
+  const std::string other = MakeArchive({{"main.py", "print('other')\n"}});
+  PackageCache cache = Cache(other, package::Sha256Hex(other));
+  auto dir = cache.Ensure(Ref(archive_));
+  EXPECT_EQ(dir.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(dir.status().message().find("package p.zip: the head holds other bytes (sha256 " +
+                                        package::Sha256Hex(other)),
+            std::string::npos)
+      << dir.status();
+  EXPECT_TRUE(CacheEntries().empty());
+}
+
+TEST_F(PackageCacheTest, BytesThatDoNotMatchTheirHashAreRefused) {
+  std::string corrupted = archive_;
+  corrupted[corrupted.size() / 2] ^= 0x55;
+  // The head claims the right hash but sends other bytes (a disk error, say).
+  PackageCache cache = Cache(corrupted, package::Sha256Hex(archive_));
+  auto dir = cache.Ensure(Ref(archive_));
+  EXPECT_EQ(dir.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(dir.status().message(), "package p.zip: fetched " + std::to_string(archive_.size()) +
+                                        " bytes with sha256 " + package::Sha256Hex(corrupted) + "; expected " +
+                                        std::to_string(archive_.size()) + " bytes with sha256 " +
+                                        package::Sha256Hex(archive_));
+  EXPECT_TRUE(CacheEntries().empty());
+}
+
+TEST_F(PackageCacheTest, AnArchiveThatEscapesIsRefusedAndLeavesNothing) {
+  // A zip whose entry climbs out: written by hand through the writer's raw name is refused by the writer's
+  // contract, so build it from Python's zipfile when present.
+  const std::string script = dir_ + "/evil.py";
+  std::ofstream(script) << "import zipfile\nwith zipfile.ZipFile('" << dir_
+                        << "/evil.zip', 'w') as z:\n    z.writestr('../../escaped.txt', 'x')\n";
+  if (std::system(("/usr/bin/python3 " + script).c_str()) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  std::ifstream in(dir_ + "/evil.zip", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  PackageCache cache = Cache(bytes.str(), package::Sha256Hex(bytes.str()));
+  auto dir = cache.Ensure(Ref(bytes.str()));
+  EXPECT_EQ(dir.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(dir.status().message().rfind("package p.zip: ", 0), 0u) << dir.status();
+  EXPECT_NE(dir.status().message().find("../../escaped.txt"), std::string::npos) << dir.status();
+  EXPECT_TRUE(CacheEntries().empty());
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/escaped.txt"));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(dir_).parent_path() / "escaped.txt"));
+}
+
+TEST_F(PackageCacheTest, AMalformedReferenceIsInvalid) {
+  PackageCache cache = Cache(archive_, package::Sha256Hex(archive_));
+  rpc::PackageRef ref = Ref(archive_);
+  ref.set_sha256("../../etc");
+  EXPECT_EQ(cache.Ensure(ref).status().message(),
+            "package reference \"p.zip\" needs a name and a sha256 of 64 lowercase hex digits");
+  EXPECT_EQ(fetches_.load(), 0);
+}
+
+}  // namespace
+}  // namespace torus::node
