@@ -222,6 +222,40 @@ def test_cli_job_submit_uploads_a_local_directory_once_without_what_is_excluded(
     assert f'--working-dir "{tmp_path / "nope"}" is not a local directory' in missing.stderr
 
 
+def test_cli_remembers_names_of_settled_trees_and_rereads_changed_ones(cluster, tmp_path):
+    """Unchanged code is not read again: the CLI remembers a settled tree's package name by its metadata, and a
+    change of a file (its ctime moves whatever else stays) makes it read the tree again."""
+    names = Path(cluster.env["TORUS_TEMP_DIR"]) / "package_names"
+    proj = tmp_path / "remembered"
+    proj.mkdir()
+    (proj / "which.py").write_text("print('original')\n")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "which.py").write_text("print('other!!!')\n")
+    time.sleep(2.1)  # both trees settle: their newest change is older than the clock's tick guard
+    run = lambda d: cluster.run("job", "submit", "--working-dir", d, "--", PYTHON, "which.py")
+    assert run(other).stdout == "other!!!\n"
+    first = run(proj)
+    assert first.stdout == "original\n", first.stderr
+    remembered = dict(line.split() for line in names.read_text().splitlines())
+    other_name = first_name = None
+    for fingerprint, name in remembered.items():
+        if f"gcs://{name}" in first.stderr:
+            first_name = fingerprint
+        else:
+            other_name = name
+    assert first_name and other_name, (remembered, first.stderr)
+    # Point proj's fingerprint at the other package: a remembered name is used without reading the files.
+    remembered[first_name] = other_name
+    names.write_text("".join(f"{f} {n}\n" for f, n in remembered.items()))
+    assert run(proj).stdout == "other!!!\n"
+    # A changed file (same size) is noticed: the tree is read again and the right package is sent.
+    (proj / "which.py").write_text("print('changed!')\n")
+    changed = run(proj)
+    assert changed.stdout == "changed!\n", changed.stderr
+    assert "[torus] uploaded " in changed.stderr
+
+
 TRAIN = """\
 import os, sys
 rank = int(os.environ["TORUS_RANK"])

@@ -72,7 +72,8 @@ absl::StatusOr<Locations> UploadLocations(client::HttpApiClient& http, const std
       return absl::InvalidArgumentError(absl::StrCat(flag, " \"", location, "\" is not a local directory; give a ",
                                                      "directory to upload or a package URI (gcs://<name>.zip)"));
     }
-    auto up = client::UploadDirectory(http, location, {.excludes = excludes, .include_parent_dir = parent});
+    auto up = client::UploadDirectory(http, location, {.excludes = excludes, .include_parent_dir = parent},
+                                      client::TempRoot() + "/package_names");
     if (!up.ok()) return up.status();
     if (up->uploaded) {
       std::cerr << absl::StrFormat("[torus] uploaded %s: %d files, %.1f MB (%s)\n", location, up->files,

@@ -25,7 +25,12 @@ struct UploadedPackage {
 };
 
 // Packs `dir` and uploads it unless the head has it. Errors name `dir`.
+//
+// With `name_cache` (a file; the CLI keeps one in its temp root), the package names of trees seen before are
+// remembered by their metadata fingerprint (package::StampDirectory), so that submitting unchanged code again reads
+// no file: only trees whose newest change is more than two seconds old are remembered or trusted.
 absl::StatusOr<UploadedPackage> UploadDirectory(HttpApiClient& http, const std::string& dir,
-                                                const package::PackOptions& options);
+                                                const package::PackOptions& options,
+                                                const std::string& name_cache = "");
 
 }  // namespace torus::client

@@ -126,6 +126,7 @@ struct Item {
   EntryKind kind = EntryKind::kFile;
   uint32_t mode = 0;
   int64_t mtime = 0;
+  struct stat st {};  // as walked, for StampDirectory
 };
 
 // The patterns of one .gitignore file, `depth` segments below the packed directory.
@@ -219,7 +220,7 @@ struct Walker {
       const bool is_dir = kind == EntryKind::kDirectory;
       if (!Excluded(rel, is_dir)) {
         items.push_back(Item{absl::StrCat(prefix, absl::StrJoin(rel, "/"), is_dir ? "/" : ""), source, kind,
-                             static_cast<uint32_t>(st.st_mode & 0777), static_cast<int64_t>(st.st_mtim.tv_sec)});
+                             static_cast<uint32_t>(st.st_mode & 0777), static_cast<int64_t>(st.st_mtim.tv_sec), st});
         if (is_dir) TORUS_RETURN_IF_ERROR(Walk(source, rel));
       }
       rel.pop_back();
@@ -319,6 +320,27 @@ absl::StatusOr<Packed> PackDirectory(const std::string& dir, const std::string& 
     ::unlink(out_path.c_str());  // no partial archive is left behind
   }
   return packed;
+}
+
+absl::StatusOr<TreeStamp> StampDirectory(const std::string& dir, const PackOptions& options) {
+  TORUS_ASSIGN_OR_RETURN(Walker walker, WalkerFor(dir, options));
+  std::vector<std::string> rel;
+  TORUS_RETURN_IF_ERROR(walker.Walk(dir, rel));
+  std::sort(walker.items.begin(), walker.items.end(), [](const Item& a, const Item& b) { return a.path < b.path; });
+  Sha256 hash;
+  hash.UpdateFramed(kHashVersion);
+  hash.UpdateFramed(std::filesystem::absolute(dir).lexically_normal().string());
+  TreeStamp stamp;
+  auto ns = [](const timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec; };
+  for (const Item& item : walker.items) {
+    const struct stat& st = item.st;
+    hash.UpdateFramed(item.path);
+    hash.UpdateFramed(absl::StrCat(st.st_mode, ":", st.st_size, ":", ns(st.st_mtim), ":", ns(st.st_ctim), ":",
+                                   st.st_ino, ":", st.st_dev));
+    stamp.newest_change_ns = std::max({stamp.newest_change_ns, ns(st.st_mtim), ns(st.st_ctim)});
+  }
+  stamp.fingerprint = hash.Hex();
+  return stamp;
 }
 
 absl::StatusOr<std::string> PackageNameOfDirectory(const std::string& dir, const PackOptions& options) {

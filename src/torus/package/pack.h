@@ -51,6 +51,17 @@ absl::StatusOr<Packed> PackDirectory(const std::string& dir, const std::string& 
 // asks the head for this name first and packs only when the head does not have it.
 absl::StatusOr<std::string> PackageNameOfDirectory(const std::string& dir, const PackOptions& options);
 
+// A fingerprint of `dir`'s tree from metadata alone (the absolute path; each entry's path, mode, size, modification
+// and change times in nanoseconds, inode and device), reading no file's contents but the .gitignore files. Equal
+// fingerprints mean the same package name unless a file was rewritten within one tick of the file system's clock
+// without changing its size: a client that remembers names by fingerprint trusts only a tree whose newest change
+// is older than that tick (newest_change_ns).
+struct TreeStamp {
+  std::string fingerprint;       // hex
+  int64_t newest_change_ns = 0;  // the newest mtime or ctime of an entry, ns since the epoch
+};
+absl::StatusOr<TreeStamp> StampDirectory(const std::string& dir, const PackOptions& options);
+
 // True when the relative path `path` (of a directory when `is_dir`) is excluded by `patterns` (gitignore syntax;
 // later patterns win, "!" re-includes).
 bool MatchesExclude(const std::vector<std::string>& patterns, std::string_view path, bool is_dir);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -112,6 +114,27 @@ TEST_F(PackTest, TheNameWithoutAnArchiveIsTheArchivesName) {
   Write({{"a.py", "print(2)\n"}});
   EXPECT_NE(*PackageNameOfDirectory(dir_, options), packed->name);
   EXPECT_EQ(PackageNameOfDirectory(dir_ + "/a.py", options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PackTest, TheStampChangesWithAnyChangeOfATreeAndNotOtherwise) {
+  Write({{"a.py", "print(1)\n"}, {"pkg/b.py", "b"}, {"skip.log", "x"}});
+  const PackOptions options{.excludes = {"*.log"}};
+  auto first = StampDirectory(dir_, options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_THAT(first->fingerprint, MatchesRegex("[0-9a-f]{64}"));
+  EXPECT_GT(first->newest_change_ns, 0);
+  EXPECT_EQ(StampDirectory(dir_, options)->fingerprint, first->fingerprint);
+  Write({{"skip.log", "excluded, so not part of the tree"}});
+  EXPECT_EQ(StampDirectory(dir_, options)->fingerprint, first->fingerprint);
+  // Same size: the times tell (the kernel stamps files with a clock of a few ms' ticks, so the rewrite waits one out;
+  // UploadDirectory trusts only trees settled for 2 s for the same reason).
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Write({{"a.py", "print(2)\n"}});
+  const std::string changed = StampDirectory(dir_, options)->fingerprint;
+  EXPECT_NE(changed, first->fingerprint);
+  Write({{"pkg/c.py", ""}});
+  EXPECT_NE(StampDirectory(dir_, options)->fingerprint, changed);
+  EXPECT_EQ(StampDirectory(dir_ + "/nope", options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(PackTest, IncompressibleFilesAreStored) {

@@ -167,9 +167,10 @@ uint32_t Crc32(std::string_view data) {
   return static_cast<uint32_t>(crc);
 }
 
+// Level 1: packages are made on every submission of changed code, where time matters more than the last bytes.
 absl::StatusOr<std::string> Deflate(std::string_view data) {
   z_stream z{};
-  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+  if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
     return absl::InternalError("deflateInit2 failed");
   }
   std::string out;
@@ -414,7 +415,14 @@ absl::Status ZipWriter::Add(std::string_view path, EntryKind kind, uint32_t mode
   e.size = data.size();
   e.offset = impl_->offset;
   std::string compressed;
-  if (kind == EntryKind::kFile) {
+  // A sample tells incompressible data (weights, archives, images) early: it is stored without deflating it all.
+  constexpr size_t kSample = 64 << 10;
+  bool worth_deflating = kind == EntryKind::kFile;
+  if (worth_deflating && data.size() > 4 * kSample) {
+    TORUS_ASSIGN_OR_RETURN(std::string sample, Deflate(data.substr(0, kSample)));
+    worth_deflating = sample.size() < kSample * 95 / 100;
+  }
+  if (worth_deflating) {
     TORUS_ASSIGN_OR_RETURN(compressed, Deflate(data));
     // Data that does not shrink (weights, archives, images) is stored, as zip tools do: no bigger, and no inflate.
     if (compressed.size() < data.size()) {
