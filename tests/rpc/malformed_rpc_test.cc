@@ -23,6 +23,8 @@
 #include "torus/client/client.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/rpc/auth.h"
+#include "torus/package/pack.h"
+#include "torus/package/zip.h"
 #include "torus/rpc/generic_call_test_util.h"
 
 extern char** environ;
@@ -134,7 +136,7 @@ TEST_F(MalformedRpcTest, UndecodableMessagesAndBadTokensOnEveryMethod) {
   };
   using torus::rpc::testutil::kUndecodableMessage;
   const auto methods = torus::rpc::testutil::ServiceMethods("torus.rpc.HeadService");
-  ASSERT_EQ(methods.size(), 13u);  // a new method: check that it is covered as the others are
+  ASSERT_EQ(methods.size(), 14u);  // a new method: check that it is covered as the others are
   for (const google::protobuf::MethodDescriptor* m : methods) {
     const std::string method = torus::rpc::testutil::MethodPath(m);
     grpc::Status garbled = call(method, kUndecodableMessage, head_.token());
@@ -157,6 +159,52 @@ TEST_F(MalformedRpcTest, UndecodableMessagesAndBadTokensOnEveryMethod) {
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_TRUE(head_.Alive());
   EXPECT_EQ(AliveNodes(), 0);
+}
+
+// Agents read packages in pieces; bad reads get a reason, and a good one the bytes uploaded (PUT over HTTP).
+TEST_F(MalformedRpcTest, ReadPackageServesPiecesAndRefusesBadReads) {
+  const std::string path = std::filesystem::temp_directory_path() / ("torus_rpc_pkg_" + std::to_string(getpid()));
+  {
+    auto writer = torus::package::ZipWriter::Create(path);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE((*writer)->Add("main.py", torus::package::EntryKind::kFile, 0644, 1'700'000'000, "print(1)\n").ok());
+    ASSERT_TRUE((*writer)->Finish().ok());
+  }
+  std::ifstream in(path, std::ios::binary);
+  const std::string zip((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(path);
+  httplib::Client http("http://" + head_.dashboard());
+  http.set_bearer_token_auth(head_.token());
+  auto put = http.Put("/api/packages/gcs/_ray_pkg_rpc.zip", zip, "application/zip");
+  ASSERT_TRUE(put);
+  ASSERT_EQ(put->status, 200) << put->body;
+
+  auto read = [&](const std::string& name, uint64_t offset, uint32_t max_bytes, torus::rpc::ReadPackageReply* reply) {
+    grpc::ClientContext ctx;
+    Prepare(ctx, head_.token());
+    torus::rpc::ReadPackageRequest request;
+    request.set_name(name);
+    request.set_offset(offset);
+    request.set_max_bytes(max_bytes);
+    return stub_->ReadPackage(&ctx, request, reply);
+  };
+  torus::rpc::ReadPackageReply first, rest;
+  ASSERT_TRUE(read("_ray_pkg_rpc.zip", 0, 10, &first).ok());
+  ASSERT_TRUE(read("_ray_pkg_rpc.zip", 10, 0, &rest).ok());
+  EXPECT_EQ(first.data() + rest.data(), zip);
+  EXPECT_EQ(first.size(), zip.size());
+  EXPECT_EQ(first.sha256(), torus::package::Sha256Hex(zip));
+
+  torus::rpc::ReadPackageReply reply;
+  grpc::Status past = read("_ray_pkg_rpc.zip", zip.size() + 1, 10, &reply);
+  EXPECT_EQ(past.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  grpc::Status missing = read("_ray_pkg_none.zip", 0, 10, &reply);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(missing.error_message(), "package _ray_pkg_none.zip is not stored on the head");
+  grpc::Status bad = read("../../etc/passwd", 0, 10, &reply);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("use 1-128 of [A-Za-z0-9_.-] ending in \".zip\""), std::string::npos);
+  EXPECT_TRUE(head_.Alive());
 }
 
 TEST_F(MalformedRpcTest, MadeUpMethodsDoNotGrowTheRequestCounters) {

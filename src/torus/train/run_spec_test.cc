@@ -484,7 +484,7 @@ TEST(RunSpecJsonTest, Errors) {
       {"[]", "expected a JSON object, got an array"},
       {"\"x\"", "expected a JSON object, got \"x\""},
       {R"({"entrypoint": ["a"], "bogus": 1})",
-       "unknown field \"bogus\"; accepted: scaling_config, run_config, entrypoint, env, working_dir"},
+       "unknown field \"bogus\"; accepted: scaling_config, run_config, entrypoint, env, working_dir, py_modules"},
       {R"({"scaling_config": {"num_worker": 2, "use_tpus": true}})",
        "scaling_config: unknown fields \"num_worker\", \"use_tpus\"; accepted: " + kScalingFields},
       {R"({"run_config": {"checkpoint": {"num_to_keep": 2}}})",
