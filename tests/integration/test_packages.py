@@ -68,23 +68,25 @@ def http(torus, method, path, body=None, content_type="application/json", token=
 
 
 # Ray's client (runtime_env/packaging.py): a stored zip of the directory's files, paths relative to it (py_modules:
-# to its parent), an entry for each empty directory, named _ray_pkg_<md5 of the directory's contents>.zip.
+# to its parent), an entry for each empty directory; named _ray_pkg_<hash>.zip, the hash being the XOR of the MD5s of
+# every path's relative name and contents (as _hash_directory computes it, truncation to 8 bytes included).
 
 def ray_package(directory, include_parent_dir=False):
-    directory = Path(directory)
-    md5 = hashlib.md5()
+    directory = Path(directory).absolute()
+    hash_val = b"0" * 8
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", strict_timestamps=False) as z:
-        for path in sorted(directory.rglob("*")):
+    with zipfile.ZipFile(buffer, "w") as z:
+        for path in [directory, *sorted(directory.rglob("*"))]:
+            md5 = hashlib.md5(str(path.relative_to(directory)).encode())
+            if not path.is_dir():
+                md5.update(path.read_bytes())
+            hash_val = bytes(a ^ b for a, b in zip(hash_val, md5.digest()))
             if path.is_file() or (path.is_dir() and next(path.iterdir(), None) is None):
                 to_path = path.relative_to(directory)
                 if include_parent_dir:
                     to_path = directory.name / to_path
                 z.write(path, to_path)
-                md5.update(str(to_path).encode())
-                if path.is_file():
-                    md5.update(path.read_bytes())
-    return f"_ray_pkg_{md5.hexdigest()}.zip", buffer.getvalue()
+    return f"_ray_pkg_{hash_val.hex()}.zip", buffer.getvalue()
 
 
 def upload_as_ray_does(torus, name, data):
