@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libcpp-httplib-dev libyaml-cpp-dev libsqlite3-dev libjemalloc-dev
+  zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pytest python3-numpy python3-prometheus-client
 )
