@@ -162,6 +162,17 @@ def test_py_modules_go_on_the_pythonpath(cluster, tmp_path):
     assert job_logs(cluster, job_id) == "42\n"
 
 
+def test_cli_py_module_uploads_a_module_onto_the_pythonpath(cluster, tmp_path):
+    module = tmp_path / "clilib"
+    module.mkdir()
+    (module / "__init__.py").write_text("NAME = 'clilib'\n")
+    result = cluster.run("job", "submit", "--py-module", module, "--", "sh", "-c",
+                         f"cd / && {PYTHON} -c 'import clilib; print(clilib.NAME)'")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "clilib\n"
+    assert "[torus] uploaded " in result.stderr
+
+
 def test_a_package_not_on_the_head_is_refused(cluster):
     code, text = http(cluster, "POST", "/api/jobs/",
                       {"entrypoint": "true", "runtime_env": {"working_dir": "gcs://_ray_pkg_absent.zip"}})
@@ -219,6 +230,13 @@ def test_cli_job_submit_uploads_a_local_directory_once_without_what_is_excluded(
     assert second.returncode == 0, second.stderr
     assert second.stdout == "hello from helper ['1', '2', '3'] True\n"
     assert "is on the head already" in second.stderr, second.stderr
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / "python").symlink_to("/usr/bin/python3")
+    refused = cluster.run("job", "submit", "--working-dir", venv, "--", "true")
+    assert refused.returncode != 0
+    assert f"{venv} cannot be sent: symlink \"python\" -> \"/usr/bin/python3\": absolute targets" in refused.stderr
+    assert "[torus] uploaded" not in refused.stderr
     missing = cluster.run("job", "submit", "--working-dir", tmp_path / "nope", "--", "true")
     assert missing.returncode != 0
     assert f'--working-dir "{tmp_path / "nope"}" is not a local directory' in missing.stderr
@@ -260,20 +278,27 @@ def test_cli_remembers_names_of_settled_trees_and_rereads_changed_ones(cluster, 
 
 TRAIN = """\
 import os, sys
+import trainlib
 rank = int(os.environ["TORUS_RANK"])
 print(f"rank {rank} cwd={os.getcwd() == os.path.dirname(os.path.abspath(__file__))} "
-      f"data={open('data/numbers.txt').read().split()} host={os.environ.get('TPU_WORKER_ID')}", flush=True)
+      f"data={open('data/numbers.txt').read().split()} host={os.environ.get('TPU_WORKER_ID')} "
+      f"lib={trainlib.VALUE}", flush=True)
 """
 
 
 def test_train_runs_every_host_of_the_gang_from_the_uploaded_copy(cluster, tmp_path):
     proj = project(tmp_path)
     (proj / "train.py").write_text(TRAIN)
+    lib = tmp_path / "trainlib"
+    lib.mkdir()
+    (lib / "__init__.py").write_text("VALUE = 'from --py-module'\n")
     result = cluster.run("train", "--accelerator-type", "TPU-V6E", "--topology", "4x4", "--working-dir", proj,
-                         "--storage-path", tmp_path / "runs", "--", PYTHON, "train.py", timeout=120)
+                         "--py-module", lib, "--storage-path", tmp_path / "runs", "--", PYTHON, "train.py",
+                         timeout=120)
     assert result.returncode == 0, result.stderr
     for rank in range(4):
-        assert f"rank {rank} cwd=True data=['1', '2', '3'] host={rank}" in result.stdout, result.stdout
+        assert (f"rank {rank} cwd=True data=['1', '2', '3'] host={rank} lib=from --py-module"
+                in result.stdout), result.stdout
     # Each host unpacked it once, into its own cache, and kept no archive beside it.
     caches = sorted(cluster.session.glob("hosts/*/work/packages"))
     with_train = sorted(p.parents[3].name for p in cluster.session.glob("hosts/*/work/packages/*/train.py"))
@@ -297,8 +322,10 @@ def test_an_unused_package_is_removed_after_its_last_user_ends(cluster, tmp_path
     assert mine and mine[0]["users"] == 1 and mine[0]["unused_since_ms"] is None, listed
     assert finished(cluster, job_id)["status"] == "SUCCEEDED"
     ended = time.monotonic()
-    wait_until(lambda: http(cluster, "GET", f"/api/packages/gcs/{name}")[0] == 404, GRACE_S + 10,
-               message="the unused package to be removed")
+    # Watched through the listing: a GET of the package itself would start its grace again (a client that finds it
+    # may name it next).
+    listed = lambda: [p["name"] for p in http(cluster, "GET", "/api/v0/packages")[1]]
+    wait_until(lambda: name not in listed(), GRACE_S + 10, message="the unused package to be removed")
     assert time.monotonic() - ended >= GRACE_S - 1
     assert not (cluster.session / "state" / "packages" / name).exists()
 

@@ -1,6 +1,7 @@
 #include "torus/client/package_upload.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "torus/package/unpack.h"
 
 namespace torus::client {
 
@@ -22,6 +24,9 @@ constexpr int64_t kTrustAfterNs = 2'000'000'000;  // a change within this of now
 
 std::vector<std::pair<std::string, std::string>> ReadNameCache(const std::string& path) {
   std::vector<std::pair<std::string, std::string>> entries;
+  // Only a list this user wrote is believed (the temp root may be shared with others).
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) return entries;
   std::ifstream in(path);
   std::string fingerprint, name;
   while (in >> fingerprint >> name) entries.emplace_back(fingerprint, name);
@@ -48,15 +53,16 @@ absl::StatusOr<std::string> NameOf(const std::string& dir, const package::PackOp
   if (!name.ok() || !settled) return name;
   entries.emplace_back(stamp->fingerprint, *name);
   if (entries.size() > kMaxRemembered) entries.erase(entries.begin(), entries.end() - kMaxRemembered / 2);
-  // Written whole and renamed into place: a concurrent reader sees the old list or the new one.
-  const std::string tmp = absl::StrCat(cache, ".", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& [f, n] : entries) out << f << " " << n << "\n";
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, cache, ec);
-  if (ec) std::filesystem::remove(tmp, ec);  // remembering is an optimisation; failing it is not an error
+  // Written whole to a new file of its own (never through a planted link) and renamed into place: a concurrent
+  // reader sees the old list or the new one.
+  std::string tmp = cache + ".XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return name;  // remembering is an optimisation; failing it is not an error
+  std::string text;
+  for (const auto& [f, n] : entries) absl::StrAppend(&text, f, " ", n, "\n");
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!written || ::rename(tmp.c_str(), cache.c_str()) != 0) ::unlink(tmp.c_str());
   return name;
 }
 
@@ -81,12 +87,19 @@ absl::StatusOr<UploadedPackage> UploadDirectory(HttpApiClient& http, const std::
   } remove{zip};
   auto packed = package::PackDirectory(dir, zip, options);
   if (!packed.ok()) return packed.status();
+  // What was packed is what is sent and named (a file may have changed since the name was computed).
+  out.name = packed->name;
+  out.uri = absl::StrCat("gcs://", packed->name);
   out.size = packed->size;
   out.files = packed->files;
   std::ifstream in(zip, std::ios::binary);
   std::stringstream bytes;
   bytes << in.rdbuf();
   if (!in) return absl::InternalError(absl::StrCat("cannot read the package of ", dir, " back from ", zip));
+  // The head's own checks, before the upload rather than after it (an absolute symlink, say a virtualenv's).
+  if (absl::Status s = package::CheckZip(bytes.str(), package::ZipLimits{}); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, " cannot be sent: ", s.message()));
+  }
   auto stored = http.PutPackage(packed->name, bytes.str());
   if (!stored.ok()) {
     return absl::Status(stored.status().code(), absl::StrCat("upload of ", dir, ": ", stored.status().message()));

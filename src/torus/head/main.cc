@@ -236,8 +236,8 @@ int Run(const HeadFlags& flags) {
   torus::head::HttpApi http(&store, &liveness, &clock, *token, cluster_id);
   http.SetReadOnly(flags.dashboard_read_only);
   http.SetMetricsStore(&metrics);
-  // Package uploads are the largest bodies; a little more for the request line and headers is not a body.
-  http.SetMaxBodyBytes(static_cast<size_t>(flags.package_max_bytes));
+  // Package uploads are the largest bodies (streamed to a file; their route enforces the package limit itself).
+  http.SetMaxBodyBytes(static_cast<size_t>(std::max<int64_t>(flags.package_max_bytes, int64_t{64} << 20)));
   http.AddRoutes([&packages, &store](httplib::Server& server) {
     torus::head::RegisterPackageRoutes(server, &packages, &store);
   });

@@ -207,13 +207,14 @@ int Run(const NodeFlags& flags) {
   const torus::node::LogFiles log_files({.agent_log = torus::node::DetectStdoutLogFile(),
                                          .tpu_log_dir = flags.tpu_log_dir,
                                          .worker_log_dir = worker_log_dir});
+  // Declared before the service: starts waiting on a fetch use it until the service is gone.
+  torus::node::PackageCache packages(work_dir + "/packages", torus::node::MakeHeadPackageFetcher(channel, token));
   torus::node::NodeServiceImpl service(
       &ledger, &workers, flags.node_ip, token,
       [&agent_holder] {
         if (agent_holder) agent_holder->NotifyLedgerChanged();
       },
       &log_files, devices);
-  torus::node::PackageCache packages(work_dir + "/packages", torus::node::MakeHeadPackageFetcher(channel, token));
   service.SetPackageCache(&packages);
   grpc::ServerBuilder builder;
   int agent_port = 0;
@@ -242,10 +243,11 @@ int Run(const NodeFlags& flags) {
     spdlog::info("sampling metrics every {} ms", flags.metrics_period_ms);
   }
 
-  std::thread signal_thread([&agent, &workers, &exit_reporter] {
+  std::thread signal_thread([&agent, &workers, &exit_reporter, &service] {
     const int sig = torus::WaitForTerminationSignal();
     spdlog::info("signal {}: stopping workers, unregistering and stopping", sig);
-    // Workers go first, while the head still hears about their exits.
+    // Workers go first, while the head still hears about their exits; a start waiting on a package fetch gives up.
+    service.StopStarting();
     if (int stopped = workers.StopAll(kShutdownGraceMicros); stopped > 0) {
       spdlog::info("stopped {} worker{}", stopped, stopped == 1 ? "" : "s");
       exit_reporter.WaitIdle(std::chrono::seconds(1));

@@ -228,7 +228,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerConte
   }
   bool cached = !request->has_working_dir_package() || packages_->Has(request->working_dir_package());
   for (const rpc::PackageRef& ref : request->py_module_packages()) cached = cached && packages_->Has(ref);
-  if (cached) return FinishCall(ctx, StartWithPackages(*request, reply));
+  if (cached) return FinishCall(ctx, StartWithPackages(*request, reply, [] { return false; }));
   // A fetch takes as long as the package's bytes take to arrive: not on a gRPC callback thread.
   {
     std::lock_guard<std::mutex> lock(waits_mu_);
@@ -236,8 +236,8 @@ grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerConte
     ++waits_;
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  std::thread([this, request, reply, reactor] {
-    reactor->Finish(StartWithPackages(*request, reply));
+  std::thread([this, ctx, request, reply, reactor] {
+    reactor->Finish(StartWithPackages(*request, reply, [this, ctx] { return ctx->IsCancelled() || stopping_; }));
     std::lock_guard<std::mutex> lock(waits_mu_);
     --waits_;
     waits_cv_.notify_all();
@@ -245,7 +245,8 @@ grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerConte
   return reactor;
 }
 
-grpc::Status NodeServiceImpl::StartWithPackages(const rpc::StartWorkerRequest& request, rpc::StartWorkerReply* reply) {
+grpc::Status NodeServiceImpl::StartWithPackages(const rpc::StartWorkerRequest& request, rpc::StartWorkerReply* reply,
+                                                const std::function<bool()>& abandoned) {
   Locations where;
   if (request.has_working_dir_package()) {
     auto dir = packages_->Ensure(request.working_dir_package());
@@ -256,6 +257,12 @@ grpc::Status NodeServiceImpl::StartWithPackages(const rpc::StartWorkerRequest& r
     auto dir = packages_->Ensure(ref);
     if (!dir.ok()) return rpc::ToGrpc(dir.status());
     where.python_path.push_back(*dir);
+  }
+  // The head gave up on this start (its deadline passed while the package came) and counts the worker as never
+  // started, or this agent is stopping: starting it now would leave a process nobody stops.
+  if (abandoned()) {
+    spdlog::info("start of worker {} abandoned after its packages were fetched", request.worker_id());
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the start was abandoned while its packages were fetched");
   }
   return StartNow(request, where, reply);
 }

@@ -91,6 +91,8 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
 
   // Where packages come from; set before serving.
   void SetPackageCache(PackageCache* packages) { packages_ = packages; }
+  // From now on a start that waits for its packages gives up once they arrive (the agent is shutting down).
+  void StopStarting() { stopping_ = true; }
 
  private:
   // Where a worker runs and what goes first on its PYTHONPATH, from its packages.
@@ -98,7 +100,9 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
     std::string cwd;                       // empty: the request's cwd
     std::vector<std::string> python_path;
   };
-  grpc::Status StartWithPackages(const rpc::StartWorkerRequest& request, rpc::StartWorkerReply* reply);
+  // `abandoned` is asked once the packages are in place: true, and the worker is not started.
+  grpc::Status StartWithPackages(const rpc::StartWorkerRequest& request, rpc::StartWorkerReply* reply,
+                                 const std::function<bool()>& abandoned);
   grpc::Status StartNow(const rpc::StartWorkerRequest& request, const Locations& where, rpc::StartWorkerReply* reply);
 
   BundleLedger* ledger_;

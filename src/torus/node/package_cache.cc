@@ -67,7 +67,16 @@ class MappedFile {
 
 }  // namespace
 
-PackageCache::PackageCache(std::string dir, FetchFn fetch) : dir_(std::move(dir)), fetch_(std::move(fetch)) {}
+PackageCache::PackageCache(std::string dir, FetchFn fetch) : dir_(std::move(dir)), fetch_(std::move(fetch)) {
+  // What an agent killed mid-fetch or mid-unpack left: archives being fetched, directories being unpacked.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".fetch-", 0) == 0 || name.find(".tmp-") != std::string::npos) {
+      std::filesystem::remove_all(entry.path(), ec);
+    }
+  }
+}
 
 bool PackageCache::Has(const rpc::PackageRef& ref) const {
   std::error_code ec;

@@ -32,6 +32,7 @@ class PackageCache {
   };
   using FetchFn = std::function<absl::StatusOr<Piece>(const std::string& name, uint64_t offset, uint32_t max_bytes)>;
 
+  // Removes what an earlier agent left half-done in `dir` (partial fetches and unpacks).
   PackageCache(std::string dir, FetchFn fetch);
 
   // The package's unpacked directory, fetching and unpacking it first when this agent does not have it.

@@ -26,6 +26,9 @@ namespace {
 
 constexpr size_t kMaxSymlinkTarget = 4095;  // PATH_MAX less the NUL
 constexpr int kMaxSymlinkHops = 40;         // as Linux's MAXSYMLINKS
+constexpr size_t kMaxPath = 4095;           // PATH_MAX less the NUL
+constexpr size_t kMaxSegment = 255;         // NAME_MAX
+constexpr size_t kMaxDepth = 256;           // directories below the destination
 
 // Debian's Abseil has its own absl::string_view, which does not convert from std::string_view.
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -58,14 +61,18 @@ struct Plan {
 // dropped ("./a//b" is "a/b"), as zipfile does.
 absl::StatusOr<std::vector<std::string>> Segments(const std::string& name) {
   if (name.find('\0') != std::string::npos) return Refuse(name, "NUL in the name");
+  // Paths the file system takes: longer ones could not be created, and deep ones would cost their depth per entry.
+  if (name.size() > kMaxPath) return Refuse(name.substr(0, 64) + "...", absl::StrCat("path longer than ", kMaxPath, " bytes"));
   if (name.find('\\') != std::string::npos) return Refuse(name, "backslash in the name");
   if (!name.empty() && name.front() == '/') return Refuse(name, "absolute path");
   std::vector<std::string> segments;
   for (absl::string_view s : absl::StrSplit(name, '/')) {
     if (s.empty() || s == ".") continue;
     if (s == "..") return Refuse(name, "\"..\" segment in the path");
+    if (s.size() > kMaxSegment) return Refuse(name, absl::StrCat("a name in the path is longer than ", kMaxSegment, " bytes"));
     segments.emplace_back(s);
   }
+  if (segments.size() > kMaxDepth) return Refuse(name, absl::StrCat("more than ", kMaxDepth, " directories deep"));
   return segments;
 }
 
@@ -112,6 +119,7 @@ absl::StatusOr<Plan> MakePlan(std::string_view archive, const ZipLimits& limits)
     const std::string path = absl::StrJoin(segments, "/");
     if (!explicit_kinds.emplace(path, info.kind).second) return Refuse(info.path, "duplicate entry");
     if (info.kind == EntryKind::kSymlink) {
+      if (info.size > kMaxSymlinkTarget) return Refuse(info.path, "symlink target is empty, too long or holds a NUL");
       TORUS_ASSIGN_OR_RETURN(std::string target, ReadZipEntry(archive, info));
       if (target.empty() || target.size() > kMaxSymlinkTarget || target.find('\0') != std::string::npos) {
         return Refuse(info.path, "symlink target is empty, too long or holds a NUL");
@@ -228,11 +236,13 @@ absl::Status WriteTree(std::string_view archive, const Plan& plan, int root, con
       open_parent = std::string(parent);
     }
     const std::string shown = absl::StrCat(shown_root, "/", file.path);
-    TORUS_ASSIGN_OR_RETURN(const std::string data, ReadZipEntry(archive, *file.info));
     Fd fd(::openat(parent_fd.get(), std::string(name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                    0600));
     if (fd.get() < 0) return Errno("cannot create", shown);
-    TORUS_RETURN_IF_ERROR(WriteAll(fd.get(), data, shown));
+    // Written as it inflates: memory stays one piece whatever the entry's size.
+    TORUS_RETURN_IF_ERROR(ReadZipEntryTo(archive, *file.info, [&](std::string_view piece) {
+      return WriteAll(fd.get(), piece, shown);
+    }));
     if (::fchmod(fd.get(), (file.info->mode & 0111) ? 0755 : 0644) != 0) return Errno("cannot set the mode of", shown);
     if (::close(fd.Release()) != 0) return Errno("cannot write", shown);
   }
@@ -252,7 +262,7 @@ absl::Status WriteTree(std::string_view archive, const Plan& plan, int root, con
 absl::Status CheckZip(std::string_view archive, const ZipLimits& limits) {
   TORUS_ASSIGN_OR_RETURN(const Plan plan, MakePlan(archive, limits));
   for (const PlannedEntry& file : plan.files) {
-    TORUS_RETURN_IF_ERROR(ReadZipEntry(archive, *file.info).status());
+    TORUS_RETURN_IF_ERROR(ReadZipEntryTo(archive, *file.info, [](std::string_view) { return absl::OkStatus(); }));
   }
   return absl::OkStatus();
 }

@@ -1,7 +1,8 @@
 // Unpacking a package archive into a directory, safely: nothing is written outside the destination whatever the
 // archive holds.
 //
-// Refused, with InvalidArgument naming the entry: an absolute path ("/etc/x"), a ".." segment ("../x", "a/../../x"),
+// Refused, with InvalidArgument naming the entry: a path longer than 4095 bytes, with a name longer than 255 or more
+// than 256 directories deep; an absolute path ("/etc/x"), a ".." segment ("../x", "a/../../x"),
 // a backslash or NUL in a name, two entries with the same path, a file under a path that is a file or a symlink, and a
 // symlink whose target is absolute or resolves outside the destination ("a/link" -> "../../x"), resolved as the kernel
 // would in the unpacked tree, through the archive's other symlinks (so "a/l1" -> "." with "a/l2" -> "l1/../.." is

@@ -183,6 +183,15 @@ TEST_F(UnpackTest, RefusesUnsafePaths) {
       {{{"s", kLink, 0777, "d"}, {"d/c", kLink, 0777, ".."}, {"x", kLink, 0777, "s/c/.."}},
        "symlink \"x\" -> \"s/c/..\": target points outside"},
       {{{"a", kLink, 0777, "b"}, {"b", kLink, 0777, "a"}}, "too many levels of symlinks"},
+      {{{std::string(256, 'n'), kFile, 0644, "x"}}, "a name in the path is longer than 255 bytes"},
+      {{{[] {
+           std::string deep;
+           for (int i = 0; i < 257; ++i) deep += "d/";
+           return deep + "f";
+         }(),
+         kFile, 0644, "x"}},
+       "more than 256 directories deep"},
+      {{{std::string(2100, 'a') + "/" + std::string(2100, 'b'), kDir, 0755, ""}}, "path longer than 4095 bytes"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.want);

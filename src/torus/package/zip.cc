@@ -197,12 +197,13 @@ absl::StatusOr<std::string> Deflate(std::string_view data) {
   return out;
 }
 
-// Inflates a raw deflate stream into exactly `size` bytes at most; more is an error, so that a declared size bounds
-// the memory an entry can take whatever its stream says.
-absl::StatusOr<std::string> Inflate(std::string_view data, uint64_t size, const std::string& name) {
+// Inflates a raw deflate stream piece by piece into `sink`, `size` bytes at most; more is an error. Returns the bytes
+// produced. Memory stays one piece whatever the entry declares.
+absl::StatusOr<uint64_t> Inflate(std::string_view data, uint64_t size, const std::string& name,
+                                 const std::function<absl::Status(std::string_view)>& sink) {
   z_stream z{};
   if (inflateInit2(&z, -15) != Z_OK) return absl::InternalError("inflateInit2 failed");
-  std::string out;
+  uint64_t out = 0;
   size_t in = 0;
   char buf[kChunk];
   absl::Status status;
@@ -217,11 +218,15 @@ absl::StatusOr<std::string> Inflate(std::string_view data, uint64_t size, const 
     z.avail_out = sizeof(buf);
     const int rc = inflate(&z, Z_NO_FLUSH);
     const size_t produced = sizeof(buf) - z.avail_out;
-    if (produced > size - out.size()) {
+    if (produced > size - out) {
       status = Bad(absl::StrCat(name, ": inflates to more than its declared size of ", size, " bytes"));
       break;
     }
-    out.append(buf, produced);
+    out += produced;
+    if (produced > 0) {
+      status = sink(std::string_view(buf, produced));
+      if (!status.ok()) break;
+    }
     if (rc == Z_STREAM_END) break;
     if (rc == Z_BUF_ERROR) {  // no progress with a fresh output buffer: the input ran out
       status = Bad(absl::StrCat(name, ": compressed data is truncated"));
@@ -314,7 +319,8 @@ absl::StatusOr<std::vector<ZipEntryInfo>> ReadZipDirectory(std::string_view arch
   return entries;
 }
 
-absl::StatusOr<std::string> ReadZipEntry(std::string_view archive, const ZipEntryInfo& entry) {
+absl::Status ReadZipEntryTo(std::string_view archive, const ZipEntryInfo& entry,
+                            const std::function<absl::Status(std::string_view)>& sink) {
   const std::string name = absl::StrCat("entry \"", absl::CHexEscape(entry.path), "\"");
   const uint64_t at = entry.local_header_offset;
   if (!Within(at, kLocalHeaderSize, archive.size()) || Get32(archive, at) != kLocalHeaderSig) {
@@ -333,22 +339,41 @@ absl::StatusOr<std::string> ReadZipEntry(std::string_view archive, const ZipEntr
     return Bad(absl::StrCat(name, ": data runs past the archive's end"));
   }
   const std::string_view data = archive.substr(data_at, entry.compressed_size);
-  std::string out;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  // The CRC is computed as the pieces pass; the caller sees every piece before the last check (an unpacker removes
+  // what it wrote on an error).
+  auto checked = [&](std::string_view piece) {
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(piece.data()), static_cast<uInt>(piece.size()));
+    return sink(piece);
+  };
+  uint64_t produced = 0;
   if (entry.method == 0) {
     if (entry.size != entry.compressed_size) return Bad(absl::StrCat(name, ": stored entry's sizes differ"));
-    out = std::string(data);
+    for (size_t i = 0; i < data.size(); i += kChunk) {
+      TORUS_RETURN_IF_ERROR(checked(data.substr(i, std::min(kChunk, data.size() - i))));
+    }
+    produced = data.size();
   } else if (entry.method == 8) {
-    TORUS_ASSIGN_OR_RETURN(out, Inflate(data, entry.size, name));
+    TORUS_ASSIGN_OR_RETURN(produced, Inflate(data, entry.size, name, checked));
   } else {
     return absl::InvalidArgumentError(absl::StrCat(name, ": compression method ", entry.method, " is not supported"));
   }
-  if (out.size() != entry.size) {
-    return Bad(absl::StrCat(name, ": inflates to ", out.size(), " bytes, not the declared ", entry.size));
+  if (produced != entry.size) {
+    return Bad(absl::StrCat(name, ": inflates to ", produced, " bytes, not the declared ", entry.size));
   }
-  if (const uint32_t crc = Crc32(out); crc != entry.crc32) {
-    return Bad(absl::StrCat(name, ": CRC-32 mismatch (data has ", absl::Hex(crc, absl::kZeroPad8),
+  if (static_cast<uint32_t>(crc) != entry.crc32) {
+    return Bad(absl::StrCat(name, ": CRC-32 mismatch (data has ", absl::Hex(static_cast<uint32_t>(crc), absl::kZeroPad8),
                             ", the directory says ", absl::Hex(entry.crc32, absl::kZeroPad8), ")"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadZipEntry(std::string_view archive, const ZipEntryInfo& entry) {
+  std::string out;
+  TORUS_RETURN_IF_ERROR(ReadZipEntryTo(archive, entry, [&out](std::string_view piece) {
+    out.append(piece.data(), piece.size());
+    return absl::OkStatus();
+  }));
   return out;
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,7 +25,7 @@ enum class EntryKind { kFile, kDirectory, kSymlink };
 
 struct ZipLimits {
   uint64_t max_entries = 200'000;
-  uint64_t max_total_bytes = 8ull << 30;  // the sum of the entries' uncompressed sizes
+  uint64_t max_total_bytes = 4ull << 30;  // the sum of the entries' uncompressed sizes
 };
 
 // One entry of an archive's central directory, as read. `path` is the name as stored ("a/b.py", "a/" for a
@@ -46,8 +47,14 @@ struct ZipEntryInfo {
 absl::StatusOr<std::vector<ZipEntryInfo>> ReadZipDirectory(std::string_view archive, const ZipLimits& limits);
 
 // The uncompressed bytes of `entry` (one returned by ReadZipDirectory for the same archive); InvalidArgument when
-// its local header does not match, it does not inflate, or its size or CRC-32 is wrong.
+// its local header does not match, it does not inflate, or its size or CRC-32 is wrong. Holds the whole entry:
+// for small ones (a symlink's target, a test); ReadZipEntryTo streams.
 absl::StatusOr<std::string> ReadZipEntry(std::string_view archive, const ZipEntryInfo& entry);
+
+// The same, in pieces of at most 64 KiB passed to `sink` as they are inflated (memory stays one piece, whatever the
+// entry declares); the errors come after the pieces when the size or CRC-32 is wrong, and a sink's error stops it.
+absl::Status ReadZipEntryTo(std::string_view archive, const ZipEntryInfo& entry,
+                            const std::function<absl::Status(std::string_view)>& sink);
 
 // Writes an archive to a file, one entry at a time (files deflated unless that does not make them smaller;
 // directories and symlinks stored), with Unix

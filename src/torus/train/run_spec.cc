@@ -252,10 +252,20 @@ absl::Status ValidateCommand(const RunSpec& spec) {
     }
   }
   if (spec.working_dir.find('\0') != std::string::npos) return Invalid("working_dir contains a NUL character");
+  // A package uploaded to the head ("gcs://<name>.zip") or a path on every host; no other URI scheme.
+  auto location = [](const std::string& field, const std::string& value) -> absl::Status {
+    if (value.find("://") != std::string::npos && value.rfind("gcs://", 0) != 0) {
+      return Invalid(absl::StrCat(field, " \"", value, "\" is not supported; use a package uploaded to the head ",
+                                  "(gcs://<name>.zip) or a directory on every host"));
+    }
+    return absl::OkStatus();
+  };
+  TORUS_RETURN_IF_ERROR(location("working_dir", spec.working_dir));
   for (size_t i = 0; i < spec.py_modules.size(); ++i) {
     if (spec.py_modules[i].empty() || spec.py_modules[i].find('\0') != std::string::npos) {
       return Invalid(absl::StrCat("py_modules[", i, "] is empty or contains a NUL character"));
     }
+    TORUS_RETURN_IF_ERROR(location(absl::StrCat("py_modules[", i, "]"), spec.py_modules[i]));
   }
   return absl::OkStatus();
 }

@@ -49,7 +49,10 @@ constexpr char kLocationForms[] =
 // A working_dir or py_modules entry: a path on the node, or a package URI of this head's scheme.
 absl::Status CheckLocation(const std::string& field, const std::string& value) {
   if (value.empty()) return FieldError(field, kLocationForms);
-  if (auto name = PackageNameOf(value)) return PackageStore::CheckName(*name);
+  if (auto name = PackageNameOf(value)) {
+    absl::Status s = PackageStore::CheckName(*name);
+    return s.ok() ? s : absl::InvalidArgumentError(absl::StrCat(field, ": ", s.message()));
+  }
   if (value.find("://") != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(field, " \"", value, "\" is not supported; use ", kLocationForms));
   }

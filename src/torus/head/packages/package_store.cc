@@ -1,6 +1,8 @@
 #include "torus/head/packages/package_store.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -105,6 +107,11 @@ absl::Status PackageStore::Open() {
       std::filesystem::remove_all(entry.path(), ec);
     }
   }
+  {
+    // When a head starts, every package's grace starts again: clients may have found them just before.
+    absl::MutexLock touched(&touched_mu_);
+    for (const std::string& name : names) touched_[name] = clock_->WallMillis();
+  }
   for (const std::string& name : names) {
     if (std::filesystem::is_regular_file(PathOf(name), ec)) continue;
     spdlog::warn("package {} has no file in {}; forgetting it", name, dir_);
@@ -113,28 +120,15 @@ absl::Status PackageStore::Open() {
   return absl::OkStatus();
 }
 
+std::string PackageStore::NewUpload(const std::string& name) const {
+  return absl::StrCat(dir_, "/.upload-", std::random_device{}(), std::random_device{}(), "-", name);
+}
+
 absl::StatusOr<PackageStore::PutOutcome> PackageStore::Put(const std::string& name, const std::string& bytes) {
   if (auto s = CheckName(name); !s.ok()) return s;
-  if (bytes.size() > options_.max_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("package ", name, " is ", bytes.size(),
-                                                     " bytes; the head takes packages of at most ",
-                                                     options_.max_bytes, " bytes"));
-  }
-  const std::string sha = package::Sha256Hex(bytes);
-  if (auto existing = Find(name)) {
-    if (existing->sha256 == sha) return PutOutcome::kAlreadyStored;
-  } else if (auto s = package::CheckZip(bytes, package::ZipLimits{}); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("package ", name, ": ", s.message()));
-  }
-  absl::MutexLock lock(&files_mu_);
-  if (auto existing = Find(name)) {
-    if (existing->sha256 == sha) return PutOutcome::kAlreadyStored;
-    return absl::AlreadyExistsError(absl::StrCat("package ", name, " is already stored with other contents (sha256 ",
-                                                 existing->sha256, "); a package's name is its contents' hash"));
-  }
-  const std::string tmp = absl::StrCat(dir_, "/.upload-", std::random_device{}(), "-", name);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
+  const std::string upload = NewUpload(name);
+  const int fd = ::open(upload.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", upload, ": ", std::strerror(errno)));
   size_t written = 0;
   while (written < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
@@ -142,24 +136,87 @@ absl::StatusOr<PackageStore::PutOutcome> PackageStore::Put(const std::string& na
     if (n <= 0) {
       const int err = errno;
       ::close(fd);
-      ::unlink(tmp.c_str());
-      return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(err)));
+      ::unlink(upload.c_str());
+      return absl::InternalError(absl::StrCat("cannot write ", upload, ": ", std::strerror(err)));
     }
     written += static_cast<size_t>(n);
   }
-  // On disk before the record that names it: a journaled package always has its bytes.
+  ::close(fd);
+  return PutFile(name, upload);
+}
+
+absl::StatusOr<PackageStore::PutOutcome> PackageStore::PutFile(const std::string& name, const std::string& upload) {
+  struct Remove {
+    std::string path;
+    ~Remove() {
+      if (!path.empty()) ::unlink(path.c_str());
+    }
+  } remove{upload};
+  if (auto s = CheckName(name); !s.ok()) return s;
+  const int fd = ::open(upload.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", upload, ": ", std::strerror(errno)));
+  struct stat st {};
+  ::fstat(fd, &st);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > options_.max_bytes) {
+    ::close(fd);
+    return absl::ResourceExhaustedError(absl::StrCat("package ", name, " is ", size,
+                                                     " bytes; the head takes packages of at most ",
+                                                     options_.max_bytes, " bytes"));
+  }
+  void* mapped = size == 0 ? nullptr : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (mapped == MAP_FAILED) {
+    const int err = errno;
+    ::close(fd);
+    return absl::InternalError(absl::StrCat("cannot map ", upload, ": ", std::strerror(err)));
+  }
+  const std::string_view bytes(mapped == nullptr ? "" : static_cast<const char*>(mapped), size);
+  const std::string sha = package::Sha256Hex(bytes);
+  absl::Status checked = absl::OkStatus();
+  std::optional<Package> existing = Find(name);
+  if (!existing) {
+    // At most two archives are checked at once: each costs a core while it inflates.
+    absl::MutexLock lock(&check_mu_, absl::Condition(
+                                         +[](int* n) { return *n < 2; }, &checks_));
+    ++checks_;
+    check_mu_.Unlock();
+    checked = package::CheckZip(bytes, package::ZipLimits{});
+    check_mu_.Lock();
+    --checks_;
+  }
+  if (mapped != nullptr) ::munmap(mapped, size);
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);
-  if (!synced || ::rename(tmp.c_str(), PathOf(name).c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot store package ", name, " in ", dir_, ": ", std::strerror(err)));
+  if (existing && existing->sha256 == sha) {
+    Touch(name);
+    return PutOutcome::kAlreadyStored;
   }
-  Package p{std::string(name), sha, bytes.size(), clock_->WallMillis()};
+  if (!checked.ok()) return absl::InvalidArgumentError(absl::StrCat("package ", name, ": ", checked.message()));
+  absl::MutexLock lock(&files_mu_);
+  if (auto now = Find(name)) {
+    if (now->sha256 == sha) return PutOutcome::kAlreadyStored;
+    return absl::AlreadyExistsError(absl::StrCat("package ", name, " is already stored with other contents (sha256 ",
+                                                 now->sha256, "); a package's name is its contents' hash"));
+  }
+  // On disk, and named in its directory, before the record that names it: a journaled package always has its bytes.
+  if (!synced || ::rename(upload.c_str(), PathOf(name).c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot store package ", name, " in ", dir_, ": ", std::strerror(errno)));
+  }
+  remove.path.clear();
+  if (const int dir_fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+  Package p{name, sha, size, clock_->WallMillis()};
   absl::Status applied = store_->Update([&](Txn& txn) { return txn.Apply(PackageStored{p}); });
   if (!applied.ok()) return applied;
-  spdlog::info("package {} stored ({} bytes, sha256 {})", name, bytes.size(), sha);
+  spdlog::info("package {} stored ({} bytes, sha256 {})", name, size, sha);
   return PutOutcome::kStored;
+}
+
+void PackageStore::Touch(const std::string& name) {
+  absl::MutexLock lock(&touched_mu_);
+  touched_[name] = clock_->WallMillis();
 }
 
 std::optional<Package> PackageStore::Find(const std::string& name) const {
@@ -196,6 +253,11 @@ absl::StatusOr<std::string> PackageStore::Read(const std::string& name, uint64_t
 std::vector<std::string> PackageStore::CollectGarbage() {
   absl::MutexLock lock(&files_mu_);
   const int64_t now = clock_->WallMillis();
+  std::map<std::string, int64_t> touched;
+  {
+    absl::MutexLock t(&touched_mu_);
+    touched = touched_;
+  }
   std::vector<std::string> removed = store_->Update([&](Txn& txn) {
     std::vector<std::string> names;
     const std::map<std::string, PackageUse> uses = PackageUses(txn.state());
@@ -203,7 +265,9 @@ std::vector<std::string> PackageStore::CollectGarbage() {
     for (const auto& [name, p] : txn.state().packages()) {
       auto u = uses.find(name);
       if (u != uses.end() && u->second.live_users > 0) continue;
-      const int64_t since = std::max(p.stored_wall_ms, u == uses.end() ? int64_t{0} : u->second.last_end_wall_ms);
+      auto t = touched.find(name);
+      const int64_t since = std::max({p.stored_wall_ms, u == uses.end() ? int64_t{0} : u->second.last_end_wall_ms,
+                                      t == touched.end() ? int64_t{0} : t->second});
       if (now - since >= options_.unused_grace_ms) names.push_back(name);
     }
     for (const std::string& name : names) txn.Apply(PackageRemoved{name, now}).IgnoreError();
@@ -212,6 +276,8 @@ std::vector<std::string> PackageStore::CollectGarbage() {
   for (const std::string& name : removed) {
     std::error_code ec;
     std::filesystem::remove(PathOf(name), ec);
+    absl::MutexLock t(&touched_mu_);
+    touched_.erase(name);
     spdlog::info("package {} removed: unused for {} s", name, options_.unused_grace_ms / 1000);
   }
   return removed;

@@ -4,8 +4,9 @@
 // it holds. A file is written (and renamed into place) before its record; a record is removed before its file.
 //
 // A package is in use while a job or gang run that is not over names it (ClusterState); one unused for
-// `unused_grace_ms` (counted from its upload or the end of its last user, whichever is later) is removed by
-// CollectGarbage — the grace lets a client upload first and submit afterwards, as Ray's clients do.
+// `unused_grace_ms` (counted from the latest of its upload, the end of its last user, and the last time a client
+// asked for it — Touch — or this head started) is removed by CollectGarbage: the grace lets a client that found the
+// package (or uploaded it) submit afterwards, as Ray's clients do.
 //
 // Thread-safety: thread-safe.
 #pragma once
@@ -61,7 +62,15 @@ class PackageStore {
   // AlreadyExists: the name is taken by other bytes (a package's name is the hash of its contents).
   absl::StatusOr<PutOutcome> Put(const std::string& name, const std::string& bytes);
 
+  // The same for an upload written to `upload` (a path from NewUpload), which is moved into place or removed.
+  absl::StatusOr<PutOutcome> PutFile(const std::string& name, const std::string& upload);
+  // A fresh path in the package directory for an upload of `name` to be written to (removed by Open if the head dies
+  // before PutFile).
+  std::string NewUpload(const std::string& name) const;
+
   std::optional<Package> Find(const std::string& name) const;
+  // A client asked for the package (and may submit a job naming it): its grace starts again.
+  void Touch(const std::string& name);
   // Up to `max_bytes` of the package's file from `offset`, with its metadata. NotFound when it is not stored.
   absl::StatusOr<std::string> Read(const std::string& name, uint64_t offset, uint64_t max_bytes, Package* info) const;
 
@@ -83,6 +92,10 @@ class PackageStore {
   const Options options_;
   // Serializes a package's file with its record: an upload of a name being collected never loses its file.
   absl::Mutex files_mu_;
+  absl::Mutex touched_mu_;
+  std::map<std::string, int64_t> touched_ ABSL_GUARDED_BY(touched_mu_);  // name -> wall ms; not journaled
+  absl::Mutex check_mu_;
+  int checks_ ABSL_GUARDED_BY(check_mu_) = 0;  // archives being checked
 
   absl::Mutex collector_mu_;
   bool stopping_ ABSL_GUARDED_BY(collector_mu_) = false;

@@ -173,6 +173,20 @@ TEST_F(PackageStoreTest, AnUnusedPackageIsRemovedAfterTheGraceAndAUsedOneIsKept)
   EXPECT_FALSE(packages_->Find("_ray_pkg_used.zip").has_value());
 }
 
+TEST_F(PackageStoreTest, AskingForAPackageStartsItsGraceAgain) {
+  const std::string bytes = Archive(dir_, {{"a.py", "1"}});
+  ASSERT_TRUE(packages_->Put("_ray_pkg_asked.zip", bytes).ok());
+  clock_.AdvanceMillis(50'000);
+  packages_->Touch("_ray_pkg_asked.zip");  // a client's GET found it
+  clock_.AdvanceMillis(50'000);
+  EXPECT_TRUE(packages_->CollectGarbage().empty());
+  EXPECT_EQ(*packages_->Put("_ray_pkg_asked.zip", bytes), PutOutcome::kAlreadyStored);  // so does a PUT of it
+  clock_.AdvanceMillis(59'999);
+  EXPECT_TRUE(packages_->CollectGarbage().empty());
+  clock_.AdvanceMillis(1);
+  EXPECT_EQ(packages_->CollectGarbage(), std::vector<std::string>{"_ray_pkg_asked.zip"});
+}
+
 TEST(PackageUsesTest, CountsLiveUsersOfJobsAndRunsAndIgnoresPaths) {
   ClusterState state;
   Job job;
@@ -180,10 +194,21 @@ TEST(PackageUsesTest, CountsLiveUsersOfJobsAndRunsAndIgnoresPaths) {
   job.request.working_dir = "gcs://w.zip";
   job.request.py_modules = {"gcs://m.zip", "/opt/mods"};
   ASSERT_TRUE(state.Apply(JobSubmitted{job}).ok());
+  ASSERT_TRUE(state.Apply(JobUpdated{JobId("j"), JobStatus::kSucceeded, "", "", 0, 5000}).ok());
+  train::RunSpec spec;
+  spec.scaling.num_workers = 2;
+  spec.entrypoint = {"python3", "x.py"};
+  spec.run.name = "r";
+  spec.run.storage_path = "/tmp/x";
+  spec.working_dir = "gcs://w.zip";
+  spec.py_modules = {"gcs://r.zip"};
+  ASSERT_TRUE(state.Apply(RunSubmitted{RunId("r"), train::RunSpecToJson(spec), "t", GroupId("g"), {}, 100}).ok());
   const auto uses = PackageUses(state);
-  ASSERT_EQ(uses.size(), 2u);
-  EXPECT_EQ(uses.at("w.zip").live_users, 1);
-  EXPECT_EQ(uses.at("m.zip").live_users, 1);
+  ASSERT_EQ(uses.size(), 3u);
+  EXPECT_EQ(uses.at("w.zip").live_users, 1);  // the run
+  EXPECT_EQ(uses.at("w.zip").last_end_wall_ms, 5000);  // the job
+  EXPECT_EQ(uses.at("m.zip").live_users, 0);
+  EXPECT_EQ(uses.at("r.zip").live_users, 1);
 }
 
 }  // namespace

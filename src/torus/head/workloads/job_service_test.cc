@@ -349,5 +349,22 @@ TEST_F(JobServiceTest, AJobInAPackageIsStartedWithThePackagesForTheAgentToFetch)
   EXPECT_EQ(spec.env_set.at("PYTHONPATH"), "/opt/mods:/user/lib");
 }
 
+TEST_F(JobServiceTest, AJobWhosePackageIsGoneFailsWithTheReasonAndNeverStarts) {
+  const Package wd{"_ray_pkg_lost.zip", std::string(64, 'a'), 123, 1};
+  head_->store.Update([&](Txn& txn) { ASSERT_TRUE(txn.Apply(PackageStored{wd}).ok()); });
+  JobRequest r = Request("job-lost", 1);
+  r.working_dir = "gcs://_ray_pkg_lost.zip";
+  ASSERT_TRUE(head_->jobs.Submit(r).ok());
+  // Its file was lost (the head found the record without it), before any node could run the job.
+  head_->store.Update([&](Txn& txn) { ASSERT_TRUE(txn.Apply(PackageRemoved{"_ray_pkg_lost.zip", 2}).ok()); });
+  ASSERT_TRUE(head_->AddNode("n1", "10.0.0.7", 8).ok());
+  ASSERT_TRUE(head_->WaitForJob("job-lost", JobStatus::kFailed));
+  auto view = head_->jobs.Get("job-lost");
+  ASSERT_TRUE(view.ok());
+  EXPECT_NE(view->message.find("working_dir: package gcs://_ray_pkg_lost.zip is not on the head"), std::string::npos)
+      << view->message;
+  EXPECT_TRUE(world_.agents.Workers(TargetOf("10.0.0.7")).empty());
+}
+
 }  // namespace
 }  // namespace torus::head

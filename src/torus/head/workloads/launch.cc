@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
+#include "torus/common/status.h"
 #include "torus/common/well_known_labels.h"
 #include "torus/head/workloads/job_machine.h"
 #include "torus/head/workloads/run_machine.h"
@@ -54,6 +55,16 @@ void SetLocations(const ClusterState& state, const std::string& working_dir,
   auto existing = spec.env_set.find("PYTHONPATH");
   if (existing != spec.env_set.end() && !existing->second.empty()) paths.push_back(existing->second);
   spec.env_set["PYTHONPATH"] = absl::StrJoin(paths, ":");
+}
+
+// OK when every package URI among `working_dir` and `py_modules` names a package the head holds.
+absl::Status CheckLocationsStored(const ClusterState& state, const std::string& working_dir,
+                                  const std::vector<std::string>& py_modules) {
+  TORUS_RETURN_IF_ERROR(state.CheckPackageStored("working_dir", working_dir));
+  for (size_t i = 0; i < py_modules.size(); ++i) {
+    TORUS_RETURN_IF_ERROR(state.CheckPackageStored(absl::StrCat("py_modules[", i, "]"), py_modules[i]));
+  }
+  return absl::OkStatus();
 }
 
 std::string GenerationOf(const Node& node) {
@@ -113,6 +124,7 @@ void WorkloadDriver::LaunchJob(const JobId& id) {
     p.spec.argv = {"/bin/sh", "-c", job->request.entrypoint};
     p.spec.env_set = job->request.env_vars;
     SetLocations(txn.state(), job->request.working_dir, job->request.py_modules, p.spec);
+    const absl::Status stored = CheckLocationsStored(txn.state(), job->request.working_dir, job->request.py_modules);
     // Set after the job's own variables: the job id tags the job's metrics and logs, and cannot be claimed.
     p.spec.env_set["TORUS_JOB_ID"] = id.str();
     p.spec.env_set["TORUS_ADDRESS"] = options.head_address;
@@ -121,7 +133,15 @@ void WorkloadDriver::LaunchJob(const JobId& id) {
     p.spec.env_set.erase("TORUS_RANK");
     p.spec.ledger_group = w.ledger_group;
     p.spec.bundle = w.bundle;
+    const WorkerId worker = w.id;
     if (!txn.Apply(WorkerStarting{std::move(w)}).ok()) return std::nullopt;
+    if (!stored.ok()) {
+      // Its package is gone from the head since the job was submitted: it fails with the reason, never starts.
+      txn.Apply(WorkerExited{worker, WorkerExit{.start_failed = true, .reason = std::string(stored.message()),
+                                                .wall_ms = clock_->WallMillis()}})
+          .IgnoreError();
+      return std::nullopt;
+    }
     // Known as starting before anyone sees the record: a stop waits for the start's answer.
     absl::MutexLock lock(&mu_);
     starting_.insert(p.spec.id);
@@ -252,6 +272,12 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
     attempt.start_time_ms = wall;
     attempt.checkpoint_dir = prep->input.checkpoint_dir;
     std::vector<Worker> planned;
+    // Why no rank can start: no port for the rendezvous, or a package gone from the head since submission.
+    std::string start_error = port_error;
+    if (start_error.empty()) {
+      absl::Status stored = CheckLocationsStored(txn.state(), prep->spec.working_dir, prep->spec.py_modules);
+      if (!stored.ok()) start_error = std::string(stored.message());
+    }
     for (size_t r = 0; r < prep->bundles.size(); ++r) {
       const HeldBundle& b = prep->bundles[r];
       Worker w;
@@ -267,7 +293,7 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
       w.gpus = b.gpus;
       attempt.ranks.push_back(RankState{static_cast<int>(r), w.id, b.node, prep->input.ranks[r].address,
                                         b.slice_name, b.chips, b.gpus});
-      if (port_error.empty()) {
+      if (start_error.empty()) {
         StartSpec spec;
         spec.id = w.id;
         spec.owner = owner;
@@ -290,9 +316,9 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
     }
     txn.Apply(AttemptStarted{id, std::move(attempt)}).IgnoreError();
     for (Worker& w : planned) txn.Apply(WorkerStarting{std::move(w)}).IgnoreError();
-    if (!port_error.empty()) {
+    if (!start_error.empty()) {
       for (const WorkerId& w : workers) {
-        txn.Apply(WorkerExited{w, WorkerExit{.start_failed = true, .reason = port_error, .wall_ms = wall}})
+        txn.Apply(WorkerExited{w, WorkerExit{.start_failed = true, .reason = start_error, .wall_ms = wall}})
             .IgnoreError();
       }
     } else {

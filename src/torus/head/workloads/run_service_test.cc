@@ -105,6 +105,21 @@ TEST_F(RunServiceTest, SubmitValidatesAndRecordsNothingOnError) {
   EXPECT_EQ(head_.store.Read([](const ClusterState& s) { return s.groups().size(); }), 1u);
 }
 
+TEST_F(RunServiceTest, APackageTheHeadDoesNotHoldIsRefused) {
+  train::RunSpec spec = Spec();
+  spec.py_modules = {"/opt/mods", "gcs://_ray_pkg_gone.zip"};
+  auto id = head_.runs.Submit(spec);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(id.status().message(), "py_modules[1]: package gcs://_ray_pkg_gone.zip is not on the head; upload it "
+                                   "first (PUT /api/packages/gcs/_ray_pkg_gone.zip)");
+  spec = Spec();
+  spec.working_dir = "s3://bucket/code.zip";
+  EXPECT_EQ(head_.runs.Submit(spec).status().message(),
+            "working_dir \"s3://bucket/code.zip\" is not supported; use a package uploaded to the head "
+            "(gcs://<name>.zip) or a directory on every host");
+  EXPECT_EQ(head_.runs.List().size(), 1u);  // the fixture's run only
+}
+
 TEST_F(RunServiceTest, GetByIdOrName) {
   auto by_name = head_.runs.Get("fit");
   ASSERT_TRUE(by_name.ok());
