@@ -14,7 +14,8 @@ WorkloadDriver::WorkloadDriver(StateStore* store, const Liveness* liveness, Plac
       agents_(agents),
       clock_(clock),
       options_(options),
-      executor_(options.executor_threads) {}
+      executor_(options.executor_threads),
+      stop_executor_(2) {}
 
 WorkloadDriver::~WorkloadDriver() { Stop(); }
 
@@ -58,6 +59,7 @@ void WorkloadDriver::Stop() {
   }
   if (thread_.joinable()) thread_.join();
   executor_.Stop();
+  stop_executor_.Stop();
 }
 
 void WorkloadDriver::OnRecords(const std::vector<Record>& records) {
@@ -174,7 +176,7 @@ void WorkloadDriver::SendStops(std::vector<StopOrder> stops) {
   if (stops.empty()) return;
   std::map<int64_t, std::vector<std::pair<std::string, WorkerId>>> by_grace;
   for (StopOrder& s : stops) by_grace[s.grace_ms].emplace_back(std::move(s.target), std::move(s.worker));
-  executor_.Post([this, by_grace = std::move(by_grace)] {
+  stop_executor_.Post([this, by_grace = std::move(by_grace)] {
     for (const auto& [grace, targets] : by_grace) agents_->StopWorkers(targets, grace);
   });
 }

@@ -109,7 +109,8 @@ class WorkloadDriver {
   std::set<WorkerId> stops_sent_ ABSL_GUARDED_BY(mu_);
   int busy_ ABSL_GUARDED_BY(mu_) = 0;               // advances and launches running
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  Executor executor_;
+  Executor executor_;       // launches: a start may wait minutes while agents fetch its packages
+  Executor stop_executor_;  // stops, never queued behind launches
   std::thread thread_;
 };
 
