@@ -89,15 +89,24 @@ absl::StatusOr<std::string> PackageCache::Ensure(const rpc::PackageRef& ref) {
         absl::StrCat("package reference \"", ref.name(), "\" needs a name and a sha256 of 64 lowercase hex digits"));
   }
   if (Has(ref)) return DirOf(ref);
+  std::shared_ptr<Flight> flight;
   {
-    // One fetch per package: later callers wait for it, then find the directory (or fetch again if it failed).
+    // One fetch per package: callers that come while it runs wait for it and share its outcome.
     absl::MutexLock lock(&mu_);
-    while (fetching_.contains(ref.sha256())) fetched_.Wait(&mu_);
+    if (auto it = fetching_.find(ref.sha256()); it != fetching_.end()) {
+      std::shared_ptr<Flight> other = it->second;
+      while (!other->done) fetched_.Wait(&mu_);
+      if (!other->status.ok()) return other->status;
+      return DirOf(ref);
+    }
     if (Has(ref)) return DirOf(ref);
-    fetching_.insert(ref.sha256());
+    flight = std::make_shared<Flight>();
+    fetching_[ref.sha256()] = flight;
   }
   absl::StatusOr<std::string> dir = FetchAndUnpack(ref);
   absl::MutexLock lock(&mu_);
+  flight->done = true;
+  flight->status = dir.status();
   fetching_.erase(ref.sha256());
   fetched_.SignalAll();
   return dir;

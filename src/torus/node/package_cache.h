@@ -3,7 +3,8 @@
 //
 // Ensure fetches a package's bytes (through `fetch`, in pieces) into a file beside the cache, checks their size and
 // SHA-256 against what the head recorded, and unpacks them (package/unpack.h: nothing lands outside the cache;
-// the directory appears whole or not at all). Concurrent Ensure calls for one package wait for a single fetch.
+// the directory appears whole or not at all). Concurrent Ensure calls for one package wait for a single fetch and
+// share its outcome, its error included (a later call tries again).
 //
 // Thread-safety: thread-safe.
 #pragma once
@@ -11,7 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <set>
+#include <map>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -49,8 +50,12 @@ class PackageCache {
   const std::string dir_;
   const FetchFn fetch_;
   absl::Mutex mu_;
-  absl::CondVar fetched_;                                 // a fetch ended
-  std::set<std::string> fetching_ ABSL_GUARDED_BY(mu_);  // by sha256
+  struct Flight {
+    bool done = false;
+    absl::Status status;
+  };
+  absl::CondVar fetched_;  // a fetch ended
+  std::map<std::string, std::shared_ptr<Flight>> fetching_ ABSL_GUARDED_BY(mu_);  // by sha256
 };
 
 // Reads packages from the head (HeadService.ReadPackage) on `channel`, with the cluster token.

@@ -101,6 +101,37 @@ TEST_F(PackageCacheTest, ConcurrentStartsShareOneFetch) {
   EXPECT_EQ(fetches_.load(), static_cast<int>((archive_.size() + 6) / 7));
 }
 
+TEST_F(PackageCacheTest, StartsWaitingOnAFailedFetchShareItsErrorAndALaterStartTriesAgain) {
+  absl::Mutex mu;
+  bool release = false;
+  std::atomic<int> calls{0};
+  PackageCache cache(dir_ + "/cache", [&](const std::string&, uint64_t, uint32_t) -> absl::StatusOr<PackageCache::Piece> {
+    ++calls;
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&release));
+    return absl::UnavailableError("the head went away");
+  });
+  const rpc::PackageRef ref = Ref(archive_);
+  std::vector<std::thread> threads;
+  std::atomic<int> unavailable{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      if (absl::IsUnavailable(cache.Ensure(ref).status())) ++unavailable;
+    });
+  }
+  while (calls.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the other starts join the fetch under way
+  {
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(unavailable.load(), 4);
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_TRUE(absl::IsUnavailable(cache.Ensure(ref).status()));
+  EXPECT_EQ(calls.load(), 2);
+}
+
 TEST_F(PackageCacheTest, BytesOtherThanTheWorkerWasStartedWithAreRefused) {
   const std::string other = MakeArchive({{"main.py", "print('other')\n"}});
   PackageCache cache = Cache(other, package::Sha256Hex(other));
