@@ -3,6 +3,7 @@
 
 import json
 import re
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -431,6 +432,26 @@ def test_stop_of_sleeping_job(cluster):
     wait_until(lambda: not pid_alive(pid), 2, message="the entrypoint to be gone")
     assert stop(cluster, job_id) == {"stopped": False}
     assert job(cluster, job_id)["status"] == "STOPPED"
+
+
+def test_stop_without_a_body_as_curl_sends_it(cluster):
+    """`curl -X POST .../stop` sends neither a body nor Content-Length: the head answers at once, as Ray's does."""
+    job_id = submit(cluster, entrypoint="sleep 60")
+    wait_for_status(cluster, job_id, "RUNNING")
+    host, port = (cluster.session / "dashboard_address").read_text().strip().rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=3) as s:
+        s.sendall(f"POST /api/jobs/{job_id}/stop HTTP/1.1\r\nHost: {host}\r\n"
+                  f"Authorization: Bearer {cluster.token}\r\n\r\n".encode())
+        reply = b""
+        while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+            chunk = s.recv(4096)  # the head must not wait for a body the client never sends (timeout: 3 s)
+            if not chunk:
+                break
+            reply += chunk
+    head, _, body = reply.decode().partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 200"), reply
+    assert json.loads(body) == {"stopped": True}
+    assert finished(cluster, job_id)["status"] == "STOPPED"
 
 
 def test_stop_kills_a_job_that_ignores_sigterm(cluster):

@@ -86,6 +86,15 @@ void OfferOnlyGzip(const httplib::Request& req) {
   if (accepted.find("gzip") != std::string::npos) headers.emplace("Accept-Encoding", "gzip");
 }
 
+// A POST, PUT or PATCH with neither Content-Length nor Transfer-Encoding (`curl -X POST .../stop`, as Ray's docs
+// show) has no body by HTTP/1.1's rules, but the library would read one until the client closes the connection (a
+// 5 s timeout, then 400 with no text). The request is given the length it has, 0, before the library reads it.
+void MarkBodilessRequest(const httplib::Request& req) {
+  if (req.method != "POST" && req.method != "PUT" && req.method != "PATCH") return;
+  if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) return;
+  const_cast<httplib::Request&>(req).headers.emplace("Content-Length", "0");
+}
+
 // Routes that serve log text: node, run and job logs.
 bool IsLogPath(const std::string& path) {
   return path.find("/logs") != std::string::npos || (path.size() >= 4 && path.compare(path.size() - 4, 4, "/log") == 0);
@@ -130,6 +139,7 @@ bool HttpApi::Authorized(const httplib::Request& req, httplib::Response& res) co
 void HttpApi::RegisterRoutes() {
   server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     OfferOnlyGzip(req);
+    MarkBodilessRequest(req);
     const bool protected_path = req.path.rfind("/api/", 0) == 0 || req.path == "/metrics" || IsPagePath(req.path);
     if (!protected_path) return httplib::Server::HandlerResponse::Unhandled;
     // Workers report with their run's own token, checked by that route.
