@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,7 @@ extern char** environ;
 namespace {
 
 struct NodeFlags {
+  int64_t package_cache_bytes = int64_t{10} << 30;
   std::string address;
   std::string token;
   std::string token_file;
@@ -196,8 +198,12 @@ int Run(const NodeFlags& flags) {
   auto channel = grpc::CreateCustomChannel(flags.address, grpc::InsecureChannelCredentials(), args);
   torus::node::ExitReporter exit_reporter(torus::node::MakeHeadExitSender(channel, token, identity->node_id));
   std::unique_ptr<torus::node::Agent> agent_holder;
+  std::atomic<torus::node::NodeServiceImpl*> service_for_exits{nullptr};  // set once the service exists
   torus::node::WorkerSupervisor workers(&clock, worker_log_dir, worker_env,
-                                        [&exit_reporter, &ledger, &agent_holder](const torus::node::WorkerExit& exit) {
+                                        [&exit_reporter, &ledger, &agent_holder,
+                                         &service_for_exits](const torus::node::WorkerExit& exit) {
+                                          // The packages it ran in may be evicted once nothing else uses them.
+                                          if (auto* s = service_for_exits.load()) s->OnWorkerExited(exit.worker_id);
                                           // A released bundle is free once its last worker is gone.
                                           if (ledger.Unbind(exit.worker_id) && agent_holder) {
                                             agent_holder->NotifyLedgerChanged();
@@ -208,7 +214,8 @@ int Run(const NodeFlags& flags) {
                                          .tpu_log_dir = flags.tpu_log_dir,
                                          .worker_log_dir = worker_log_dir});
   // Declared before the service: starts waiting on a fetch use it until the service is gone.
-  torus::node::PackageCache packages(work_dir + "/packages", torus::node::MakeHeadPackageFetcher(channel, token));
+  torus::node::PackageCache packages(work_dir + "/packages", torus::node::MakeHeadPackageFetcher(channel, token),
+                                     {.max_bytes = static_cast<uint64_t>(flags.package_cache_bytes)});
   torus::node::NodeServiceImpl service(
       &ledger, &workers, flags.node_ip, token,
       [&agent_holder] {
@@ -216,6 +223,7 @@ int Run(const NodeFlags& flags) {
       },
       &log_files, devices);
   service.SetPackageCache(&packages);
+  service_for_exits = &service;
   grpc::ServerBuilder builder;
   int agent_port = 0;
   builder.AddListeningPort(absl::StrCat(flags.node_ip, ":", flags.node_port), grpc::InsecureServerCredentials(),
@@ -262,6 +270,7 @@ int Run(const NodeFlags& flags) {
   signal_thread.join();
   if (sampler) sampler->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  service_for_exits = nullptr;  // the service goes before the supervisor
   return 0;
 }
 
@@ -303,6 +312,11 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", flags.work_dir,
                  "Directory for this agent's files; worker logs go to <work-dir>/workers/ "
                  "[default: /tmp/torus/node_<node-id>]");
+  app.add_option("--package-cache-bytes", flags.package_cache_bytes,
+                 "Unpacked bytes of packages (uploaded working dirs and py_modules) kept for later workers; the "
+                 "least recently used go first, never one a worker runs in")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50));
   app.add_option("--metrics-period-ms", flags.metrics_period_ms,
                  "How often host, worker, TPU and GPU metrics are sampled and sent to the head (0 = never)")
       ->capture_default_str()

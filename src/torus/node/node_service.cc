@@ -248,23 +248,49 @@ grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerConte
 grpc::Status NodeServiceImpl::StartWithPackages(const rpc::StartWorkerRequest& request, rpc::StartWorkerReply* reply,
                                                 const std::function<bool()>& abandoned) {
   Locations where;
+  // The packages are in use by this worker until it exits (OnWorkerExited); a start that fails gives them back.
+  std::vector<std::string> acquired;
+  auto give_back = [&](grpc::Status status) {
+    for (const std::string& sha : acquired) packages_->Release(sha);
+    return status;
+  };
   if (request.has_working_dir_package()) {
-    auto dir = packages_->Ensure(request.working_dir_package());
+    auto dir = packages_->Acquire(request.working_dir_package());
     if (!dir.ok()) return rpc::ToGrpc(dir.status());
+    acquired.push_back(request.working_dir_package().sha256());
     where.cwd = *dir;
   }
   for (const rpc::PackageRef& ref : request.py_module_packages()) {
-    auto dir = packages_->Ensure(ref);
-    if (!dir.ok()) return rpc::ToGrpc(dir.status());
+    auto dir = packages_->Acquire(ref);
+    if (!dir.ok()) return give_back(rpc::ToGrpc(dir.status()));
+    acquired.push_back(ref.sha256());
     where.python_path.push_back(*dir);
   }
   // The head gave up on this start (its deadline passed while the package came) and counts the worker as never
   // started, or this agent is stopping: starting it now would leave a process nobody stops.
   if (abandoned()) {
     spdlog::info("start of worker {} abandoned after its packages were fetched", request.worker_id());
-    return grpc::Status(grpc::StatusCode::CANCELLED, "the start was abandoned while its packages were fetched");
+    return give_back(
+        grpc::Status(grpc::StatusCode::CANCELLED, "the start was abandoned while its packages were fetched"));
   }
-  return StartNow(request, where, reply);
+  grpc::Status started = StartNow(request, where, reply);
+  if (!started.ok()) return give_back(started);
+  std::lock_guard<std::mutex> lock(package_users_mu_);
+  package_users_[request.worker_id()] = std::move(acquired);
+  return started;
+}
+
+void NodeServiceImpl::OnWorkerExited(const std::string& worker_id) {
+  if (packages_ == nullptr) return;
+  std::vector<std::string> shas;
+  {
+    std::lock_guard<std::mutex> lock(package_users_mu_);
+    auto it = package_users_.find(worker_id);
+    if (it == package_users_.end()) return;
+    shas = std::move(it->second);
+    package_users_.erase(it);
+  }
+  for (const std::string& sha : shas) packages_->Release(sha);
 }
 
 grpc::Status NodeServiceImpl::StartNow(const rpc::StartWorkerRequest& request_ref, const Locations& where,

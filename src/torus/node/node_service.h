@@ -93,6 +93,8 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
   void SetPackageCache(PackageCache* packages) { packages_ = packages; }
   // From now on a start that waits for its packages gives up once they arrive (the agent is shutting down).
   void StopStarting() { stopping_ = true; }
+  // A worker exited: the packages it ran in are no longer in use by it.
+  void OnWorkerExited(const std::string& worker_id);
 
  private:
   // Where a worker runs and what goes first on its PYTHONPATH, from its packages.
@@ -107,6 +109,8 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
 
   BundleLedger* ledger_;
   PackageCache* packages_ = nullptr;
+  std::mutex package_users_mu_;
+  std::map<std::string, std::vector<std::string>> package_users_;  // worker id -> sha256s it holds; guarded above
   WorkerSupervisor* workers_;
   const std::string node_ip_;
   const std::string token_;

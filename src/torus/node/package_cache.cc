@@ -67,52 +67,108 @@ class MappedFile {
 
 }  // namespace
 
-PackageCache::PackageCache(std::string dir, FetchFn fetch) : dir_(std::move(dir)), fetch_(std::move(fetch)) {
-  // What an agent killed mid-fetch or mid-unpack left: archives being fetched, directories being unpacked.
+PackageCache::PackageCache(std::string dir, FetchFn fetch, Options options)
+    : dir_(std::move(dir)), fetch_(std::move(fetch)), options_(options) {
+  // An earlier agent's packages: its workers were killed when this agent started (leftovers.h), and what it left
+  // half-done (partial fetches and unpacks) is no use either. The cache holds this agent's packages only.
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(".fetch-", 0) == 0 || name.find(".tmp-") != std::string::npos) {
-      std::filesystem::remove_all(entry.path(), ec);
-    }
-  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) std::filesystem::remove_all(entry.path(), ec);
 }
 
 bool PackageCache::Has(const rpc::PackageRef& ref) const {
-  std::error_code ec;
-  return IsSha256Hex(ref.sha256()) && std::filesystem::is_directory(DirOf(ref), ec);
+  absl::MutexLock lock(&mu_);
+  return entries_.contains(ref.sha256());
 }
 
-absl::StatusOr<std::string> PackageCache::Ensure(const rpc::PackageRef& ref) {
+uint64_t PackageCache::bytes() const {
+  absl::MutexLock lock(&mu_);
+  uint64_t total = 0;
+  for (const auto& [sha, e] : entries_) total += e.bytes;
+  return total;
+}
+
+absl::StatusOr<std::string> PackageCache::Acquire(const rpc::PackageRef& ref) {
   if (ref.name().empty() || !IsSha256Hex(ref.sha256())) {
     return absl::InvalidArgumentError(
         absl::StrCat("package reference \"", ref.name(), "\" needs a name and a sha256 of 64 lowercase hex digits"));
   }
-  if (Has(ref)) return DirOf(ref);
   std::shared_ptr<Flight> flight;
   {
-    // One fetch per package: callers that come while it runs wait for it and share its outcome.
     absl::MutexLock lock(&mu_);
+    // One fetch per package: callers that come while it runs wait for it and share its outcome.
     if (auto it = fetching_.find(ref.sha256()); it != fetching_.end()) {
       std::shared_ptr<Flight> other = it->second;
       while (!other->done) fetched_.Wait(&mu_);
       if (!other->status.ok()) return other->status;
+    }
+    if (auto it = entries_.find(ref.sha256()); it != entries_.end()) {
+      ++it->second.users;
+      it->second.last_used = ++uses_;
       return DirOf(ref);
     }
-    if (Has(ref)) return DirOf(ref);
     flight = std::make_shared<Flight>();
     fetching_[ref.sha256()] = flight;
   }
-  absl::StatusOr<std::string> dir = FetchAndUnpack(ref);
-  absl::MutexLock lock(&mu_);
-  flight->done = true;
-  flight->status = dir.status();
-  fetching_.erase(ref.sha256());
-  fetched_.SignalAll();
-  return dir;
+  absl::StatusOr<uint64_t> unpacked = FetchAndUnpack(ref);
+  std::vector<std::string> evicted;
+  {
+    absl::MutexLock lock(&mu_);
+    flight->done = true;
+    flight->status = unpacked.status();
+    fetching_.erase(ref.sha256());
+    fetched_.SignalAll();
+    if (!unpacked.ok()) return unpacked.status();
+    entries_[ref.sha256()] = Entry{*unpacked, 1, ++uses_};
+    evicted = EvictLocked();
+  }
+  for (const std::string& path : evicted) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  return DirOf(ref);
 }
 
-absl::StatusOr<std::string> PackageCache::FetchAndUnpack(const rpc::PackageRef& ref) {
+void PackageCache::Release(const std::string& sha256) {
+  std::vector<std::string> evicted;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(sha256);
+    if (it == entries_.end() || it->second.users == 0) return;
+    --it->second.users;
+    evicted = EvictLocked();
+  }
+  for (const std::string& path : evicted) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+}
+
+std::vector<std::string> PackageCache::EvictLocked() {
+  uint64_t total = 0;
+  for (const auto& [sha, e] : entries_) total += e.bytes;
+  std::vector<std::string> evicted;
+  while (total > options_.max_bytes) {
+    // The least recently used package no worker runs in.
+    auto victim = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->second.users == 0 && (victim == entries_.end() || it->second.last_used < victim->second.last_used)) {
+        victim = it;
+      }
+    }
+    if (victim == entries_.end()) break;  // everything left is in use
+    // Moved aside at once (a new fetch of it may begin), removed by the caller outside the lock.
+    const std::string from = absl::StrCat(dir_, "/", victim->first);
+    const std::string aside = absl::StrCat(dir_, "/.tmp-evicted-", ++uses_, "-", victim->first);
+    if (::rename(from.c_str(), aside.c_str()) == 0) evicted.push_back(aside);
+    spdlog::info("package {} ({} bytes unpacked) evicted: the cache keeps at most {} bytes of unused packages",
+                 victim->first, victim->second.bytes, options_.max_bytes);
+    total -= victim->second.bytes;
+    entries_.erase(victim);
+  }
+  return evicted;
+}
+
+absl::StatusOr<uint64_t> PackageCache::FetchAndUnpack(const rpc::PackageRef& ref) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create package cache ", dir_, ": ", ec.message()));
@@ -157,12 +213,16 @@ absl::StatusOr<std::string> PackageCache::FetchAndUnpack(const rpc::PackageRef& 
                                                       " bytes with sha256 ", ref.sha256()));
   }
   absl::Status unpacked = package::UnpackZip(mapped->view(), DirOf(ref), package::ZipLimits{});
+  uint64_t bytes = 0;
+  if (auto entries = package::ReadZipDirectory(mapped->view(), package::ZipLimits{}); entries.ok()) {
+    for (const package::ZipEntryInfo& e : *entries) bytes += e.size;
+  }
   remove_zip();
-  if (!unpacked.ok() && !absl::IsAlreadyExists(unpacked)) {
+  if (!unpacked.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("package ", ref.name(), ": ", unpacked.message()));
   }
-  spdlog::info("package {} ({} bytes) unpacked into {}", ref.name(), ref.size(), DirOf(ref));
-  return DirOf(ref);
+  spdlog::info("package {} ({} bytes, {} unpacked) unpacked into {}", ref.name(), ref.size(), bytes, DirOf(ref));
+  return bytes;
 }
 
 PackageCache::FetchFn MakeHeadPackageFetcher(std::shared_ptr<grpc::Channel> channel, std::string token) {
