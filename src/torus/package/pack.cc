@@ -163,6 +163,41 @@ struct Walker {
     return absl::OkStatus();
   }
 
+  // Hashes a file's bytes as UpdateFramed would, reading in pieces (the name alone needs no copy of the file).
+  static absl::Status HashFileFramed(Sha256& hash, const std::string& file) {
+    const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return Errno("cannot read", file);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const absl::Status status = Errno("cannot stat", file);
+      ::close(fd);
+      return status;
+    }
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>(size >> (8 * i));
+    hash.Update(std::string_view(len, 8));
+    std::vector<char> buf(1 << 20);
+    uint64_t read_bytes = 0;
+    while (true) {
+      const ssize_t n = ::read(fd, buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const absl::Status status = Errno("cannot read", file);
+        ::close(fd);
+        return status;
+      }
+      if (n == 0) break;
+      hash.Update(std::string_view(buf.data(), static_cast<size_t>(n)));
+      read_bytes += static_cast<uint64_t>(n);
+    }
+    ::close(fd);
+    if (read_bytes != size) {
+      return absl::FailedPreconditionError(absl::StrCat(file, " changed while it was read; try again"));
+    }
+    return absl::OkStatus();
+  }
+
   static absl::StatusOr<std::string> ReadFile(const std::string& file) {
     const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return Errno("cannot read", file);
@@ -261,7 +296,8 @@ absl::StatusOr<Packed> Pack(const std::string& dir, const std::string& out_path,
   hash.UpdateFramed(kHashVersion);
   for (const Item& item : walker.items) {
     std::string data;
-    if (item.kind == EntryKind::kFile) {
+    const bool stream = writer == nullptr && item.kind == EntryKind::kFile;  // the name only: no copy of the file
+    if (item.kind == EntryKind::kFile && !stream) {
       TORUS_ASSIGN_OR_RETURN(data, Walker::ReadFile(item.source));
       ++packed.files;
     } else if (item.kind == EntryKind::kSymlink) {
@@ -272,7 +308,12 @@ absl::StatusOr<Packed> Pack(const std::string& dir, const std::string& out_path,
     hash.UpdateFramed(item.path);
     hash.Update(std::string_view(&kind, 1));
     hash.Update(exec ? "x" : "-");
-    hash.UpdateFramed(data);
+    if (stream) {
+      TORUS_RETURN_IF_ERROR(Walker::HashFileFramed(hash, item.source));
+      ++packed.files;
+    } else {
+      hash.UpdateFramed(data);
+    }
     if (writer == nullptr) continue;
     TORUS_RETURN_IF_ERROR(writer->Add(item.path, item.kind, item.mode, item.mtime, data));
     if (::stat(out_path.c_str(), &out) != 0) return Errno("cannot stat", out_path);
