@@ -117,6 +117,8 @@ ExitReporter::SendFn MakeHeadExitSender(std::shared_ptr<grpc::Channel> channel, 
     request.set_exit_code(exit.exit_code);
     request.set_signal(exit.signal);
     request.set_end_time_ms(exit.end_time_ms);
+    request.set_pid(exit.pid);
+    request.set_start_time_ms(exit.start_time_ms);
     grpc::ClientContext ctx;
     ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", token));
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));

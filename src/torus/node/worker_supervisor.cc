@@ -520,7 +520,8 @@ WorkerExit WorkerSupervisor::FinishLocked(Record& record, int wait_status) {
   }
   info.end_time_ms = clock_->WallMillis();
   record.finished_pos = finished_order_.insert(finished_order_.end(), info.worker_id);
-  WorkerExit exit{info.worker_id, info.owner, info.pid, info.exit_code, info.signal, info.end_time_ms};
+  WorkerExit exit{info.worker_id, info.owner,        info.pid,
+                  info.exit_code, info.signal, info.end_time_ms, info.start_time_ms};
   ++exits_in_delivery_;
   spdlog::info("worker {} (pid {}) exited: {}", info.worker_id, info.pid,
                info.signal != 0 ? absl::StrCat("signal ", info.signal) : absl::StrCat("code ", info.exit_code));

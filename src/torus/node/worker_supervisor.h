@@ -66,6 +66,7 @@ struct WorkerExit {
   int exit_code = 0;  // valid when signal == 0
   int signal = 0;     // the signal that killed it, or 0
   int64_t end_time_ms = 0;
+  int64_t start_time_ms = 0;
 };
 
 struct WorkerInfo {

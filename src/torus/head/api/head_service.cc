@@ -191,7 +191,8 @@ grpc::ServerUnaryReactor* HeadServiceImpl::WorkerExited(grpc::CallbackServerCont
     return Finish(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker_id is required"));
   }
   absl::Status s = membership_->ReportWorkerExit(NodeId(request->node_id()), WorkerId(request->worker_id()),
-                                                 request->exit_code(), request->signal(), request->end_time_ms());
+                                                 request->exit_code(), request->signal(), request->end_time_ms(),
+                                                 request->pid(), request->start_time_ms());
   return Finish(ctx, rpc::ToGrpc(s));
 }
 

@@ -231,7 +231,7 @@ std::vector<NodeId> Membership::ExpireSilent() {
 }
 
 absl::Status Membership::ReportWorkerExit(const NodeId& node, const WorkerId& worker, int exit_code, int signal,
-                                          int64_t end_ms) {
+                                          int64_t end_ms, int64_t pid, int64_t start_ms) {
   const int64_t wall = clock_->WallMillis();
   return store_->Update([&](Txn& txn) {
     const Worker* w = txn.state().FindWorker(worker);
@@ -240,6 +240,10 @@ absl::Status Membership::ReportWorkerExit(const NodeId& node, const WorkerId& wo
     }
     if (w->phase == WorkerPhase::kExited) return absl::OkStatus();
     WorkerExit exit{.exit_code = exit_code, .signal = signal, .wall_ms = end_ms > 0 ? end_ms : wall};
+    if (w->phase == WorkerPhase::kStarting && pid > 0) {
+      // Its start's reply is still on the way (the worker ran and exited at once).
+      TORUS_RETURN_IF_ERROR(txn.Apply(WorkerStarted{worker, pid, start_ms > 0 ? start_ms : exit.wall_ms}));
+    }
     return txn.Apply(WorkerExited{worker, exit});
   });
 }

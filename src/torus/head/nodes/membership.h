@@ -80,9 +80,11 @@ class Membership {
   // Declares DEAD every node silent for longer than the timeout; returns them.
   std::vector<NodeId> ExpireSilent();
   // An agent reports that a worker exited. NotFound for a worker the head does not know (the agent drops the
-  // report); OK (and nothing changes) for an exit already known.
+  // report); OK (and nothing changes) for an exit already known. An exit that comes before the reply to the
+  // worker's start records the start too (`pid`, `start_ms`), so that nobody sees a worker that ended without
+  // having run.
   absl::Status ReportWorkerExit(const NodeId& node, const WorkerId& worker, int exit_code, int signal,
-                                int64_t end_ms);
+                                int64_t end_ms, int64_t pid = 0, int64_t start_ms = 0);
 
  private:
   // The death of `node` (as `incarnation`) and its consequences, in `txn`; adds bundles to release.

@@ -467,6 +467,18 @@ TEST_F(MembershipTest, ReportWorkerExit) {
   EXPECT_EQ(GetWorker("w1"), w);
 }
 
+TEST_F(MembershipTest, AnExitBeforeTheStartsReplyRecordsTheStartToo) {
+  Register(Report("n1"));
+  AddWorker("w1", "n1", WorkerPhase::kStarting);
+  const int64_t started = clock_.WallMillis() - 5;
+  EXPECT_TRUE(membership_.ReportWorkerExit(NodeId("n1"), WorkerId("w1"), 0, 0, clock_.WallMillis(), 4242, started).ok());
+  const Worker w = GetWorker("w1");
+  EXPECT_EQ(w.phase, WorkerPhase::kExited);
+  EXPECT_EQ(w.pid, 4242);
+  EXPECT_EQ(w.start_wall_ms, started);
+  EXPECT_EQ(w.exit, (WorkerExit{.exit_code = 0, .wall_ms = clock_.WallMillis()}));
+}
+
 TEST_F(MembershipTest, RestoreLivenessMarksAliveNodesUnconfirmed) {
   Apply(test_util::Registrations({test_util::CpuHost("n1"), test_util::CpuHost("n2")}));
   Apply({NodeDied{NodeId("n2"), 2, "gone", 1000}});
