@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -55,6 +56,29 @@ class Sha256 {
  private:
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
 };
+
+// Reads `path` (with `follow`, through a symlink) in 1 MiB pieces passed to `piece`; returns the bytes read.
+absl::StatusOr<uint64_t> ReadPieces(const std::string& path, bool follow,
+                                    const std::function<void(std::string_view)>& piece) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+  if (fd < 0) return Errno("cannot read", path);
+  std::vector<char> buf(1 << 20);
+  uint64_t total = 0;
+  while (true) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const absl::Status status = Errno("cannot read", path);
+      ::close(fd);
+      return status;
+    }
+    if (n == 0) break;
+    piece(std::string_view(buf.data(), static_cast<size_t>(n)));
+    total += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  return total;
+}
 
 // One gitignore line, parsed. `segments` are matched against a path's segments; "**" spans any number of them.
 struct Pattern {
@@ -165,56 +189,20 @@ struct Walker {
 
   // Hashes a file's bytes as UpdateFramed would, reading in pieces (the name alone needs no copy of the file).
   static absl::Status HashFileFramed(Sha256& hash, const std::string& file) {
-    const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return Errno("cannot read", file);
     struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const absl::Status status = Errno("cannot stat", file);
-      ::close(fd);
-      return status;
-    }
+    if (::lstat(file.c_str(), &st) != 0) return Errno("cannot stat", file);
     const uint64_t size = static_cast<uint64_t>(st.st_size);
     char len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<char>(size >> (8 * i));
     hash.Update(std::string_view(len, 8));
-    std::vector<char> buf(1 << 20);
-    uint64_t read_bytes = 0;
-    while (true) {
-      const ssize_t n = ::read(fd, buf.data(), buf.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        const absl::Status status = Errno("cannot read", file);
-        ::close(fd);
-        return status;
-      }
-      if (n == 0) break;
-      hash.Update(std::string_view(buf.data(), static_cast<size_t>(n)));
-      read_bytes += static_cast<uint64_t>(n);
-    }
-    ::close(fd);
-    if (read_bytes != size) {
-      return absl::FailedPreconditionError(absl::StrCat(file, " changed while it was read; try again"));
-    }
+    TORUS_ASSIGN_OR_RETURN(const uint64_t read, ReadPieces(file, false, [&](std::string_view p) { hash.Update(p); }));
+    if (read != size) return absl::FailedPreconditionError(absl::StrCat(file, " changed while it was read; try again"));
     return absl::OkStatus();
   }
 
   static absl::StatusOr<std::string> ReadFile(const std::string& file) {
-    const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return Errno("cannot read", file);
     std::string data;
-    char buf[1 << 16];
-    while (true) {
-      const ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        const absl::Status status = Errno("cannot read", file);
-        ::close(fd);
-        return status;
-      }
-      if (n == 0) break;
-      data.append(buf, n);
-    }
-    ::close(fd);
+    TORUS_RETURN_IF_ERROR(ReadPieces(file, false, [&](std::string_view p) { data.append(p.data(), p.size()); }).status());
     return data;
   }
 
@@ -409,22 +397,8 @@ std::string Sha256Hex(std::string_view data) {
 }
 
 absl::StatusOr<std::string> Sha256File(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Errno("cannot read", path);
   Sha256 hash;
-  char buf[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const absl::Status status = Errno("cannot read", path);
-      ::close(fd);
-      return status;
-    }
-    if (n == 0) break;
-    hash.Update(std::string_view(buf, n));
-  }
-  ::close(fd);
+  TORUS_RETURN_IF_ERROR(ReadPieces(path, true, [&](std::string_view p) { hash.Update(p); }).status());
   return hash.Hex();
 }
 
