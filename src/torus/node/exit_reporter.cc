@@ -119,6 +119,11 @@ ExitReporter::SendFn MakeHeadExitSender(std::shared_ptr<grpc::Channel> channel, 
     request.set_end_time_ms(exit.end_time_ms);
     request.set_pid(exit.pid);
     request.set_start_time_ms(exit.start_time_ms);
+    request.set_stopped(exit.stopped);
+    request.set_oom_killed(exit.oom_killed);
+    request.set_peak_rss_bytes(exit.peak_rss_bytes);
+    request.set_output_tail(exit.output_tail);
+    request.set_accelerator_error(exit.accelerator_error);
     grpc::ClientContext ctx;
     ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", token));
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));

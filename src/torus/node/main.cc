@@ -176,6 +176,8 @@ int Run(const NodeFlags& flags) {
   }
   torus::EnvMap worker_env = options.env;
   worker_env[torus::node::kWorkerMarkVariable] = work_dir;
+  // libtpu in a worker logs where the agent looks for a failed worker's last accelerator error.
+  if (!flags.tpu_log_dir.empty()) worker_env.try_emplace("TPU_LOG_DIR", flags.tpu_log_dir);
 
   torus::RealClock clock;
   const int chips = static_cast<int>(identity->resources.GetFixed(torus::kResourceTpu) / torus::kResourceScale);
@@ -209,7 +211,8 @@ int Run(const NodeFlags& flags) {
                                             agent_holder->NotifyLedgerChanged();
                                           }
                                           exit_reporter.Report(exit);
-                                        });
+                                        },
+                                        {.tpu_log_dir = flags.tpu_log_dir});
   const torus::node::LogFiles log_files({.agent_log = torus::node::DetectStdoutLogFile(),
                                          .tpu_log_dir = flags.tpu_log_dir,
                                          .worker_log_dir = worker_log_dir});

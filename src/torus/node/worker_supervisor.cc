@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -120,6 +121,13 @@ bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
 
 std::string ErrnoText(int error) { return std::strerror(error); }
 
+// "No such file or directory (errno 2, ENOENT)": what a failed start reports.
+std::string ErrnoTextWithName(int error) {
+  const char* name = strerrorname_np(error);
+  return absl::StrCat(std::strerror(error), " (errno ", error, name != nullptr ? ", " : "", name != nullptr ? name : "",
+                      ")");
+}
+
 absl::Status ValidateSpec(const WorkerSpec& spec) {
   if (absl::Status s = ValidateWorkerId(spec.worker_id); !s.ok()) return s;
   if (spec.owner.size() > kMaxOwnerLength || HasNul(spec.owner)) {
@@ -179,7 +187,8 @@ WorkerSupervisor::WorkerSupervisor(const Clock* clock, std::string log_root, Env
       log_root_(std::move(log_root)),
       base_env_(std::move(base_env)),
       on_exit_(std::move(on_exit)),
-      options_{std::max(1, options.max_finished)} {
+      options_{std::max(1, options.max_finished), options.tpu_log_dir, options.tail_lines},
+      oom_counter_(OomCounter::ForProcess(getpid())) {
   spawner_ = std::thread([this] { SpawnerLoop(); });
   reaper_ = std::thread([this] { ReaperLoop(); });
   timer_ = std::thread([this] { TimerLoop(); });
@@ -327,6 +336,8 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
                        argv.data(),
                        sh_argv.data(),
                        envp.data()};
+  // Read before the worker exists, so that an OOM kill of it counts as a rise.
+  const std::optional<uint64_t> oom_kills = oom_counter_ ? oom_counter_->Read() : std::nullopt;
   pid_t pid = -1;
   int fork_error = 0;
   bool shutting_down = false;
@@ -346,6 +357,7 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
       if (pid > 0) {
         workers_[request.worker_id].info.pid = pid;
+        workers_[request.worker_id].oom_kills_at_start = oom_kills;
         live_pids_[pid] = request.worker_id;
       }
     }
@@ -369,7 +381,7 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
 
   if (n == static_cast<ssize_t>(sizeof(child_report))) {
     // The reaper discards the pid: its record is gone (or belongs to a later start of the same id).
-    const std::string why = ErrnoText(child_report.error);
+    const std::string why = ErrnoTextWithName(child_report.error);
     switch (child_report.stage) {
       case kStageExec:
         fail(absl::FailedPreconditionError(
@@ -389,7 +401,7 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
     }
   }
 
-  std::optional<WorkerExit> early_exit;
+  std::optional<Ending> early_exit;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Record& record = workers_[request.worker_id];
@@ -403,7 +415,7 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
     }
   }
   request.result.set_value(pid);
-  if (early_exit) DeliverExit(*early_exit);
+  if (early_exit) DeliverExit(*std::move(early_exit));
 }
 
 void WorkerSupervisor::ReaperLoop() {
@@ -420,7 +432,7 @@ void WorkerSupervisor::ReaperLoop() {
       if (errno == EINTR) continue;
       // ECHILD: something else in this process reaped our children; their fate is unknown.
       const std::string why = ErrnoText(errno);
-      std::vector<WorkerExit> lost;
+      std::vector<Ending> lost;
       {
         std::lock_guard<std::mutex> lock(mu_);
         spdlog::error("waitid: {}; marking {} workers as lost", why, live_pids_.size());
@@ -437,7 +449,7 @@ void WorkerSupervisor::ReaperLoop() {
         live_pids_.clear();
       }
       exit_cv_.notify_all();
-      for (const WorkerExit& e : lost) DeliverExit(e);
+      for (Ending& e : lost) DeliverExit(std::move(e));
       continue;
     }
     const pid_t pid = info.si_pid;
@@ -447,10 +459,12 @@ void WorkerSupervisor::ReaperLoop() {
       if (live_pids_.count(pid) > 0 && pending_kills_.count(pid) == 0) kill(-pid, SIGKILL);
     }
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    struct rusage usage;
+    memset(&usage, 0, sizeof(usage));
+    while (wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
     }
 
-    std::optional<WorkerExit> exit;
+    std::optional<Ending> exit;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (pending_kills_.count(pid) > 0 && kill(-pid, 0) != 0 && errno == ESRCH) pending_kills_.erase(pid);
@@ -460,7 +474,7 @@ void WorkerSupervisor::ReaperLoop() {
         live_pids_.erase(live);
         if (it != workers_.end() && it->second.info.pid == pid && it->second.info.running) {
           if (it->second.exec_confirmed) {
-            exit = FinishLocked(it->second, status);
+            exit = FinishLocked(it->second, status, usage.ru_maxrss);
           } else {
             it->second.reaped_early = true;
             it->second.early_wait_status = status;
@@ -469,11 +483,24 @@ void WorkerSupervisor::ReaperLoop() {
       }
     }
     exit_cv_.notify_all();
-    if (exit) DeliverExit(*exit);
+    if (exit) DeliverExit(*std::move(exit));
   }
 }
 
-void WorkerSupervisor::DeliverExit(const WorkerExit& exit) {
+void WorkerSupervisor::DeliverExit(Ending ending) {
+  WorkerExit& exit = ending.exit;
+  if (exit.signal != 0 || exit.exit_code != 0) {
+    exit.output_tail = LastLines(ending.log_path, options_.tail_lines, 4096);
+    // File times come from the kernel's coarse clock, a tick or so behind the wall clock.
+    constexpr int64_t kFileClockSlackMs = 50;
+    if (!options_.tpu_log_dir.empty()) {
+      exit.accelerator_error = LastGlogError(options_.tpu_log_dir, exit.start_time_ms - kFileClockSlackMs);
+    }
+    if (exit.signal == SIGKILL && !exit.stopped && oom_counter_ && ending.oom_kills_at_start) {
+      const std::optional<uint64_t> now = oom_counter_->Read();
+      exit.oom_killed = now && *now > *ending.oom_kills_at_start;
+    }
+  }
   on_exit_(exit);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -505,7 +532,7 @@ void WorkerSupervisor::TimerLoop() {
   }
 }
 
-WorkerExit WorkerSupervisor::FinishLocked(Record& record, int wait_status) {
+WorkerSupervisor::Ending WorkerSupervisor::FinishLocked(Record& record, int wait_status, int64_t max_rss_kib) {
   WorkerInfo& info = record.info;
   info.running = false;
   auto [first, last] = log_waiters_.equal_range(info.worker_id);
@@ -520,13 +547,21 @@ WorkerExit WorkerSupervisor::FinishLocked(Record& record, int wait_status) {
   }
   info.end_time_ms = clock_->WallMillis();
   record.finished_pos = finished_order_.insert(finished_order_.end(), info.worker_id);
-  WorkerExit exit{info.worker_id, info.owner,        info.pid,
-                  info.exit_code, info.signal, info.end_time_ms, info.start_time_ms};
+  WorkerExit exit{.worker_id = info.worker_id,
+                  .owner = info.owner,
+                  .pid = info.pid,
+                  .exit_code = info.exit_code,
+                  .signal = info.signal,
+                  .end_time_ms = info.end_time_ms,
+                  .start_time_ms = info.start_time_ms,
+                  .stopped = record.stop_requested,
+                  .peak_rss_bytes = max_rss_kib * 1024};
   ++exits_in_delivery_;
   spdlog::info("worker {} (pid {}) exited: {}", info.worker_id, info.pid,
                info.signal != 0 ? absl::StrCat("signal ", info.signal) : absl::StrCat("code ", info.exit_code));
+  Ending ending{std::move(exit), info.log_path, record.oom_kills_at_start};
   PruneFinishedLocked();
-  return exit;
+  return ending;
 }
 
 void WorkerSupervisor::PruneFinishedLocked() {
@@ -537,6 +572,7 @@ void WorkerSupervisor::PruneFinishedLocked() {
 }
 
 void WorkerSupervisor::StopLocked(Record& record, int64_t grace_micros) {
+  record.stop_requested = true;
   if (!record.exec_confirmed) {
     // Still starting: the spawner applies the stop once exec is confirmed.
     grace_micros = std::max<int64_t>(grace_micros, 0);

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "torus/accel/tpu_detect.h"
 #include "torus/common/clock.h"
+#include "torus/node/exit_details.h"
 
 namespace torus::node {
 
@@ -67,6 +68,12 @@ struct WorkerExit {
   int signal = 0;     // the signal that killed it, or 0
   int64_t end_time_ms = 0;
   int64_t start_time_ms = 0;
+  // Why, as far as the agent can tell (what the head names as the cause of a failure):
+  bool stopped = false;           // the supervisor signalled it (Stop, StopOwner, StopAll)
+  bool oom_killed = false;        // SIGKILL it did not send, while its memory cgroup's OOM-kill count rose
+  int64_t peak_rss_bytes = 0;     // the largest resident set of its leader process
+  std::string output_tail{};      // a failed worker: the last lines of its log (stdout and stderr)
+  std::string accelerator_error{};  // a failed worker: the last error libtpu logged while it ran
 };
 
 struct WorkerInfo {
@@ -103,6 +110,8 @@ struct LogChunk {
 
 struct SupervisorOptions {
   int max_finished = 1000;  // records of exited workers kept for List and ReadLog; the oldest go first
+  std::string tpu_log_dir{};  // libtpu's log directory, searched for a failed worker's last error ("" = none)
+  int tail_lines = 10;        // lines of a failed worker's log in its exit (from at most its last 4 KiB)
 };
 
 class WorkerSupervisor {
@@ -155,6 +164,8 @@ class WorkerSupervisor {
     bool reaped_early = false;        // the reaper collected it before exec was confirmed
     int early_wait_status = 0;        // its wait status then
     int64_t pending_stop_grace = -1;  // a Stop that came while starting, applied once exec is confirmed
+    bool stop_requested = false;      // the supervisor was asked to stop it
+    std::optional<uint64_t> oom_kills_at_start;  // its memory cgroup's OOM-kill count before it started
     std::list<std::string>::iterator finished_pos;  // into finished_order_, once finished
   };
   struct SpawnRequest;
@@ -170,11 +181,18 @@ class WorkerSupervisor {
   // Starts one worker (a child that shares the agent's memory until it execs, on child_stack_), then settles its
   // record; fulfils the request's promise.
   void Spawn(SpawnRequest& request);
-  // Marks a worker finished from a wait status and returns its exit, which the caller must pass to DeliverExit
-  // once it has released mu_. REQUIRES: mu_ held.
-  WorkerExit FinishLocked(Record& record, int wait_status);
-  // Calls on_exit. REQUIRES: mu_ not held.
-  void DeliverExit(const WorkerExit& exit);
+  // A finished worker on its way to on_exit, with what DeliverExit needs to describe a failure.
+  struct Ending {
+    WorkerExit exit;
+    std::string log_path;
+    std::optional<uint64_t> oom_kills_at_start;
+  };
+  // Marks a worker finished from a wait status (and the leader's peak RSS in KiB) and returns its ending, which
+  // the caller must pass to DeliverExit once it has released mu_. REQUIRES: mu_ held.
+  Ending FinishLocked(Record& record, int wait_status, int64_t max_rss_kib = 0);
+  // Adds what the log, libtpu's logs and the memory cgroup say about a failure, then calls on_exit. REQUIRES: mu_
+  // not held.
+  void DeliverExit(Ending ending);
   // SIGTERM to the group now and SIGKILL at grace, or SIGKILL at once when grace <= 0; a worker still starting
   // is stopped as soon as it has exec'ed. REQUIRES: mu_ held, record running.
   void StopLocked(Record& record, int64_t grace_micros);
@@ -187,6 +205,7 @@ class WorkerSupervisor {
   const EnvMap base_env_;
   const std::function<void(const WorkerExit&)> on_exit_;
   const SupervisorOptions options_;
+  const std::optional<OomCounter> oom_counter_;  // the agent's memory cgroup, which its workers start in
 
   // The stack a starting worker runs on until it execs; used by the spawner thread alone, one start at a time.
   static constexpr size_t kChildStackBytes = 128 << 10;

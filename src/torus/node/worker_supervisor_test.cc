@@ -228,12 +228,12 @@ TEST_F(WorkerSupervisorTest, MissingBinaryFailsStartNamingIt) {
   ASSERT_FALSE(started.ok());
   EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(started.status().message(),
-            "cannot execute 'no-such-binary-xyz': No such file or directory (searched PATH=/usr/bin:/bin)");
+            "cannot execute 'no-such-binary-xyz': No such file or directory (errno 2, ENOENT) (searched PATH=/usr/bin:/bin)");
 
   started = supervisor_->Start({.worker_id = "missing", .argv = {dir_ + "/nothing"}});
   ASSERT_FALSE(started.ok());
   EXPECT_EQ(started.status().message(),
-            "cannot execute '" + dir_ + "/nothing': No such file or directory");
+            "cannot execute '" + dir_ + "/nothing': No such file or directory (errno 2, ENOENT)");
 
   // The failed start leaves no record and no exit report; the id is free again at once.
   EXPECT_FALSE(Find("missing").has_value());
@@ -268,7 +268,7 @@ TEST_F(WorkerSupervisorTest, ProgramsAreFoundAndRunAsExecvpRunsThem) {
   auto denied = supervisor_->Start({.worker_id = "denied", .argv = {"greet"}, .env_set = {{"PATH", dir_ + "/bin1"}}});
   ASSERT_FALSE(denied.ok());
   EXPECT_EQ(denied.status().message(),
-            "cannot execute 'greet': Permission denied (searched PATH=" + dir_ + "/bin1)");
+            "cannot execute 'greet': Permission denied (errno 13, EACCES) (searched PATH=" + dir_ + "/bin1)");
 }
 
 TEST_F(WorkerSupervisorTest, BadCwdFailsStart) {
@@ -276,7 +276,7 @@ TEST_F(WorkerSupervisorTest, BadCwdFailsStart) {
   ASSERT_FALSE(started.ok());
   EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(started.status().message(),
-            "cannot enter working directory '" + dir_ + "/absent': No such file or directory");
+            "cannot enter working directory '" + dir_ + "/absent': No such file or directory (errno 2, ENOENT)");
 }
 
 TEST_F(WorkerSupervisorTest, ValidatesSpec) {
@@ -476,6 +476,65 @@ TEST_F(WorkerSupervisorTest, DestructorKillsRunningWorkers) {
   supervisor_.reset();
   EXPECT_TRUE(ProcessGone(started->pid));
   EXPECT_TRUE(exits_.WaitFor("left", milliseconds(0)).has_value());
+}
+
+// ---- what an exit says about why ----
+
+TEST_F(WorkerSupervisorTest, AFailedExitCarriesTheLastLinesOfItsOutputAndItsPeakRss) {
+  ASSERT_TRUE(StartShell("tail", "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo line $i; done; echo oops >&2; exit 3")
+                  .ok());
+  auto exit = exits_.WaitFor("tail");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code, 3);
+  EXPECT_FALSE(exit->stopped);
+  EXPECT_FALSE(exit->oom_killed);
+  EXPECT_EQ(exit->output_tail, "line 4\nline 5\nline 6\nline 7\nline 8\nline 9\nline 10\nline 11\nline 12\noops");
+  EXPECT_GT(exit->peak_rss_bytes, 0);
+}
+
+TEST_F(WorkerSupervisorTest, ASuccessfulExitCarriesNoOutput) {
+  ASSERT_TRUE(StartShell("ok", "echo fine").ok());
+  auto exit = exits_.WaitFor("ok");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->output_tail, "");
+}
+
+TEST_F(WorkerSupervisorTest, AStoppedWorkerIsMarkedStoppedAndAnOutsideKillIsNot) {
+  ASSERT_TRUE(StartShell("stopped", "echo up; exec sleep 30").ok());
+  ASSERT_TRUE(WaitForLog("stopped", "up"));
+  ASSERT_TRUE(supervisor_->Stop("stopped", kSecond).ok());
+  auto stopped = exits_.WaitFor("stopped");
+  ASSERT_TRUE(stopped.has_value());
+  EXPECT_EQ(stopped->signal, SIGTERM);
+  EXPECT_TRUE(stopped->stopped);
+
+  auto started = StartShell("killed", "echo up; exec sleep 30");
+  ASSERT_TRUE(started.ok());
+  ASSERT_TRUE(WaitForLog("killed", "up"));
+  ASSERT_EQ(kill(started->pid, SIGKILL), 0);
+  auto killed = exits_.WaitFor("killed");
+  ASSERT_TRUE(killed.has_value());
+  EXPECT_EQ(killed->signal, SIGKILL);
+  EXPECT_FALSE(killed->stopped);
+  EXPECT_FALSE(killed->oom_killed);  // its cgroup's OOM count did not rise
+}
+
+TEST_F(WorkerSupervisorTest, AFailedWorkerCarriesTheLastErrorLibtpuLoggedWhileItRan) {
+  const std::string tpu_logs = dir_ + "/tpu_logs";
+  std::filesystem::create_directories(tpu_logs);
+  ExitCollector exits;
+  WorkerSupervisor supervisor(&clock_, dir_ + "/logs2", EnvMap{{"PATH", "/usr/bin:/bin"}},
+                              [&exits](const WorkerExit& e) { exits.Record(e); }, {.tpu_log_dir = tpu_logs});
+  ASSERT_TRUE(supervisor
+                  .Start({.worker_id = "tpu",
+                          .argv = {"/bin/sh", "-c",
+                                   "echo 'E1201 10:00:01.000000 7 tpu.cc:2] TPU chip 1 is unhealthy' >> " + tpu_logs +
+                                       "/tpu_driver.log; echo 'I1201 10:00:02.000000 7 tpu.cc:3] bye' >> " +
+                                       tpu_logs + "/tpu_driver.log; exit 1"}})
+                  .ok());
+  auto exit = exits.WaitFor("tpu");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->accelerator_error, "E1201 10:00:01.000000 7 tpu.cc:2] TPU chip 1 is unhealthy");
 }
 
 }  // namespace
