@@ -69,6 +69,7 @@ export function runView(root, route) {
   const metricSelect = h('select', { id: 'run-metric', onchange: (e) => { metricKey = e.target.value; drawChart(); } });
   const workers = h('div', { id: 'run-workers' });
   const attempts = h('div', { id: 'run-attempts' });
+  const goodput = h('div', { id: 'run-goodput' });
   const rankSelect = h('select', { id: 'log-rank', onchange: (e) => { rank = Number(e.target.value); openLog(); } });
   const attemptSelect = h('select', { id: 'log-attempt', onchange: (e) => { attemptChoice = Number(e.target.value); openLog(); } });
   const logBox = h('div', { id: 'run-log-box' });
@@ -76,7 +77,8 @@ export function runView(root, route) {
     section('Metrics', h('div', { class: 'toolbar' }, metricSelect), chartBox),
     section('Workers', workers),
     section('Logs', h('div', { class: 'toolbar' }, h('label', {}, 'rank ', rankSelect), ' ', h('label', {}, 'attempt ', attemptSelect)), logBox),
-    section('Attempts', attempts));
+    section('Attempts', attempts),
+    section('Goodput', goodput));
 
   let viewer = null;
   function syncHash() {
@@ -156,12 +158,34 @@ export function runView(root, route) {
           h('td', {}, h('button', { type: 'button', class: 'open-log', dataset: { rank: r.rank },
             onclick: () => { rank = r.rank; rankSelect.value = String(r.rank); openLog(); } }, 'log')))), { id: 'workers-table' })));
 
-    const attemptRows = (run.attempts || []).map((a) => [a.attempt, a.start_time_ms, a.end_time_ms, a.end_reason, a.checkpoint_dir]);
+    const attemptRows = (run.attempts || []).map((a) => [a.attempt, a.start_time_ms, a.end_time_ms, a.end_reason,
+      a.cause || '', a.end_details || '', a.checkpoint_dir]);
     renderIfChanged(attempts, attemptRows, () => (attemptRows.length === 0 ? empty('No attempt has started yet.') :
-      table(['attempt', 'started', 'ended', 'why it ended', 'resumed from'],
-        attemptRows.map(([n, start, end, reason, ckpt]) => h('tr', { dataset: { attempt: n } },
+      table(['attempt', 'started', 'ended', 'cause', 'why it ended', 'resumed from'],
+        attemptRows.map(([n, start, end, reason, cause, details, ckpt]) => h('tr', { dataset: { attempt: n, cause } },
           h('td', {}, String(n)), h('td', {}, fmtTime(start)), h('td', {}, end ? fmtTime(end) : '–'),
-          h('td', { class: 'reason' }, reason || ''), h('td', {}, ckpt || '–'))))));
+          h('td', {}, cause ? badge(cause) : ''),
+          h('td', { class: 'reason' }, reason || '', details ? h('pre', { class: 'details' }, details) : ''),
+          h('td', {}, ckpt || '–'))))));
+
+    // One stacked bar per attempt, on one time scale: waiting before it, start-up, productive, lost.
+    const g = run.goodput;
+    const parts = ['waiting', 'startup', 'productive', 'lost'];
+    const gpKey = g ? [g.wall_s, g.productive_s, g.lost_s, g.restart_s, g.queued_s, g.startup_s] : [];
+    renderIfChanged(goodput, gpKey, () => {
+      if (!g || !(g.wall_s > 0)) return empty('No time has passed yet.');
+      const pct = (v) => `${(100 * v / g.wall_s).toFixed(2)}%`;
+      const secs = (v) => `${v.toFixed(1)} s`;
+      return [
+        h('p', { id: 'goodput-summary' }, `goodput ${(100 * g.goodput).toFixed(1)}%: productive ${secs(g.productive_s)} of ${secs(g.wall_s)} `
+          + `(queued ${secs(g.queued_s)}, start-up ${secs(g.startup_s)}, lost ${secs(g.lost_s)}, restart ${secs(g.restart_s)})`),
+        ...(g.attempts || []).map((a) => h('div', { class: 'goodput-row', dataset: { attempt: a.attempt } },
+          h('span', { class: 'goodput-label' }, `attempt ${a.attempt}`),
+          h('div', { class: 'goodput-bar' }, ...parts.map((p) => h('span', {
+            class: `gp-${p}`, style: `width: ${pct(a[`${p}_s`])}`, title: `${p} ${secs(a[`${p}_s`])}` }))))),
+        h('p', { class: 'goodput-legend' }, ...parts.map((p) => h('span', { class: `gp-${p}` }, p))),
+      ];
+    });
 
     const rankCount = Math.max(ranks.length, run.num_workers || 0, rank + 1);
     renderIfChanged(rankSelect, [rankCount, rank], () => Array.from({ length: rankCount }, (_, i) =>

@@ -302,6 +302,6 @@ def test_agents_stop_their_workers_once_the_head_is_gone_longer_than_the_grace(t
         http(torus, "GET", "/api/jobs/orphan")[1]), 15, message="the job to end")
     assert done["status"] == "FAILED", done
     assert (done["error_type"], done["message"]) == ("JOB_ENTRYPOINT_COMMAND_ERROR",
-                                                     "Job entrypoint was killed by signal 15."), done
+                                                     "Job entrypoint was stopped by torus (signal 15)."), done
     ledger = json.loads(torus.ok("node", "ledger", "graceful", "--json").stdout)
     assert ledger["entries"] == [], ledger

@@ -51,7 +51,7 @@ def test_http_api_serves_the_cluster_view_with_the_token(torus):
     code, dead = get(torus, "/api/v0/nodes?state=DEAD", token)
     assert code == 200
     assert [n["node_id"] for n in dead] == ["cpu-0"]
-    assert dead[0]["death_reason"] == "marked dead: test"
+    assert dead[0]["death_reason"] == "marked dead by an operator: test"
 
 
 def test_http_api_refuses_missing_and_wrong_tokens(torus):

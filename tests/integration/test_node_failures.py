@@ -126,7 +126,7 @@ def test_mark_dead_with_reason_and_unknown_node(torus):
     torus.up(*FAST)
     result = torus.ok("node", "mark-dead", "cpu-0", "--reason", "preempted")
     assert result.stdout == "node cpu-0 marked DEAD\n"
-    assert node(torus.status(), "cpu-0")["death_reason"] == "marked dead: preempted"
+    assert node(torus.status(), "cpu-0")["death_reason"] == "marked dead by an operator: preempted"
 
     unknown = torus.run("node", "mark-dead", "nope")
     assert unknown.returncode == 1

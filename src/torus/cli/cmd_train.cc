@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "torus/cli/command_util.h"
 #include "torus/cli/commands.h"
@@ -140,6 +142,28 @@ absl::StatusOr<train::RunSpec> RunSpecFromFlags(const TrainFlags& flags) {
   return spec;
 }
 
+// "  | line" for each line of a failed rank's evidence (its last output, libtpu's error).
+void PrintDetails(const nlohmann::json& attempt) {
+  const std::string details = attempt.value("end_details", "");
+  if (details.empty()) return;
+  std::istringstream lines(details);
+  for (std::string line; std::getline(lines, line);) std::cerr << "[torus]   | " << line << "\n";
+}
+
+// "goodput 87.3%: productive 52.1 s of 59.7 s (queued 1.0 s, startup 3.2 s, lost 2.0 s, restart 1.4 s)".
+std::string GoodputLine(const nlohmann::json& goodput) {
+  auto s = [&](const char* key) { return absl::StrFormat("%.1f s", goodput.value(key, 0.0)); };
+  return absl::StrFormat("goodput %.1f%%: productive %s of %s (queued %s, startup %s, lost %s, restart %s)",
+                         100.0 * goodput.value("goodput", 0.0), s("productive_s"), s("wall_s"), s("queued_s"),
+                         s("startup_s"), s("lost_s"), s("restart_s"));
+}
+
+// A failed or stopped run's last attempt may still be waiting for its root cause (the failure window).
+bool Settled(const nlohmann::json& run) {
+  const auto& attempts = run["attempts"];
+  return attempts.empty() || run["status"] == "SUCCEEDED" || attempts.back().value("explained", true);
+}
+
 }  // namespace
 
 int FollowRunLogs(client::HttpApiClient& http, const std::string& id, bool follow, std::optional<int> rank,
@@ -172,6 +196,7 @@ int FollowRunLogs(client::HttpApiClient& http, const std::string& id, bool follo
         const auto& ended = (*run)["attempts"][shown_attempt - 1];
         std::cerr << "[torus] attempt " << shown_attempt << " ended: " << ended["end_reason"].get<std::string>()
                   << "\n";
+        PrintDetails(ended);
       }
       const auto& a = (*run)["attempts"][attempt - 1];
       std::string from = a["checkpoint_dir"].get<std::string>();
@@ -188,11 +213,13 @@ int FollowRunLogs(client::HttpApiClient& http, const std::string& id, bool follo
       drained = *read;
     }
     const bool any = drained.any && !drained.complete;  // more may follow at once
-    if (!follow || (IsTerminalStatus(status) && !any)) {
+    if (!follow || (IsTerminalStatus(status) && !any && Settled(*run))) {
       printer.Flush(!rank.has_value());
       if (follow || IsTerminalStatus(status)) {
         std::cerr << "[torus] run " << (*run)["name"].get<std::string>() << " (" << id << ") " << status << ": "
                   << (*run)["message"].get<std::string>() << "\n";
+        if (status != "SUCCEEDED" && !(*run)["attempts"].empty()) PrintDetails((*run)["attempts"].back());
+        if (run->contains("goodput")) std::cerr << "[torus] " << GoodputLine((*run)["goodput"]) << "\n";
       }
       return status == "SUCCEEDED" || !follow ? 0 : 1;
     }
@@ -244,11 +271,17 @@ int CmdTrainStatus(const HeadFlags& head, const std::string& id, bool json) {
             << r["status"].get<std::string>() << "  " << r["message"].get<std::string>() << "\n"
             << "  workers " << r["num_workers"] << ", failures " << r["failures"] << " of max " << r["max_failures"]
             << ", storage " << r["storage_path"].get<std::string>() << "\n";
+  if (r.contains("goodput")) std::cout << "  " << GoodputLine(r["goodput"]) << "\n";
   for (const auto& a : r["attempts"]) {
     std::cout << "  attempt " << a["attempt"] << ": " << a["ranks"].size() << " ranks"
               << (a["checkpoint_dir"].get<std::string>().empty() ? "" : ", from " + a["checkpoint_dir"].get<std::string>())
               << (a["end_reason"].get<std::string>().empty() ? "" : "; ended: " + a["end_reason"].get<std::string>())
               << "\n";
+    const std::string details = a.value("end_details", "");
+    if (!details.empty()) {
+      std::istringstream lines(details);
+      for (std::string line; std::getline(lines, line);) std::cout << "    | " << line << "\n";
+    }
     if (!a["metrics"].empty()) {
       const auto& last = a["metrics"].back();
       std::cout << "    last report: step " << last["step"] << " " << last["metrics"].dump() << "\n";

@@ -53,6 +53,7 @@ struct HeadFlags {
   int64_t prepare_ttl_ms = 10'000;
   std::string python_path;
   int64_t stop_grace_ms = 2000;
+  int64_t failure_window_ms = -1;  // -1: node timeout + 1 s
   bool dashboard_read_only = false;
   int64_t metrics_retention_s = 3600;
   int metrics_max_points = 720;
@@ -170,7 +171,10 @@ int Run(const HeadFlags& flags) {
                                      {.head_host = flags.host,
                                       .token = *token,
                                       .python_path = flags.python_path,
-                                      .run_stop_grace_ms = flags.stop_grace_ms});
+                                      .run_stop_grace_ms = flags.stop_grace_ms,
+                                      .failure_window_ms = flags.failure_window_ms >= 0
+                                                               ? flags.failure_window_ms
+                                                               : flags.node_timeout_ms + 1000});
   torus::head::Histogram placement_latency(torus::head::PlacementLatencyBounds());
   store.Subscribe([&scheduler](const std::vector<torus::head::Record>& records) { scheduler.OnRecords(records); });
   store.Subscribe([&driver](const std::vector<torus::head::Record>& records) { driver.OnRecords(records); });
@@ -258,6 +262,27 @@ int Run(const HeadFlags& flags) {
     for (const auto& [status, count] : runs.CountByStatus()) w.Sample("torus_runs", {{"status", status}}, count);
     w.Family("torus_gang_restarts_total", "counter", "Failed attempts of gang runs (each one restarted the gang).");
     w.Sample("torus_gang_restarts_total", {}, static_cast<double>(runs.TotalRestarts()));
+    w.Family("torus_gang_failures", "gauge", "Failed attempts of gang runs, by the kind of their root cause.");
+    for (const auto& [cause, count] : runs.FailedAttemptsByCause()) {
+      w.Sample("torus_gang_failures", {{"cause", cause}}, count);
+    }
+    const auto goodputs = runs.Goodputs();
+    w.Family("torus_run_goodput_ratio", "gauge", "A gang run's productive time over its wall time.");
+    for (const auto& g : goodputs) {
+      w.Sample("torus_run_goodput_ratio", {{"run_id", g.run_id}, {"name", g.name}}, g.goodput.ratio);
+    }
+    w.Family("torus_run_time_seconds", "gauge",
+             "A gang run's wall time by part: queued, startup, productive, lost, restart (they sum to its wall time).");
+    for (const auto& g : goodputs) {
+      for (const auto& [part, ms] : {std::pair<const char*, int64_t>{"queued", g.goodput.queued_ms},
+                                     {"startup", g.goodput.startup_ms},
+                                     {"productive", g.goodput.productive_ms},
+                                     {"lost", g.goodput.lost_ms},
+                                     {"restart", g.goodput.restart_ms}}) {
+        w.Sample("torus_run_time_seconds", {{"run_id", g.run_id}, {"name", g.name}, {"part", part}},
+                 static_cast<double>(ms) / 1000.0);
+      }
+    }
   });
   http.AddMetricsSource([&placement_latency, &grpc_requests, &metrics, &clock](torus::head::PrometheusWriter& w) {
     w.Family("torus_placement_latency_seconds", "histogram",
@@ -344,6 +369,10 @@ int main(int argc, char** argv) {
   flags.python_path = DefaultPythonPath();
   app.add_option("--python-path", flags.python_path, "Directory with torus_train.py, put on gang workers' PYTHONPATH")
       ->capture_default_str();
+  app.add_option("--failure-window-ms", flags.failure_window_ms,
+                 "How long after a gang attempt failed its root cause may still be learned (default: the node "
+                 "timeout + 1000)")
+      ->check(CLI::Range(int64_t{0}, int64_t{600'000}));
   app.add_option("--stop-grace-ms", flags.stop_grace_ms, "Gang workers get SIGKILL this long after SIGTERM")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{600'000}));

@@ -409,7 +409,7 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
     spdlog::info("worker {} started: pid {}, log {}", request.worker_id, pid, record.info.log_path);
     record.exec_confirmed = true;
     if (record.reaped_early) {
-      early_exit = FinishLocked(record, record.early_wait_status);
+      early_exit = FinishLocked(record, record.early_wait_status, record.early_max_rss_kib);
     } else if (record.pending_stop_grace >= 0) {
       StopLocked(record, record.pending_stop_grace);
     }
@@ -478,6 +478,7 @@ void WorkerSupervisor::ReaperLoop() {
           } else {
             it->second.reaped_early = true;
             it->second.early_wait_status = status;
+            it->second.early_max_rss_kib = usage.ru_maxrss;
           }
         }
       }

@@ -163,6 +163,7 @@ class WorkerSupervisor {
     bool exec_confirmed = false;      // the spawner saw exec succeed; until then the record only holds the id
     bool reaped_early = false;        // the reaper collected it before exec was confirmed
     int early_wait_status = 0;        // its wait status then
+    int64_t early_max_rss_kib = 0;    // and its peak RSS
     int64_t pending_stop_grace = -1;  // a Stop that came while starting, applied once exec is confirmed
     bool stop_requested = false;      // the supervisor was asked to stop it
     std::optional<uint64_t> oom_kills_at_start;  // its memory cgroup's OOM-kill count before it started

@@ -114,6 +114,11 @@ std::optional<Event> EventOf(const Record& record, const std::function<Owner(con
           e.attempt = r.number;
           e.message = r.reason;
           e.wall_ms = r.wall_ms;
+        } else if constexpr (std::is_same_v<T, AttemptExplained>) {
+          about("run", r.run.str());
+          e.attempt = r.number;
+          e.message = r.reason;
+          e.wall_ms = r.wall_ms;
         } else if constexpr (std::is_same_v<T, RunFinished>) {
           about("run", r.run.str());
           e.status = RunStatusName(r.status);

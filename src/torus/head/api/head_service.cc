@@ -190,9 +190,20 @@ grpc::ServerUnaryReactor* HeadServiceImpl::WorkerExited(grpc::CallbackServerCont
   if (request->worker_id().empty()) {
     return Finish(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker_id is required"));
   }
+  // What the agent says about why, bounded: the head keeps it with the worker.
+  constexpr size_t kMaxTail = 4096;
+  constexpr size_t kMaxErrorLine = 1024;
+  WorkerExit exit{.exit_code = request->exit_code(),
+                  .signal = request->signal(),
+                  .wall_ms = request->end_time_ms(),
+                  .stopped = request->stopped(),
+                  .oom_killed = request->oom_killed(),
+                  .peak_rss_bytes = std::max<int64_t>(0, request->peak_rss_bytes()),
+                  .output_tail = request->output_tail().substr(
+                      request->output_tail().size() > kMaxTail ? request->output_tail().size() - kMaxTail : 0),
+                  .accelerator_error = request->accelerator_error().substr(0, kMaxErrorLine)};
   absl::Status s = membership_->ReportWorkerExit(NodeId(request->node_id()), WorkerId(request->worker_id()),
-                                                 request->exit_code(), request->signal(), request->end_time_ms(),
-                                                 request->pid(), request->start_time_ms());
+                                                 std::move(exit), request->pid(), request->start_time_ms());
   return Finish(ctx, rpc::ToGrpc(s));
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "torus/head/workloads/goodput.h"
 #include "torus/rpc/convert.h"
 
 namespace torus::head {
@@ -186,6 +187,9 @@ nlohmann::json RunJson(const RunView& view) {
         j["exit_code"] = w->exit->exit_code;
         j["signal"] = w->exit->signal;
         if (w->exit->lost || w->exit->start_failed) j["error"] = w->exit->Describe();
+        if (w->exit->stopped) j["stopped"] = true;
+        if (w->exit->oom_killed) j["oom_killed"] = true;
+        if (w->exit->peak_rss_bytes > 0) j["peak_rss_bytes"] = w->exit->peak_rss_bytes;
       }
       ranks.push_back(std::move(j));
     }
@@ -200,6 +204,10 @@ nlohmann::json RunJson(const RunView& view) {
                         {"start_time_ms", a.start_time_ms},
                         {"end_time_ms", a.end_time_ms},
                         {"end_reason", a.end_reason},
+                        {"cause", a.cause},
+                        {"end_details", a.end_details},
+                        {"explained", a.explained},
+                        {"first_report_ms", NullIfZero(a.first_report_ms)},
                         {"checkpoint_dir", a.checkpoint_dir},
                         {"ranks", ranks},
                         {"metrics", metrics}});
@@ -207,6 +215,16 @@ nlohmann::json RunJson(const RunView& view) {
   nlohmann::json committed = nlohmann::json::array();
   for (const auto& [step, dir] : run.committed) committed.push_back({{"step", step}, {"dir", dir}});
   const RunAttempt* current = run.current();
+  const Goodput goodput = RunGoodput(run, view.now_ms);
+  nlohmann::json goodput_attempts = nlohmann::json::array();
+  auto seconds = [](int64_t ms) { return static_cast<double>(ms) / 1000.0; };
+  for (const AttemptGoodput& a : goodput.attempts) {
+    goodput_attempts.push_back({{"attempt", a.number},
+                                {"waiting_s", seconds(a.waiting_ms)},
+                                {"startup_s", seconds(a.startup_ms)},
+                                {"productive_s", seconds(a.productive_ms)},
+                                {"lost_s", seconds(a.lost_ms)}});
+  }
   return {{"run_id", run.id.str()},
           {"name", run.spec.run.name},
           {"status", RunStatusName(run.status)},
@@ -221,7 +239,16 @@ nlohmann::json RunJson(const RunView& view) {
           {"end_time_ms", run.end_time_ms},
           {"attempt", current == nullptr ? 0 : current->number},
           {"attempts", attempts},
-          {"checkpoints", committed}};
+          {"checkpoints", committed},
+          {"goodput",
+           {{"wall_s", seconds(goodput.wall_ms)},
+            {"queued_s", seconds(goodput.queued_ms)},
+            {"startup_s", seconds(goodput.startup_ms)},
+            {"productive_s", seconds(goodput.productive_ms)},
+            {"lost_s", seconds(goodput.lost_ms)},
+            {"restart_s", seconds(goodput.restart_ms)},
+            {"goodput", goodput.ratio},
+            {"attempts", goodput_attempts}}}};
 }
 
 }  // namespace torus::head

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "spdlog/spdlog.h"
 #include "torus/common/labels.h"
 #include "torus/common/status.h"
@@ -73,8 +74,8 @@ void Membership::RestoreLiveness(int64_t allowance_micros) {
   for (const auto& [id, incarnation] : alive) liveness_->Restored(id, incarnation, allowance_micros);
 }
 
-void Membership::Die(Txn& txn, const NodeId& node, uint64_t incarnation, const std::string& reason,
-                     std::vector<HeldBundle>& release) {
+void Membership::Die(Txn& txn, const NodeId& node, uint64_t incarnation, const std::string& reason, HostLoss loss,
+                     int64_t last_seen_ms, std::vector<HeldBundle>& release) {
   const int64_t wall = clock_->WallMillis();
   if (!txn.Apply(NodeDied{node, incarnation, reason, wall}).ok()) return;
   for (HeldBundle& b : LoseBundles(txn, node, [](const HeldBundle&) { return true; }, /*node_died=*/true, wall)) {
@@ -83,7 +84,11 @@ void Membership::Die(Txn& txn, const NodeId& node, uint64_t incarnation, const s
   std::vector<WorkerId> lost;
   for (const Worker* w : txn.state().LiveWorkersOn(node)) lost.push_back(w->id);
   for (const WorkerId& id : lost) {
-    WorkerExit exit{.lost = true, .reason = absl::StrCat("node ", node.str(), " died: ", reason), .wall_ms = wall};
+    WorkerExit exit{.lost = true,
+                    .reason = absl::StrCat("node ", node.str(), " died: ", reason),
+                    .wall_ms = wall,
+                    .host_loss = loss,
+                    .host_last_seen_ms = last_seen_ms > 0 ? last_seen_ms : wall};
     txn.Apply(WorkerExited{id, exit}).IgnoreError();
   }
   spdlog::warn("node {} is DEAD: {}", node.str(), reason);
@@ -100,7 +105,7 @@ absl::StatusOr<Registered> Membership::Register(AgentReport report) {
     if (known != nullptr && known->alive() &&
         (known->info.pid != report.info.pid || known->info.start_time_ms != report.info.start_time_ms)) {
       // Another agent process: whatever the head placed on the old one is gone with it.
-      Die(txn, node, known->incarnation, "re-registered (agent restarted)", release);
+      Die(txn, node, known->incarnation, "re-registered (agent restarted)", HostLoss::kAgentGone, 0, release);
     }
     out.incarnation = std::max<uint64_t>(txn.state().last_incarnation() + 1, static_cast<uint64_t>(wall) * 1000);
     txn.Apply(NodeRegistered{report.info, out.incarnation, wall}).IgnoreError();
@@ -162,7 +167,9 @@ absl::StatusOr<Registered> Membership::Register(AgentReport report) {
     for (const WorkerId& id : vanished) {
       WorkerExit exit{.lost = true,
                       .reason = absl::StrCat("not found on node ", node.str(), " when its agent registered again"),
-                      .wall_ms = wall};
+                      .wall_ms = wall,
+                      .host_loss = HostLoss::kAgentGone,
+                      .host_last_seen_ms = wall};
       txn.Apply(WorkerExited{id, exit}).IgnoreError();
     }
     // Confirmed before the records are published: whoever reacts to NodeRegistered may already place and start
@@ -186,7 +193,8 @@ absl::Status Membership::Unregister(const NodeId& node, uint64_t incarnation, co
     const Node* n = txn.state().FindNode(node);
     if (n == nullptr) return absl::NotFoundError(absl::StrCat("node ", node.str(), " is not registered"));
     if (n->incarnation != incarnation || !n->alive()) return absl::OkStatus();
-    Die(txn, node, incarnation, reason.empty() ? "unregistered" : absl::StrCat("unregistered: ", reason), release);
+    Die(txn, node, incarnation, reason.empty() ? "unregistered" : absl::StrCat("unregistered: ", reason),
+        HostLoss::kAgentGone, 0, release);
     return absl::OkStatus();
   });
   if (status.ok()) liveness_->Forget(node, incarnation);
@@ -203,7 +211,8 @@ absl::StatusOr<bool> Membership::MarkDead(const NodeId& node, const std::string&
     if (!n->alive()) return false;
     incarnation = n->incarnation;
     Die(txn, node, n->incarnation,
-        reason.empty() ? "marked dead by an operator" : absl::StrCat("marked dead: ", reason), release);
+        reason.empty() ? "marked dead by an operator" : absl::StrCat("marked dead by an operator: ", reason),
+        HostLoss::kMarkedDead, 0, release);
     return true;
   });
   if (was_alive.ok() && *was_alive) liveness_->Forget(node, incarnation);
@@ -220,7 +229,9 @@ std::vector<NodeId> Membership::ExpireSilent() {
     for (const Liveness::Silent& s : silent) {
       const Node* n = txn.state().FindNode(s.node);
       if (n == nullptr || !n->alive() || n->incarnation != s.incarnation) continue;
-      Die(txn, s.node, s.incarnation, absl::StrCat("no heartbeat for ", s.silent_micros / 1000, " ms"), release);
+      const int64_t silent_ms = s.silent_micros / 1000;
+      Die(txn, s.node, s.incarnation, absl::StrFormat("no heartbeat for %.1f s", silent_ms / 1000.0),
+          HostLoss::kSilent, clock_->WallMillis() - silent_ms, release);
       out.push_back(s.node);
     }
     return out;
@@ -230,8 +241,8 @@ std::vector<NodeId> Membership::ExpireSilent() {
   return dead;
 }
 
-absl::Status Membership::ReportWorkerExit(const NodeId& node, const WorkerId& worker, int exit_code, int signal,
-                                          int64_t end_ms, int64_t pid, int64_t start_ms) {
+absl::Status Membership::ReportWorkerExit(const NodeId& node, const WorkerId& worker, WorkerExit exit, int64_t pid,
+                                          int64_t start_ms) {
   const int64_t wall = clock_->WallMillis();
   return store_->Update([&](Txn& txn) {
     const Worker* w = txn.state().FindWorker(worker);
@@ -239,7 +250,7 @@ absl::Status Membership::ReportWorkerExit(const NodeId& node, const WorkerId& wo
       return absl::NotFoundError(absl::StrCat("worker ", worker.str(), " is not known on node ", node.str()));
     }
     if (w->phase == WorkerPhase::kExited) return absl::OkStatus();
-    WorkerExit exit{.exit_code = exit_code, .signal = signal, .wall_ms = end_ms > 0 ? end_ms : wall};
+    if (exit.wall_ms <= 0) exit.wall_ms = wall;
     if (w->phase == WorkerPhase::kStarting && pid > 0) {
       // Its start's reply is still on the way (the worker ran and exited at once).
       TORUS_RETURN_IF_ERROR(txn.Apply(WorkerStarted{worker, pid, start_ms > 0 ? start_ms : exit.wall_ms}));

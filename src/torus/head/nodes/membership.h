@@ -83,13 +83,20 @@ class Membership {
   // report); OK (and nothing changes) for an exit already known. An exit that comes before the reply to the
   // worker's start records the start too (`pid`, `start_ms`), so that nobody sees a worker that ended without
   // having run.
+  // `exit` carries what the agent told (its wall_ms 0: now).
+  absl::Status ReportWorkerExit(const NodeId& node, const WorkerId& worker, WorkerExit exit, int64_t pid = 0,
+                                int64_t start_ms = 0);
   absl::Status ReportWorkerExit(const NodeId& node, const WorkerId& worker, int exit_code, int signal,
-                                int64_t end_ms, int64_t pid = 0, int64_t start_ms = 0);
+                                int64_t end_ms, int64_t pid = 0, int64_t start_ms = 0) {
+    return ReportWorkerExit(node, worker, WorkerExit{.exit_code = exit_code, .signal = signal, .wall_ms = end_ms},
+                            pid, start_ms);
+  }
 
  private:
-  // The death of `node` (as `incarnation`) and its consequences, in `txn`; adds bundles to release.
-  void Die(Txn& txn, const NodeId& node, uint64_t incarnation, const std::string& reason,
-           std::vector<HeldBundle>& release);
+  // The death of `node` (as `incarnation`) and its consequences, in `txn`; adds bundles to release. Its workers
+  // are lost with `loss`, the host last heard from at `last_seen_ms` (0: now).
+  void Die(Txn& txn, const NodeId& node, uint64_t incarnation, const std::string& reason, HostLoss loss,
+           int64_t last_seen_ms, std::vector<HeldBundle>& release);
 
   StateStore* store_;
   Liveness* liveness_;

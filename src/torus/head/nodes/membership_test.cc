@@ -398,9 +398,11 @@ TEST_F(MembershipTest, ExpireSilentKillsNodesSilentPastTheTimeout) {
   EXPECT_THAT(membership_.ExpireSilent(), ElementsAre(NodeId("n1")));
   const Node n = GetNode("n1");
   EXPECT_FALSE(n.alive());
-  EXPECT_EQ(n.death_reason, "no heartbeat for 5001 ms");
+  EXPECT_EQ(n.death_reason, "no heartbeat for 5.0 s");
   EXPECT_EQ(n.died_wall_ms, clock_.WallMillis());
-  EXPECT_EQ(GetWorker("w1").exit->Describe(), "was lost: node n1 died: no heartbeat for 5001 ms");
+  EXPECT_EQ(GetWorker("w1").exit->Describe(), "was lost: node n1 died: no heartbeat for 5.0 s");
+  EXPECT_EQ(GetWorker("w1").exit->host_loss, HostLoss::kSilent);
+  EXPECT_EQ(GetWorker("w1").exit->host_last_seen_ms, clock_.WallMillis() - 5001);
   EXPECT_EQ(GetWorker("w-done").exit->Describe(), "exited with code 0");  // ended before: unchanged
   EXPECT_EQ(GetGroup("pg-a").reason, "node n1 died: bundle 0 lost; placing again");
   EXPECT_FALSE(liveness_.Confirmed(NodeId("n1")));
@@ -416,8 +418,9 @@ TEST_F(MembershipTest, MarkDeadReturnsWhetherTheNodeWasAlive) {
   absl::StatusOr<bool> first = membership_.MarkDead(NodeId("n1"), "maintenance");
   ASSERT_TRUE(first.ok());
   EXPECT_TRUE(*first);
-  EXPECT_EQ(GetNode("n1").death_reason, "marked dead: maintenance");
-  EXPECT_EQ(GetWorker("w1").exit->Describe(), "was lost: node n1 died: marked dead: maintenance");
+  EXPECT_EQ(GetNode("n1").death_reason, "marked dead by an operator: maintenance");
+  EXPECT_EQ(GetWorker("w1").exit->Describe(), "was lost: node n1 died: marked dead by an operator: maintenance");
+  EXPECT_EQ(GetWorker("w1").exit->host_loss, HostLoss::kMarkedDead);
   EXPECT_FALSE(liveness_.Confirmed(NodeId("n1")));
   absl::StatusOr<bool> again = membership_.MarkDead(NodeId("n1"), "maintenance");
   ASSERT_TRUE(again.ok());

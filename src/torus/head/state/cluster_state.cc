@@ -496,9 +496,28 @@ absl::Status ClusterState::ApplyOne(const AttemptEnded& r) {
   RunAttempt& a = run->attempts.back();
   a.end_time_ms = r.wall_ms;
   a.end_reason = r.reason;
+  a.cause = r.cause;
+  a.end_details = r.details;
   run->failures += 1;
   run->status = RunStatus::kRestarting;
   run->message = absl::StrCat("attempt ", r.number, " failed: ", r.reason, "; restarting");
+  return absl::OkStatus();
+}
+
+absl::Status ClusterState::ApplyOne(const AttemptExplained& r) {
+  auto it = runs_.find(r.run);
+  if (it == runs_.end()) return Unknown("AttemptExplained", "run", r.run.str());
+  Run& run = it->second;
+  if (r.number < 1 || r.number > static_cast<int>(run.attempts.size()) || !run.attempts[r.number - 1].ended()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("AttemptExplained: attempt ", r.number, " of run ", r.run.str(), " has not ended"));
+  }
+  RunAttempt& a = run.attempts[r.number - 1];
+  a.end_reason = r.reason;
+  a.cause = r.cause;
+  a.end_details = r.details;
+  a.explained = true;
+  if (!r.run_message.empty()) run.message = r.run_message;
   return absl::OkStatus();
 }
 
@@ -534,6 +553,8 @@ absl::Status ClusterState::ApplyOne(const RunReported& r) {
   if (r.rank < 0 || r.rank >= static_cast<int>(a.ranks.size())) {
     return absl::InvalidArgumentError(absl::StrCat("RunReported: rank ", r.rank, " is out of range"));
   }
+  if (a.first_report_ms == 0) a.first_report_ms = r.wall_ms;
+  a.last_report_ms = std::max(a.last_report_ms, r.wall_ms);
   if (r.metrics_json) {
     a.metrics.push_back({r.step, *r.metrics_json, r.wall_ms});
     if (a.metrics.size() > kMaxMetricPoints) a.metrics.erase(a.metrics.begin());
@@ -553,6 +574,10 @@ absl::Status ClusterState::ApplyOne(const CheckpointCommitted& r) {
   if (it == runs_.end()) return Unknown("CheckpointCommitted", "run", r.run.str());
   Run& run = it->second;
   run.committed = r.committed;
+  if (!run.attempts.empty() && !run.attempts.back().ended()) {
+    RunAttempt& a = run.attempts.back();
+    a.kept_until_ms = r.wall_ms > 0 ? r.wall_ms : a.last_report_ms;
+  }
   // Older steps can no longer complete.
   run.reports.erase(run.reports.begin(), run.reports.upper_bound(r.step));
   return absl::OkStatus();

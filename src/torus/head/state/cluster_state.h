@@ -106,6 +106,7 @@ class ClusterState {
   absl::Status ApplyOne(const RunSubmitted& r);
   absl::Status ApplyOne(const AttemptStarted& r);
   absl::Status ApplyOne(const AttemptEnded& r);
+  absl::Status ApplyOne(const AttemptExplained& r);
   absl::Status ApplyOne(const RunFinished& r);
   absl::Status ApplyOne(const RunStopRequested& r);
   absl::Status ApplyOne(const RunReported& r);

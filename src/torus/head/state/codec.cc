@@ -51,6 +51,21 @@ void TorusGetField(const json& j, const char* name, T& value) {
     NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(TORUS_JSON_FROM, __VA_ARGS__))                            \
   }
 
+// A type some of whose fields came later: `(a, b, ...)` must be present, `(c, d, ...)` are read when present (a
+// journal written before them has none).
+#define TORUS_JSON_FROM_IF_PRESENT(field) \
+  if (nlohmann_json_j.contains(#field)) TorusGetField(nlohmann_json_j, #field, nlohmann_json_t.field);
+#define TORUS_JSON_UNPAREN(...) __VA_ARGS__
+#define TORUS_JSON_FIELDS_AND_LATER(Type, required, later)                                                         \
+  inline void to_json(nlohmann::json& nlohmann_json_j, const Type& nlohmann_json_t) {                                \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_TO, TORUS_JSON_UNPAREN required))                        \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_TO, TORUS_JSON_UNPAREN later))                           \
+  }                                                                                                                 \
+  inline void from_json(const nlohmann::json& nlohmann_json_j, Type& nlohmann_json_t) {                              \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(TORUS_JSON_FROM, TORUS_JSON_UNPAREN required))                         \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(TORUS_JSON_FROM_IF_PRESENT, TORUS_JSON_UNPAREN later))                 \
+  }
+
 // Enums by name; an unknown name is an error (nlohmann's own enum macro would take the first value).
 #define TORUS_JSON_ENUM(Type, ...)                                                                     \
   inline const std::vector<std::pair<Type, const char*>>& Type##Names() {                              \
@@ -166,7 +181,13 @@ TORUS_JSON_FIELDS(PgEvent, time_ms, state, message)
 TORUS_JSON_FIELDS(Group, id, name, kind, bundle_request, slice_request, request_text,
                                                 owner, seq, state, reason, alternative, bundles, slices, history,
                                                 created_wall_ms, timeout_s, placed_once, changes)
-TORUS_JSON_FIELDS(WorkerExit, exit_code, signal, lost, start_failed, reason, wall_ms)
+TORUS_JSON_ENUM(HostLoss, {{HostLoss::kNone, "NONE"},
+                           {HostLoss::kSilent, "SILENT"},
+                           {HostLoss::kMarkedDead, "MARKED_DEAD"},
+                           {HostLoss::kAgentGone, "AGENT_GONE"}})
+TORUS_JSON_FIELDS_AND_LATER(WorkerExit, (exit_code, signal, lost, start_failed, reason, wall_ms),
+                            (stopped, oom_killed, peak_rss_bytes, output_tail, accelerator_error, host_loss,
+                             host_last_seen_ms))
 TORUS_JSON_FIELDS(Worker, id, owner, attempt, rank, node, group, ledger_group, bundle,
                                                 chips, gpus, phase, pid, start_wall_ms, exit)
 // py_modules came later: a journal written before it has none.
@@ -192,8 +213,8 @@ TORUS_JSON_FIELDS(Job, id, request, status, message, error_type, submit_time_ms,
                                                 start_time_ms, end_time_ms, group, worker, exit_code, stop_requested)
 TORUS_JSON_FIELDS(RankState, rank, worker, node, address, slice_name, chips, gpus)
 TORUS_JSON_FIELDS(StepMetrics, step, metrics_json, time_ms)
-TORUS_JSON_FIELDS(RunAttempt, number, start_time_ms, end_time_ms, end_reason,
-                                                checkpoint_dir, ranks, metrics)
+TORUS_JSON_FIELDS_AND_LATER(RunAttempt, (number, start_time_ms, end_time_ms, end_reason, checkpoint_dir, ranks, metrics),
+                            (cause, end_details, explained, first_report_ms, last_report_ms, kept_until_ms))
 
 // A run: its spec in the run-spec JSON form; the plan is derived again on decoding.
 void to_json(json& j, const Run& r) {
@@ -251,11 +272,12 @@ TORUS_JSON_FIELDS(JobStopRequested, job)
 TORUS_JSON_FIELDS(JobDeleted, job)
 TORUS_JSON_FIELDS(RunSubmitted, run, spec_json, token, group, committed, wall_ms)
 TORUS_JSON_FIELDS(AttemptStarted, run, attempt)
-TORUS_JSON_FIELDS(AttemptEnded, run, number, reason, wall_ms)
+TORUS_JSON_FIELDS_AND_LATER(AttemptEnded, (run, number, reason, wall_ms), (cause, details))
+TORUS_JSON_FIELDS(AttemptExplained, run, number, cause, reason, details, run_message, wall_ms)
 TORUS_JSON_FIELDS(RunFinished, run, status, message, wall_ms)
 TORUS_JSON_FIELDS(RunStopRequested, run)
 TORUS_JSON_FIELDS(RunReported, run, attempt, rank, step, metrics_json, checkpoint, wall_ms)
-TORUS_JSON_FIELDS(CheckpointCommitted, run, step, dir, committed)
+TORUS_JSON_FIELDS_AND_LATER(CheckpointCommitted, (run, step, dir, committed), (wall_ms))
 TORUS_JSON_FIELDS(PackageStored, package)
 TORUS_JSON_FIELDS(PackageRemoved, name, wall_ms)
 
@@ -275,7 +297,8 @@ const std::map<std::string, Decoder, std::less<>>& Decoders() {
       Entry<WorkerStarting>(),   Entry<WorkerStarted>(),    Entry<WorkerExited>(),      Entry<JobSubmitted>(),
       Entry<JobUpdated>(),       Entry<JobStopRequested>(), Entry<JobDeleted>(),        Entry<RunSubmitted>(),
       Entry<AttemptStarted>(),   Entry<AttemptEnded>(),     Entry<RunFinished>(),       Entry<RunStopRequested>(),
-      Entry<RunReported>(),      Entry<CheckpointCommitted>(), Entry<PackageStored>(),    Entry<PackageRemoved>()};
+      Entry<RunReported>(),      Entry<CheckpointCommitted>(), Entry<PackageStored>(),    Entry<PackageRemoved>(),
+      Entry<AttemptExplained>()};
   return *decoders;
 }
 

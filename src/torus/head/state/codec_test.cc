@@ -159,18 +159,21 @@ std::vector<Record> OneOfEach() {
       WorkerStarting{RichWorker()},
       WorkerStarted{WorkerId("w-1"), 31337, 3400},
       WorkerExited{WorkerId("w-1"),
-                   {.exit_code = 0, .signal = 9, .lost = true, .reason = "host gone", .wall_ms = 3500}},
+                   {.exit_code = 0, .signal = 9, .lost = true, .reason = "host gone", .wall_ms = 3500, .stopped = true,
+                    .oom_killed = true, .peak_rss_bytes = 1 << 30, .output_tail = "a\nb", .accelerator_error = "E1201 x",
+                    .host_loss = HostLoss::kSilent, .host_last_seen_ms = 3400}},
       JobSubmitted{MakeJob("j1")},
       JobUpdated{JobId("j1"), JobStatus::kFailed, "exited with code 2", "ENTRYPOINT_FAILED", 2, 3600},
       JobStopRequested{JobId("j1")},
       JobDeleted{JobId("j1")},
       RunSubmitted{RunId("r1"), CpuRunSpecJson(), "tok-1", GroupId("pg-r1"), {{5, "/tmp/x/r/checkpoint_5"}}, 3700},
       AttemptStarted{RunId("r1"), Attempt(2, "/tmp/x/r/checkpoint_5")},
-      AttemptEnded{RunId("r1"), 2, "rank 1 exited with code 1", 3800},
+      AttemptEnded{RunId("r1"), 2, "rank 1 exited with code 1", 3800, "exit_code", "Traceback"},
+      AttemptExplained{RunId("r1"), 2, "host_lost", "host h lost", "", "failed 1 time", 3850},
       RunFinished{RunId("r1"), RunStatus::kStopped, "stopped by user", 3900},
       RunStopRequested{RunId("r1")},
       RunReported{RunId("r1"), 2, 1, 40, "{\"loss\":0.25}", "/stage/40/1", 4000},
-      CheckpointCommitted{RunId("r1"), 40, "/tmp/x/r/checkpoint_40", {{5, "/a"}, {40, "/b"}}},
+      CheckpointCommitted{RunId("r1"), 40, "/tmp/x/r/checkpoint_40", {{5, "/a"}, {40, "/b"}}, 4050},
       PackageStored{Package{"_ray_pkg_a.zip", std::string(64, 'c'), 1234, 4100}},
       PackageRemoved{"_ray_pkg_a.zip", 4200},
   };
@@ -483,6 +486,39 @@ TEST(StateCodecTest, DecodeStateErrors) {
   auto missing = StateCodec::DecodeState(R"({"format":2,"epoch":1})");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(missing.status().message()), StartsWith("snapshot: "));
+}
+
+}  // namespace
+}  // namespace torus::head
+
+namespace torus::head {
+namespace {
+
+// Journals written before a worker's exit carried its cause, and before attempts had causes and report times.
+TEST(StateCodecTest, RecordsWithoutTheLaterFieldsDecodeWithDefaults) {
+  auto exited = StateCodec::DecodeRecord(
+      R"({"type":"WorkerExited","worker":"w-1","exit":{"exit_code":3,"signal":0,"lost":false,"start_failed":false,)"
+      R"("reason":"","wall_ms":5}})");
+  ASSERT_TRUE(exited.ok()) << exited.status();
+  const WorkerExit& exit = std::get<WorkerExited>(*exited).exit;
+  EXPECT_EQ(exit.exit_code, 3);
+  EXPECT_FALSE(exit.stopped);
+  EXPECT_EQ(exit.output_tail, "");
+  EXPECT_EQ(exit.host_loss, HostLoss::kNone);
+
+  auto ended = StateCodec::DecodeRecord(R"({"type":"AttemptEnded","run":"r1","number":1,"reason":"x","wall_ms":7})");
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(std::get<AttemptEnded>(*ended).cause, "");
+
+  auto committed = StateCodec::DecodeRecord(
+      R"({"type":"CheckpointCommitted","run":"r1","step":2,"dir":"/c","committed":[[2,"/c"]]})");
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  EXPECT_EQ(std::get<CheckpointCommitted>(*committed).wall_ms, 0);
+
+  // A field that is there must still be of its type.
+  auto bad = StateCodec::DecodeRecord(
+      R"({"type":"AttemptEnded","run":"r1","number":1,"reason":"x","wall_ms":7,"cause":5})");
+  EXPECT_FALSE(bad.ok());
 }
 
 }  // namespace

@@ -122,6 +122,14 @@ struct Group {
 enum class WorkerPhase { kStarting, kRunning, kExited };
 std::string WorkerPhaseName(WorkerPhase p);
 
+// How the host of a lost worker went.
+enum class HostLoss {
+  kNone,        // not lost, or not with its host
+  kSilent,      // its agent was not heard from for the node timeout (agent or host dead, or cut off)
+  kMarkedDead,  // an operator marked the node dead
+  kAgentGone,   // its agent unregistered or restarted
+};
+
 // How a worker ended. `lost`: it vanished with its host or was not found there (no exit code); `start_failed`:
 // its agent could not start it.
 struct WorkerExit {
@@ -131,6 +139,15 @@ struct WorkerExit {
   bool start_failed = false;
   std::string reason;  // for lost workers and failed starts: why
   int64_t wall_ms = 0;
+  // Why, as far as its agent could tell (reported with the exit):
+  bool stopped = false;            // torus stopped it
+  bool oom_killed = false;         // the kernel's OOM killer killed it
+  int64_t peak_rss_bytes = 0;
+  std::string output_tail;         // failed: the last lines of its output
+  std::string accelerator_error;   // failed: the last error line libtpu logged while it ran
+  // Lost with its host: how, and when the host was last heard from (when the loss may have begun).
+  HostLoss host_loss = HostLoss::kNone;
+  int64_t host_last_seen_ms = 0;
   bool Succeeded() const { return !lost && !start_failed && signal == 0 && exit_code == 0; }
   // "exited with code 1", "was killed by signal 9", "was lost: <reason>", "failed to start: <reason>"
   std::string Describe() const;
@@ -222,6 +239,14 @@ struct RunAttempt {
   int64_t start_time_ms = 0;
   int64_t end_time_ms = 0;
   std::string end_reason;
+  std::string cause;          // a failed attempt: the kind of its root cause (CauseKindName)
+  std::string end_details;    // the cause's evidence: the failed rank's last output lines, libtpu's error line
+  bool explained = false;     // the cause is settled (AttemptExplained)
+  // For goodput: the first and last report of any rank, and when the last checkpoint committed in this attempt
+  // was (the work up to it is kept when the attempt fails).
+  int64_t first_report_ms = 0;
+  int64_t last_report_ms = 0;
+  int64_t kept_until_ms = 0;
   std::string checkpoint_dir;  // what it resumed from
   std::vector<RankState> ranks;
   std::vector<StepMetrics> metrics;  // the last kMaxMetricPoints reports of rank 0

@@ -24,6 +24,7 @@ struct NameOf {
   std::string_view operator()(const RunSubmitted&) const { return "RunSubmitted"; }
   std::string_view operator()(const AttemptStarted&) const { return "AttemptStarted"; }
   std::string_view operator()(const AttemptEnded&) const { return "AttemptEnded"; }
+  std::string_view operator()(const AttemptExplained&) const { return "AttemptExplained"; }
   std::string_view operator()(const RunFinished&) const { return "RunFinished"; }
   std::string_view operator()(const RunStopRequested&) const { return "RunStopRequested"; }
   std::string_view operator()(const RunReported&) const { return "RunReported"; }

@@ -137,10 +137,25 @@ struct AttemptStarted {
 };
 
 // The current attempt failed: failures + 1, RESTARTING (a RunFinished follows when max_failures is spent).
+// `reason` names the cause as far as it is known then; an AttemptExplained settles it.
 struct AttemptEnded {
   RunId run;
   int number = 0;
   std::string reason;
+  int64_t wall_ms = 0;
+  std::string cause;    // CauseKindName
+  std::string details;  // the cause's evidence (output lines, libtpu's error)
+};
+
+// The root cause of an ended attempt, settled once its workers all ended or the failure window passed.
+// `run_message`: the run's new message, when the run failed with this attempt ("" = unchanged).
+struct AttemptExplained {
+  RunId run;
+  int number = 0;
+  std::string cause;
+  std::string reason;
+  std::string details;
+  std::string run_message;
   int64_t wall_ms = 0;
 };
 
@@ -174,6 +189,7 @@ struct CheckpointCommitted {
   int64_t step = 0;
   std::string dir;
   std::vector<std::pair<int64_t, std::string>> committed;
+  int64_t wall_ms = 0;
 };
 
 // A package's bytes are in the head's package directory (written before this record).
@@ -191,7 +207,7 @@ using Record = std::variant<HeadStarted, NodeRegistered, NodeDied, GroupSubmitte
                             GroupBundlesLost, GroupEnded, WorkerStarting, WorkerStarted, WorkerExited, JobSubmitted,
                             JobUpdated, JobStopRequested, JobDeleted, RunSubmitted, AttemptStarted, AttemptEnded,
                             RunFinished, RunStopRequested, RunReported, CheckpointCommitted, PackageStored,
-                            PackageRemoved>;
+                            PackageRemoved, AttemptExplained>;
 
 // "NodeRegistered", "GroupPlaced", ...: the record's type name, as the journal writes it.
 std::string_view RecordName(const Record& record);

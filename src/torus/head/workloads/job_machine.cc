@@ -1,12 +1,22 @@
 #include "torus/head/workloads/job_machine.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "torus/head/workloads/explain.h"
 
 namespace torus::head {
 namespace {
 
 JobUpdated Update(const Job& job, JobStatus status, std::string message, std::string error_type, int64_t wall_ms) {
   return JobUpdated{job.id, status, std::move(message), std::move(error_type), std::nullopt, wall_ms};
+}
+
+// Ray's job messages, with what torus knows of the cause.
+constexpr size_t kMaxLogChars = 20'000;
+
+std::string LastLogs(const std::string& tail) {
+  return tail.empty() ? "" : absl::StrCat(", last available logs (truncated to 20,000 chars):\n",
+                                          tail.substr(tail.size() > kMaxLogChars ? tail.size() - kMaxLogChars : 0));
 }
 
 // The terminal update for a job whose worker exited.
@@ -22,14 +32,26 @@ JobUpdated Ended(const Job& job, const Worker& worker, bool node_alive, int64_t 
     u = node_alive ? Update(job, JobStatus::kFailed, absl::StrCat("The job's entrypoint was lost: ", exit.reason),
                             "JOB_SUPERVISOR_ACTOR_DIED", wall_ms)
                    : Update(job, JobStatus::kFailed,
-                            absl::StrCat("The node running the job (", worker.node.str(), ") died."), "NODE_DIED",
-                            wall_ms);
+                            absl::StrCat("The node running the job (", worker.node.str(), ") died: ",
+                                         absl::StripPrefix(exit.reason, absl::StrCat("node ", worker.node.str(),
+                                                                                     " died: ")),
+                                         "."),
+                            "NODE_DIED", wall_ms);
   } else if (exit.signal != 0) {
-    u = Update(job, JobStatus::kFailed, absl::StrCat("Job entrypoint was killed by signal ", exit.signal, "."),
+    u = Update(job, JobStatus::kFailed,
+               absl::StrCat(exit.stopped    ? absl::StrCat("Job entrypoint was stopped by torus (signal ", exit.signal, ")")
+                            : exit.oom_killed ? absl::StrCat("Job entrypoint was killed by the kernel's OOM killer (peak RSS ",
+                                                           HumanBytes(exit.peak_rss_bytes), ")")
+                                            : absl::StrCat("Job entrypoint was killed by signal ", exit.signal,
+                                                           " from outside torus"),
+                            exit.output_tail.empty() ? "." : LastLogs(exit.output_tail)),
                "JOB_ENTRYPOINT_COMMAND_ERROR", wall_ms);
   } else if (exit.exit_code != 0) {
+    const std::string accelerator =
+        exit.accelerator_error.empty() ? "" : absl::StrCat(" after an accelerator error: ", exit.accelerator_error);
     u = Update(job, JobStatus::kFailed,
-               absl::StrCat("Job entrypoint command failed with exit code ", exit.exit_code, "."),
+               absl::StrCat("Job entrypoint command failed with exit code ", exit.exit_code, accelerator,
+                            exit.output_tail.empty() ? "." : LastLogs(exit.output_tail)),
                "JOB_ENTRYPOINT_COMMAND_ERROR", wall_ms);
   } else {
     u = Update(job, JobStatus::kSucceeded, "Job finished successfully.", "", wall_ms);

@@ -157,14 +157,14 @@ std::vector<Row> Rows() {
        .group = kCreated,
        .worker = kExited,
        .exit = Signal(9),
-       .want = Step(kFailed, "Job entrypoint was killed by signal 9.", kEntrypointError, std::nullopt, true)},
+       .want = Step(kFailed, "Job entrypoint was killed by signal 9 from outside torus.", kEntrypointError, std::nullopt, true)},
       {.name = "lost with its node",
        .status = kRunning,
        .group = PgState::kRescheduling,
        .worker = kExited,
        .exit = Lost("node n1 died: silent for 10 s"),
        .node_alive = false,
-       .want = Step(kFailed, "The node running the job (n1) died.", "NODE_DIED", std::nullopt, true)},
+       .want = Step(kFailed, "The node running the job (n1) died: silent for 10 s.", "NODE_DIED", std::nullopt, true)},
       {.name = "lost, its node alive (not found when its agent registered)",
        .status = kRunning,
        .group = kCreated,
@@ -410,7 +410,7 @@ TEST_F(JobStateTest, JobFactsOfFollowsTheStateAndItsNodes) {
   EXPECT_FALSE(lost.worker_node_alive);
   const JobStep step = DecideJob(lost, kWall);
   ASSERT_TRUE(step.update.has_value());
-  EXPECT_EQ(step.update->message, "The node running the job (n2) died.");
+  EXPECT_EQ(step.update->message, "The node running the job (n2) died: silent.");
   EXPECT_EQ(step.update->error_type, "NODE_DIED");
   EXPECT_TRUE(step.release_group);
 }

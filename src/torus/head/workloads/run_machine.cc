@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "torus/head/workloads/explain.h"
 
 namespace torus::head {
 namespace {
@@ -12,24 +13,59 @@ bool AnyLive(const std::vector<const Worker*>& workers) {
                      [](const Worker* w) { return w != nullptr && w->phase != WorkerPhase::kExited; });
 }
 
-// Why the attempt failed, from its workers: the earliest failure (by exit time, then rank).
-std::optional<std::string> FirstFailure(const std::vector<const Worker*>& workers) {
-  const Worker* first = nullptr;
-  for (const Worker* w : workers) {
-    if (w == nullptr || !w->exit || w->exit->Succeeded()) continue;
-    if (first == nullptr || w->exit->wall_ms < first->exit->wall_ms) first = w;
+// Why the attempt ended, as far as is known now; kNone when nothing failed.
+Explanation Why(const RunFacts& f, bool stopped) {
+  Explanation e = ExplainAttempt(f.workers, stopped);
+  if (e.kind == CauseKind::kNone && f.group != nullptr && f.group->state != PgState::kCreated) {
+    e.kind = CauseKind::kPlacement;
+    e.text = absl::StrCat("its reservation lost a host: ",
+                          f.group->history.empty() ? "a host was lost" : f.group->history.back().message);
   }
-  if (first == nullptr) return std::nullopt;
-  return absl::StrCat("rank ", first->rank, " on ", first->node.str(), " ", first->exit->Describe());
+  return e;
+}
+
+// The last attempt's settled cause, when it is due.
+void Explain(const RunFacts& f, int64_t wall_ms, RunStep& step) {
+  const Run& run = *f.run;
+  const RunAttempt* last = run.current();
+  if (last == nullptr || !last->ended() || last->explained) return;
+  const bool is_last_of_finished = run.Terminal() && last->end_time_ms == run.end_time_ms;
+  if (is_last_of_finished && run.status == RunStatus::kSucceeded) return;
+  const bool all_ended = std::all_of(f.workers.begin(), f.workers.end(),
+                                     [](const Worker* w) { return w == nullptr || w->phase == WorkerPhase::kExited; });
+  const int64_t window_end = last->end_time_ms + f.failure_window_ms;
+  if (!all_ended && wall_ms < window_end) {
+    step.wake_at_ms = window_end;
+    return;
+  }
+  const bool stopped = is_last_of_finished && run.status == RunStatus::kStopped;
+  Explanation e = Why(f, stopped);
+  AttemptExplained x{run.id, last->number, CauseKindName(e.kind), e.text, e.details, "", wall_ms};
+  if (e.kind == CauseKind::kNone) {
+    x.reason = last->end_reason;  // nothing to add
+    x.cause = last->cause;
+  }
+  const int max = run.spec.run.max_failures;
+  if (is_last_of_finished && run.status == RunStatus::kFailed &&
+      run.message == FailedRunMessage(run.failures, max, last->end_reason)) {
+    x.run_message = FailedRunMessage(run.failures, max, x.reason);
+  }
+  step.explain = std::move(x);
 }
 
 }  // namespace
+
+std::string FailedRunMessage(int failures, int max_failures, const std::string& reason) {
+  return absl::StrCat("failed ", failures, " time", failures == 1 ? "" : "s", " (max_failures=", max_failures,
+                      "); last: ", reason);
+}
 
 RunStep DecideRun(const RunFacts& f, int64_t wall_ms) {
   const Run& run = *f.run;
   const bool group_live = f.group != nullptr && f.group->Live();
   const bool workers_live = AnyLive(f.workers);
   RunStep step;
+  Explain(f, wall_ms, step);
   if (run.Terminal()) {
     step.stop_workers = workers_live;
     step.release_group = group_live;
@@ -49,30 +85,24 @@ RunStep DecideRun(const RunFacts& f, int64_t wall_ms) {
   }
   const RunAttempt* attempt = run.current();
   if (attempt != nullptr && !attempt->ended()) {
-    std::optional<std::string> reason = FirstFailure(f.workers);
     const bool all_done = !f.workers.empty() && std::all_of(f.workers.begin(), f.workers.end(), [](const Worker* w) {
       return w != nullptr && w->exit && w->exit->Succeeded();
     });
-    if (!reason && all_done) {
+    if (all_done) {
       // Every rank finished: a host lost afterwards changes nothing.
       step.finish =
           RunFinished{run.id, RunStatus::kSucceeded, absl::StrCat("all ", f.workers.size(), " workers exited 0"), wall_ms};
       step.release_group = true;
       return step;
     }
-    if (!reason && f.group->state != PgState::kCreated) {
-      reason = absl::StrCat("host lost: ", f.group->history.empty() ? "a host was lost" : f.group->history.back().message);
-    }
-    if (!reason) return step;
-    step.end_attempt = AttemptEnded{run.id, attempt->number, *reason, wall_ms};
+    const Explanation why = Why(f, /*stopped=*/false);
+    if (why.kind == CauseKind::kNone) return step;
+    step.end_attempt = AttemptEnded{run.id, attempt->number, why.text, wall_ms, CauseKindName(why.kind), why.details};
     step.stop_workers = workers_live;
     const int failures = run.failures + 1;
     const int max = run.spec.run.max_failures;
     if (max != -1 && failures > max) {
-      step.finish = RunFinished{run.id, RunStatus::kFailed,
-                                absl::StrCat("failed ", failures, " time", failures == 1 ? "" : "s",
-                                             " (max_failures=", max, "); last: ", *reason),
-                                wall_ms};
+      step.finish = RunFinished{run.id, RunStatus::kFailed, FailedRunMessage(failures, max, why.text), wall_ms};
       step.release_group = true;
     }
     return step;
@@ -83,9 +113,10 @@ RunStep DecideRun(const RunFacts& f, int64_t wall_ms) {
   return step;
 }
 
-RunFacts RunFactsOf(const ClusterState& state, const Run& run) {
+RunFacts RunFactsOf(const ClusterState& state, const Run& run, int64_t failure_window_ms) {
   RunFacts f;
   f.run = &run;
+  f.failure_window_ms = failure_window_ms;
   if (!run.group.empty()) f.group = state.FindGroup(run.group);
   if (const RunAttempt* a = run.current()) {
     for (const RankState& r : a->ranks) f.workers.push_back(state.FindWorker(r.worker));

@@ -6,6 +6,9 @@
 //             longer CREATED)--> attempt ends; failures + 1; RESTARTING, or FAILED once max_failures is spent; every
 //             worker of the attempt is stopped
 //   any --stop--> STOPPED;  any --its group removed or failed--> FAILED
+// An attempt that ended other than by success gets its root cause (explain.h) once every worker of it has ended,
+// or once the failure window has passed since its end (whichever comes first): the events that explain a failure
+// may reach the head after the first symptom (a host is declared dead only after the node timeout).
 // A terminal run releases its group and stops its workers. The next attempt starts only once every worker of the
 // previous one is gone (exited, or lost with its host), so two attempts never share a chip.
 //
@@ -25,6 +28,7 @@ struct RunFacts {
   const Run* run = nullptr;
   const Group* group = nullptr;         // its reservation; null when forgotten
   std::vector<const Worker*> workers;   // of the last attempt, by rank (null for an unknown one)
+  int64_t failure_window_ms = 4000;     // how long after an attempt's end its cause may still be learned
 };
 
 struct RunStep {
@@ -33,10 +37,15 @@ struct RunStep {
   bool start_attempt = false;
   bool stop_workers = false;   // workers of the last attempt still run and must stop
   bool release_group = false;  // its group is live and must end (REMOVED)
+  std::optional<AttemptExplained> explain;  // the last attempt's root cause is settled
+  int64_t wake_at_ms = 0;      // look again then (the failure window ends); 0 = only on a record
 };
 
 RunStep DecideRun(const RunFacts& facts, int64_t wall_ms);
 
-RunFacts RunFactsOf(const ClusterState& state, const Run& run);
+RunFacts RunFactsOf(const ClusterState& state, const Run& run, int64_t failure_window_ms = 4000);
+
+// "failed 2 times (max_failures=1); last: <reason>": a run's message when it failed with its last attempt.
+std::string FailedRunMessage(int failures, int max_failures, const std::string& reason);
 
 }  // namespace torus::head

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "torus/head/placement/group_ops.h"
+#include "torus/head/workloads/goodput.h"
 #include "torus/head/workloads/steps.h"
 #include "torus/rpc/auth.h"
 #include "torus/train/checkpoints.h"
@@ -15,8 +16,8 @@ namespace {
 
 absl::Status NoRun(const std::string& id) { return absl::NotFoundError(absl::StrCat("run ", id, " does not exist")); }
 
-RunView ViewOf(const ClusterState& s, const Run& run) {
-  RunView view{run, {}};
+RunView ViewOf(const ClusterState& s, const Run& run, int64_t now_ms) {
+  RunView view{run, {}, now_ms};
   for (const RunAttempt& a : run.attempts) {
     std::vector<std::optional<Worker>> ranks;
     for (const RankState& r : a.ranks) {
@@ -103,14 +104,15 @@ absl::StatusOr<RunView> RunService::Get(const std::string& id_or_name) const {
   return store_->Read([&](const ClusterState& s) -> absl::StatusOr<RunView> {
     const Run* run = s.FindRun(id_or_name);
     if (run == nullptr) return NoRun(id_or_name);
-    return ViewOf(s, *run);
+    return ViewOf(s, *run, clock_->WallMillis());
   });
 }
 
 std::vector<RunView> RunService::List() const {
   std::vector<RunView> out = store_->Read([&](const ClusterState& s) {
     std::vector<RunView> views;
-    for (const auto& [id, run] : s.runs()) views.push_back(ViewOf(s, run));
+    const int64_t now = clock_->WallMillis();
+    for (const auto& [id, run] : s.runs()) views.push_back(ViewOf(s, run, now));
     return views;
   });
   std::stable_sort(out.begin(), out.end(), [](const RunView& a, const RunView& b) {
@@ -200,7 +202,7 @@ absl::StatusOr<nlohmann::json> RunService::Report(const std::string& id, const s
   std::vector<std::pair<int64_t, std::string>> committed = train::ListCommitted(*storage);
   store_->Update([&](Txn& txn) {
     if (txn.state().FindRun(RunId(id)) == nullptr) return;
-    txn.Apply(CheckpointCommitted{RunId(id), report->step, *dir, committed}).IgnoreError();
+    txn.Apply(CheckpointCommitted{RunId(id), report->step, *dir, committed, clock_->WallMillis()}).IgnoreError();
   });
   spdlog::info("run {}: checkpoint of step {} committed at {}", id, report->step, *dir);
   return nlohmann::json{{"committed", true}, {"checkpoint", *dir}};
@@ -284,6 +286,27 @@ std::map<std::string, int> RunService::CountByStatus() const {
     for (const auto& [id, run] : s.runs()) ++counts[RunStatusName(run.status)];
   });
   return counts;
+}
+
+std::vector<RunService::RunGoodputRow> RunService::Goodputs() const {
+  const int64_t now = clock_->WallMillis();
+  return store_->Read([&](const ClusterState& s) {
+    std::vector<RunGoodputRow> out;
+    for (const auto& [id, run] : s.runs()) out.push_back({id.str(), run.spec.run.name, RunGoodput(run, now)});
+    return out;
+  });
+}
+
+std::map<std::string, int> RunService::FailedAttemptsByCause() const {
+  return store_->Read([](const ClusterState& s) {
+    std::map<std::string, int> out;
+    for (const auto& [id, run] : s.runs()) {
+      for (const RunAttempt& a : run.attempts) {
+        if (!a.cause.empty() && a.cause != "stopped") ++out[a.cause];
+      }
+    }
+    return out;
+  });
 }
 
 int64_t RunService::TotalRestarts() const {

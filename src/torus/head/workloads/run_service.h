@@ -23,6 +23,7 @@
 #include "torus/head/placement/placement_scheduler.h"
 #include "torus/head/state/ids.h"
 #include "torus/head/state/state_store.h"
+#include "torus/head/workloads/goodput.h"
 #include "torus/train/run_spec.h"
 
 namespace torus::head {
@@ -31,6 +32,7 @@ namespace torus::head {
 struct RunView {
   Run run;
   std::vector<std::vector<std::optional<Worker>>> workers;
+  int64_t now_ms = 0;  // when it was read (the end of a running run's goodput)
 };
 
 class RunService {
@@ -67,6 +69,14 @@ class RunService {
   // Runs by status name (every status present), and the failed attempts of all runs, for /metrics.
   std::map<std::string, int> CountByStatus() const;
   int64_t TotalRestarts() const;
+  // Each run's goodput (goodput.h), and failed attempts by the kind of their root cause (explain.h), for /metrics.
+  struct RunGoodputRow {
+    std::string run_id;
+    std::string name;
+    Goodput goodput;
+  };
+  std::vector<RunGoodputRow> Goodputs() const;
+  std::map<std::string, int> FailedAttemptsByCause() const;
 
  private:
   // Where an attempt's ranks ran: their agents ("" when the node is forgotten) and workers.

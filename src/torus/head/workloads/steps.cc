@@ -27,11 +27,16 @@ JobStep ApplyJobStep(Txn& txn, const JobId& id, int64_t wall_ms, std::vector<Hel
   return step;
 }
 
-RunStep ApplyRunStep(Txn& txn, const RunId& id, int64_t wall_ms, std::vector<HeldBundle>& release) {
+RunStep ApplyRunStep(Txn& txn, const RunId& id, int64_t wall_ms, std::vector<HeldBundle>& release,
+                     int64_t failure_window_ms) {
   const Run* run = txn.state().FindRun(id);
   if (run == nullptr) return {};
-  RunStep step = DecideRun(RunFactsOf(txn.state(), *run), wall_ms);
+  RunStep step = DecideRun(RunFactsOf(txn.state(), *run, failure_window_ms), wall_ms);
   const GroupId group = run->group;
+  if (step.explain) {
+    spdlog::info("run {}: attempt {} ended: {}", id.str(), step.explain->number, step.explain->reason);
+    txn.Apply(*step.explain).IgnoreError();
+  }
   if (step.end_attempt) {
     spdlog::warn("run {}: attempt {} failed ({})", id.str(), step.end_attempt->number, step.end_attempt->reason);
     txn.Apply(*step.end_attempt).IgnoreError();

@@ -19,8 +19,9 @@ namespace torus::head {
 // empty step.
 JobStep ApplyJobStep(Txn& txn, const JobId& job, int64_t wall_ms, std::vector<HeldBundle>& release);
 
-// The same for a run: ends the attempt and finishes the run as its machine says, and ends its group when the run is
-// finished.
-RunStep ApplyRunStep(Txn& txn, const RunId& run, int64_t wall_ms, std::vector<HeldBundle>& release);
+// The same for a run: settles the last attempt's cause, ends the attempt and finishes the run as its machine says,
+// and ends its group when the run is finished.
+RunStep ApplyRunStep(Txn& txn, const RunId& run, int64_t wall_ms, std::vector<HeldBundle>& release,
+                     int64_t failure_window_ms = 4000);
 
 }  // namespace torus::head

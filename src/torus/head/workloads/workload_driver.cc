@@ -41,6 +41,8 @@ void WorkloadDriver::Start() {
     for (const auto& [id, run] : s.runs()) {
       const RunFacts f = RunFactsOf(s, run);
       bool holds = f.group != nullptr && f.group->Live();
+      // An ended attempt whose cause is not settled yet.
+      holds = holds || (run.current() != nullptr && run.current()->ended() && !run.current()->explained);
       for (const Worker* w : f.workers) holds = holds || (w != nullptr && w->phase != WorkerPhase::kExited);
       if (!run.Terminal() || holds) out.push_back({OwnerKind::kRun, id.str()});
     }
@@ -115,6 +117,15 @@ void WorkloadDriver::Enqueue(const std::vector<Key>& keys) {
   cv_.SignalAll();
 }
 
+void WorkloadDriver::WakeAt(int64_t wall_ms, const Key& key) {
+  absl::MutexLock lock(&mu_);
+  for (auto [it, end] = timers_.equal_range(wall_ms); it != end; ++it) {
+    if (it->second == key) return;
+  }
+  timers_.emplace(wall_ms, key);
+  cv_.SignalAll();
+}
+
 void WorkloadDriver::Park(const Key& key) {
   absl::MutexLock lock(&mu_);
   parked_.insert(key);
@@ -142,7 +153,21 @@ void WorkloadDriver::WaitIdle() {
 void WorkloadDriver::Loop() {
   absl::MutexLock lock(&mu_);
   while (true) {
-    while (queue_.empty() && !stopping_) cv_.Wait(&mu_);
+    while (true) {
+      // Timers due: their workloads join the queue.
+      const int64_t now = clock_->WallMillis();
+      while (!timers_.empty() && timers_.begin()->first <= now) {
+        const Key k = timers_.begin()->second;
+        timers_.erase(timers_.begin());
+        if (queued_.insert(k).second) queue_.push_back(k);
+      }
+      if (!queue_.empty() || stopping_) break;
+      if (timers_.empty()) {
+        cv_.Wait(&mu_);
+      } else {
+        cv_.WaitWithTimeout(&mu_, absl::Milliseconds(timers_.begin()->first - now));
+      }
+    }
     if (stopping_) return;
     Key key = queue_.front();
     queue_.pop_front();
@@ -207,15 +232,19 @@ void WorkloadDriver::AdvanceJob(const JobId& id) {
 
 void WorkloadDriver::AdvanceRun(const RunId& id) {
   int64_t grace_ms;
+  int64_t window_ms;
   {
     absl::MutexLock lock(&mu_);
     grace_ms = options_.run_stop_grace_ms;
+    window_ms = options_.failure_window_ms;
   }
   std::vector<HeldBundle> release;
   std::vector<StopOrder> stops;
   bool start = false;
+  int64_t wake_at_ms = 0;
   store_->Update([&](Txn& txn) {
-    const RunStep step = ApplyRunStep(txn, id, clock_->WallMillis(), release);
+    const RunStep step = ApplyRunStep(txn, id, clock_->WallMillis(), release, window_ms);
+    wake_at_ms = step.wake_at_ms;
     if (step.stop_workers) {
       for (const Worker* w : RunFactsOf(txn.state(), *txn.state().FindRun(id)).workers) {
         if (w == nullptr || w->phase == WorkerPhase::kExited) continue;
@@ -227,6 +256,7 @@ void WorkloadDriver::AdvanceRun(const RunId& id) {
   });
   scheduler_->Release(std::move(release));
   SendStops(TakeStops(stops));
+  if (wake_at_ms > 0) WakeAt(wake_at_ms, {OwnerKind::kRun, id.str()});
   if (start) Launch({OwnerKind::kRun, id.str()});
 }
 

@@ -45,6 +45,7 @@ class WorkloadDriver {
     std::string python_path;       // prepended to runs' PYTHONPATH so that `import torus_train` works
     int64_t job_stop_grace_ms = 3000;
     int64_t run_stop_grace_ms = 2000;
+    int64_t failure_window_ms = 4000;  // how long after a gang attempt's end its root cause may still be learned
     int executor_threads = 4;
   };
 
@@ -90,6 +91,8 @@ class WorkloadDriver {
   std::vector<StopOrder> TakeStops(const std::vector<StopOrder>& candidates);
   void SendStops(std::vector<StopOrder> stops);
   void Park(const Key& key);
+  // Looks at `key` again at `wall_ms` (the driver's clock).
+  void WakeAt(int64_t wall_ms, const Key& key);
   void Done(const Key& key);  // a launch finished: look at the workload again unless it is parked
 
   StateStore* store_;
@@ -107,6 +110,7 @@ class WorkloadDriver {
   std::set<Key> parked_ ABSL_GUARDED_BY(mu_);        // waiting for a node to register
   std::set<WorkerId> starting_ ABSL_GUARDED_BY(mu_); // their start RPC is in flight
   std::set<WorkerId> stops_sent_ ABSL_GUARDED_BY(mu_);
+  std::multimap<int64_t, Key> timers_ ABSL_GUARDED_BY(mu_);  // wall ms -> workload to look at then
   int busy_ ABSL_GUARDED_BY(mu_) = 0;               // advances and launches running
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Executor executor_;       // launches: a start may wait minutes while agents fetch its packages

@@ -426,8 +426,11 @@ TEST_F(GangRunTest, OneWorkerPerBundleAndTheNextAttemptOnlyAfterEveryWorkerOfThe
   EXPECT_EQ(RunStatusName(restarting.status), "RESTARTING");
   EXPECT_EQ(WorkersOfAttempt(2), 0u);
   EXPECT_EQ(restarting.failures, 1);
-  EXPECT_EQ(restarting.attempts[0].end_reason, absl::StrCat("rank 1 on ", n1, " exited with code 1"));
-  EXPECT_EQ(restarting.message, absl::StrCat("attempt 1 failed: rank 1 on ", n1, " exited with code 1; restarting"));
+  EXPECT_EQ(restarting.attempts[0].end_reason,
+            absl::StrCat("rank 1 on ", n1, " exited with code 1; ranks 0, 2 still running"));
+  EXPECT_EQ(restarting.message, absl::StrCat("attempt 1 failed: rank 1 on ", n1,
+                                             " exited with code 1; ranks 0, 2 still running; restarting"));
+  EXPECT_FALSE(restarting.attempts[0].explained);
   EXPECT_TRUE(Eventually([&] {
     auto w = AllWorkers(world_.agents, targets_);
     return w.at(r0).stop_requested && w.at(r2).stop_requested;
@@ -444,6 +447,11 @@ TEST_F(GangRunTest, OneWorkerPerBundleAndTheNextAttemptOnlyAfterEveryWorkerOfThe
   ASSERT_TRUE(AttemptRunning(*id, 2));
   EXPECT_EQ(WorkersOfAttempt(2), 3u);
   EXPECT_EQ(world_.agents.start_calls(), 6);
+  // Every worker of attempt 1 ended before attempt 2 started: its cause is settled, the others told as stopped.
+  const RunAttempt first = head_.RunOf(*id).attempts[0];
+  EXPECT_TRUE(first.explained);
+  EXPECT_EQ(first.cause, "exit_code");
+  EXPECT_EQ(first.end_reason, absl::StrCat("rank 1 on ", n1, " exited with code 1; ranks 0, 2 stopped by torus"));
 
   // The same reservation, new ports.
   EXPECT_EQ(head_.RunOf(*id).group, run.group);
@@ -486,13 +494,19 @@ TEST_F(GangRunTest, MaxFailuresSpentFailsTheRunAndStopsTheOthers) {
   ASSERT_TRUE(head_.WaitFor([&](const ClusterState& s) { return s.FindRun(*id)->Terminal(); }));
   const head::Run failed = head_.RunOf(*id);
   EXPECT_EQ(RunStatusName(failed.status), "FAILED");
-  EXPECT_EQ(failed.message, absl::StrCat("failed 1 time (max_failures=0); last: rank 1 on ", rank1.node.str(),
-                                         " was killed by signal 9"));
+  const std::string killed = absl::StrCat("rank 1 on ", rank1.node.str(), " was killed by signal 9 (SIGKILL) from outside torus");
+  EXPECT_EQ(failed.message, absl::StrCat("failed 1 time (max_failures=0); last: ", killed, "; rank 0 still running"));
   EXPECT_EQ(PgStateName(head_.GroupOf(run.group).state), "REMOVED");
   const RankState rank0 = run.current()->ranks[0];
   EXPECT_TRUE(Eventually([&] { return world_.agents.Workers(TargetOf(rank0.address)).at(rank0.worker).stop_requested; }));
   head_.Settle();
   EXPECT_EQ(WorkersOfAttempt(2), 0u);
+  // Once rank 0 is gone too, the cause is settled and the run's message says it.
+  ASSERT_TRUE(head_.ExitWorker(rank0.node.str(), rank0.address, rank0.worker, 0, /*signal=*/15).ok());
+  ASSERT_TRUE(head_.WaitFor([&](const ClusterState& s) { return s.FindRun(*id)->attempts[0].explained; }));
+  const head::Run settled = head_.RunOf(*id);
+  EXPECT_EQ(settled.attempts[0].cause, "signal");
+  EXPECT_EQ(settled.message, absl::StrCat("failed 1 time (max_failures=0); last: ", killed, "; rank 0 stopped by torus"));
 }
 
 }  // namespace

@@ -170,11 +170,17 @@ class TestHead {
     });
   }
 
-  // The worker's agent saw it end with `exit_code` / `signal`, and reports it.
+  // The worker's agent saw it end with `exit_code` / `signal`, and reports it (as stopped when the head had asked
+  // its agent to stop it, as a real agent does).
   absl::Status ExitWorker(const std::string& node, const std::string& address, const WorkerId& worker,
                           int exit_code, int signal = 0) {
+    const auto workers = world->agents.Workers(TargetOf(address));
+    const auto it = workers.find(worker);
+    const bool stopped = signal != 0 && it != workers.end() && it->second.stop_requested;
     world->agents.EndWorker(TargetOf(address), worker);
-    return membership.ReportWorkerExit(NodeId(node), worker, exit_code, signal, world->clock.WallMillis());
+    return membership.ReportWorkerExit(
+        NodeId(node), worker,
+        WorkerExit{.exit_code = exit_code, .signal = signal, .wall_ms = world->clock.WallMillis(), .stopped = stopped});
   }
 
   World* const world;
