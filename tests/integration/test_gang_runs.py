@@ -354,7 +354,10 @@ def test_killed_worker_restarts_gang_from_checkpoint(torus, tmp_path):
     assert run["failures"] == 1
     assert [a["attempt"] for a in run["attempts"]] == [1, 2]
     first, second = run["attempts"]
-    assert re.fullmatch(r"rank 2 on v6e-\d-w2 was killed by signal 9", first["end_reason"]), first["end_reason"]
+    # The root cause first: a kill from outside torus; the others were stopped by torus after it.
+    assert re.fullmatch(r"rank 2 on v6e-\d-w2 was killed by signal 9 \(SIGKILL\) from outside torus; ranks 0, 1, 3 "
+                        r"stopped by torus", first["end_reason"]), first["end_reason"]
+    assert (first["cause"], first["explained"]) == ("signal", True)
     assert first["checkpoint_dir"] == ""
     checkpoint = second["checkpoint_dir"]
     assert checkpoint, second
@@ -366,7 +369,32 @@ def test_killed_worker_restarts_gang_from_checkpoint(torus, tmp_path):
     assert final_loss(out) == expected_loss
     assert_one_v6e_slice_in_worker_order(torus, second["ranks"])
     assert_restarted_env(torus, run, checkpoint)
+    assert_goodput_adds_up(torus, run)
 
+
+def assert_goodput_adds_up(torus, run):
+    """The run's goodput: its parts sum to its wall time (within 1%), the failure lost work and a restart, and
+    /metrics says the same."""
+    g = run["goodput"]
+    parts = g["queued_s"] + g["startup_s"] + g["productive_s"] + g["lost_s"] + g["restart_s"]
+    assert abs(parts - g["wall_s"]) <= 0.01 * g["wall_s"], g
+    assert abs(g["wall_s"] - (run["end_time_ms"] - run["created_time_ms"]) / 1000) <= 0.01 * g["wall_s"], g
+    assert g["productive_s"] > 0 and g["restart_s"] > 0 and g["startup_s"] > 0, g
+    assert g["lost_s"] >= 0, g
+    assert abs(g["goodput"] - g["productive_s"] / g["wall_s"]) < 1e-6, g
+    assert [a["attempt"] for a in g["attempts"]] == [1, 2]
+    for a, per in zip(run["attempts"], g["attempts"]):
+        span = (a["end_time_ms"] - a["start_time_ms"]) / 1000
+        assert abs(per["startup_s"] + per["productive_s"] + per["lost_s"] - span) < 0.002, (a, per)
+    address = (torus.session / "dashboard_address").read_text().strip()
+    request = urllib.request.Request(f"http://{address}/metrics", headers={"Authorization": f"Bearer {torus.token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        text = response.read().decode()
+    ratio = re.search(r'^torus_run_goodput_ratio\{[^}]*run_id="%s"[^}]*\} (\S+)$' % re.escape(run["run_id"]), text, re.M)
+    assert ratio and abs(float(ratio[1]) - g["goodput"]) < 0.01, [l for l in text.splitlines() if "torus_run" in l]
+    lost = re.search(r'^torus_run_time_seconds\{run_id="%s",name="[^"]*",part="lost"\} (\S+)$' % re.escape(run["run_id"]),
+                     text, re.M)
+    assert lost and abs(float(lost[1]) - g["lost_s"]) < 0.5, [l for l in text.splitlines() if "torus_run_time" in l]
 
 
 # A host dies.
@@ -399,6 +427,11 @@ def test_killed_agent_restarts_gang_on_a_whole_slice(torus, tmp_path):
     assert_one_v6e_slice_in_worker_order(torus, second["ranks"])
     assert lost not in [r["node_id"] for r in second["ranks"]]
     assert node(torus.status(), lost)["state"] == "DEAD"
+    # The root cause is the host, although a peer's broken collective reached the head seconds before the host was
+    # declared dead; the peers' failures follow as symptoms.
+    assert (first["cause"], first["explained"]) == ("host_lost", True), first
+    assert first["end_reason"].startswith(f"host {lost} lost (no heartbeat for "), first["end_reason"]
+    assert f"attempt 1 ended: host {lost} lost" in err, err
     checkpoint = second["checkpoint_dir"]
     step = int(re.fullmatch(r".*/host-lost/checkpoint_(\d+)", checkpoint)[1])
     assert step > 0
@@ -418,9 +451,10 @@ def test_always_failing_run_fails_after_max_failures(torus, tmp_path):
     assert run["status"] == "FAILED", run
     assert run["failures"] == 2
     assert [a["attempt"] for a in run["attempts"]] == [1, 2]
-    assert re.fullmatch(r"failed 2 times \(max_failures=1\); last: rank \d on v6e-\d-w\d exited with code 3",
-                        run["message"]), run["message"]
-    assert all(re.fullmatch(r"rank \d on v6e-\d-w\d exited with code 3", a["end_reason"]) for a in run["attempts"])
+    assert re.match(r"failed 2 times \(max_failures=1\); last: rank \d on v6e-\d-w\d exited with code 3: attempt 2 "
+                    r"rank \d failing(;|$)", run["message"]), run["message"]
+    assert all(re.match(r"rank \d on v6e-\d-w\d exited with code 3: attempt \d rank \d failing(;|$)",
+                        a["end_reason"]) for a in run["attempts"]), run["attempts"]
     assert "FAILED" in result.stderr and "max_failures=1" in result.stderr
     # The first rank to fail stops the others, perhaps before they print.
     assert re.search(r"^\[rank (\d)\] attempt 2 rank \1 failing$", result.stdout, re.M), result.stdout
@@ -437,7 +471,7 @@ def test_one_failing_rank_stops_the_whole_gang(torus, tmp_path):
     run = run_status(torus, "one-fails")
     assert run["status"] == "FAILED", run
     reason = run["attempts"][0]["end_reason"]
-    assert re.fullmatch(r"rank 1 on v6e-\d-w1 exited with code 5", reason), reason
+    assert re.fullmatch(r"rank 1 on v6e-\d-w1 exited with code 5; ranks 0, 2, 3 stopped by torus", reason), reason
     assert run["message"] == f"failed 1 time (max_failures=0); last: {reason}"
     wait_until(lambda: not any(worker_pids(run["run_id"], rank) for rank in range(4)), 5,
                message="every worker of the failed gang to exit")

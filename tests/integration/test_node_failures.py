@@ -1,6 +1,7 @@
 """Failure detection and recovery: dead agents, operator mark-dead, paused agents and a restarted head."""
 
 import os
+import re
 import signal
 import time
 
@@ -61,7 +62,8 @@ def test_killed_agent_times_out_and_restarts(torus):
     assert elapsed >= NODE_TIMEOUT_S - HEARTBEAT_S - 0.1, f"DEAD after only {elapsed:.2f} s"
     reason = node(dead, "v6e-0-w1")["death_reason"]
     assert reason.startswith("no heartbeat for "), reason
-    assert int(reason.split()[3]) >= NODE_TIMEOUT_S * 1000, reason  # whole milliseconds, rounded down
+    assert re.fullmatch(r"no heartbeat for \d+\.\d s", reason), reason
+    assert float(reason.split()[3]) >= NODE_TIMEOUT_S, reason  # tenths of a second
 
     v6e_0 = slice_of(dead, "v6e-0")
     assert v6e_0["state"] == "DEGRADED"

@@ -137,6 +137,7 @@ absl::StatusOr<train::RunSpec> RunSpecFromFlags(const TrainFlags& flags) {
   spec.run.storage_path = flags.storage_path;
   spec.run.max_failures = flags.max_failures;
   spec.run.checkpoints_to_keep = flags.checkpoints_to_keep;
+  spec.run.placement_timeout_s = flags.placement_timeout_s;
   spec.entrypoint = flags.command;
   TORUS_ASSIGN_OR_RETURN(spec.env, ParseEnvFlags(flags.env));
   return spec;

@@ -43,6 +43,7 @@ struct TrainFlags {
   std::string name;
   std::string storage_path;
   std::optional<int> checkpoints_to_keep;
+  int placement_timeout_s = 0;
   std::vector<std::string> env;
   std::string working_dir;               // a local directory (uploaded) or a package URI
   std::vector<std::string> py_modules;

@@ -261,6 +261,10 @@ int main(int argc, char** argv) {
   cmd_train->add_option("--name", train.name, "Run name [default: from the script]");
   cmd_train->add_option("--storage-path", train.storage_path, "Shared directory for checkpoints [/tmp/torus/runs]");
   cmd_train->add_option("--checkpoints-to-keep", train.checkpoints_to_keep, "Keep the newest N checkpoints");
+  cmd_train->add_option("--placement-timeout-s", train.placement_timeout_s,
+                        "Fail when the slices cannot be had (or renewed after a host loss) within this long "
+                        "(0 = wait as long as it takes)")
+      ->check(CLI::NonNegativeNumber);
   cmd_train->add_option("--env", train.env, "KEY=VALUE for every worker (repeatable)")
       ->allow_extra_args(false);
   cmd_train->add_option("--working-dir", train.working_dir,

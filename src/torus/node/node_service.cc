@@ -44,6 +44,7 @@ void ToProto(const WorkerInfo& info, rpc::WorkerView* view) {
   view->set_signal(info.signal);
   view->set_start_time_ms(info.start_time_ms);
   view->set_end_time_ms(info.end_time_ms);
+  view->set_stopped(info.stopped);
   view->set_log_path(info.log_path);
   view->set_group_id(info.group_id);
   if (info.bundle_index) view->set_bundle_index(*info.bundle_index);

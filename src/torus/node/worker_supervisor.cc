@@ -547,6 +547,7 @@ WorkerSupervisor::Ending WorkerSupervisor::FinishLocked(Record& record, int wait
     info.exit_code = WEXITSTATUS(wait_status);
   }
   info.end_time_ms = clock_->WallMillis();
+  info.stopped = record.stop_requested;
   record.finished_pos = finished_order_.insert(finished_order_.end(), info.worker_id);
   WorkerExit exit{.worker_id = info.worker_id,
                   .owner = info.owner,

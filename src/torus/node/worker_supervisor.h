@@ -85,6 +85,7 @@ struct WorkerInfo {
   int signal = 0;
   int64_t start_time_ms = 0;
   int64_t end_time_ms = 0;  // 0 while running
+  bool stopped = false;     // exited after the supervisor stopped it
   std::string log_path;
   std::string group_id;     // its bundle, when it has one
   std::optional<int> bundle_index;

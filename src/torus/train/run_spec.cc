@@ -225,6 +225,10 @@ absl::Status ValidateRunConfig(const RunConfig& run) {
     return Invalid(absl::StrCat("max_failures=", run.max_failures,
                                 " is not valid; use -1 (unlimited), 0 (no restart) or more"));
   }
+  if (run.placement_timeout_s < 0) {
+    return Invalid(absl::StrCat("placement_timeout_s=", run.placement_timeout_s,
+                                ": must be 0 (wait as long as it takes) or a number of seconds"));
+  }
   if (run.checkpoints_to_keep.has_value() && *run.checkpoints_to_keep < 1) {
     return Invalid(absl::StrCat("checkpoints_to_keep=", *run.checkpoints_to_keep,
                                 " is not valid; keep at least 1 (unset keeps all)"));

@@ -64,6 +64,9 @@ struct RunConfig {
   std::string storage_path;  // empty = kDefaultStoragePath
   int max_failures = 0;      // -1 unlimited
   std::optional<int> checkpoints_to_keep;  // unset = all
+  // How long the run waits for its slices each time (at first, and after a host loss to renew them) before it
+  // fails; 0 = as long as it takes.
+  int placement_timeout_s = 0;
   bool operator==(const RunConfig&) const = default;
 };
 
@@ -97,7 +100,8 @@ struct GangPlan {
 // placement_strategy other than PACK with use_tpu; TPU or GPU amounts where they do not belong; num_workers < 1;
 // more than kMaxWorkers workers on any alternative;
 // an empty entrypoint or program; a name not of 1-64 [a-z0-9-_.] starting with a letter or digit; a relative
-// storage_path; max_failures < -1; checkpoints_to_keep < 1; an env name that is empty or has '='.
+// storage_path; max_failures < -1; checkpoints_to_keep < 1; placement_timeout_s < 0; an env name that is empty or
+// has '='.
 absl::StatusOr<GangPlan> PlanRun(const RunSpec& spec);
 
 // For a plan placed on alternative `a` (0 = primary, i = fallback i): its number of workers (fallback shapes
@@ -116,7 +120,7 @@ RunSpec ApplyRunDefaults(RunSpec spec);
 // Parses the REST body. Fields: scaling_config.{num_workers, use_tpu, use_gpu, accelerator_type, topology,
 // num_slices, chips_per_host, resources_per_worker, placement_strategy, label_selector,
 // fallbacks[{accelerator_type, topology, num_slices, chips_per_host}]}, run_config.{name, storage_path,
-// max_failures, checkpoints_to_keep}, entrypoint (a list of strings, or a string run as /bin/sh -c), env
+// max_failures, checkpoints_to_keep, placement_timeout_s}, entrypoint (a list of strings, or a string run as /bin/sh -c), env
 // (string map), working_dir, py_modules (list of strings). Optional values may be null (= absent). Checks types only; PlanRun checks values.
 // Errors (InvalidArgument) name the field by its path:
 //   `scaling_config: unknown field "num_worker"; accepted: num_workers, use_tpu, ...`

@@ -177,7 +177,8 @@ absl::StatusOr<ScalingConfig> ReadScaling(const json& j) {
 
 absl::StatusOr<RunConfig> ReadRunConfig(const json& j) {
   const std::string path = "run_config";
-  TORUS_RETURN_IF_ERROR(CheckObject(j, path, {"name", "storage_path", "max_failures", "checkpoints_to_keep"}));
+  TORUS_RETURN_IF_ERROR(
+      CheckObject(j, path, {"name", "storage_path", "max_failures", "checkpoints_to_keep", "placement_timeout_s"}));
   RunConfig run;
   for (const auto& [key, value] : j.items()) {
     const std::string field = Join(path, key);
@@ -187,6 +188,8 @@ absl::StatusOr<RunConfig> ReadRunConfig(const json& j) {
       TORUS_ASSIGN_OR_RETURN(run.storage_path, ReadString(value, field));
     } else if (key == "max_failures") {
       TORUS_ASSIGN_OR_RETURN(run.max_failures, ReadInt(value, field));
+    } else if (key == "placement_timeout_s") {
+      TORUS_ASSIGN_OR_RETURN(run.placement_timeout_s, ReadInt(value, field));
     } else {
       TORUS_ASSIGN_OR_RETURN(run.checkpoints_to_keep, ReadOptionalInt(value, field));
     }
@@ -329,6 +332,7 @@ std::string RunSpecToJson(const RunSpec& spec) {
   json run = {
       {"name", spec.run.name}, {"storage_path", spec.run.storage_path}, {"max_failures", spec.run.max_failures}};
   if (spec.run.checkpoints_to_keep) run["checkpoints_to_keep"] = *spec.run.checkpoints_to_keep;
+  if (spec.run.placement_timeout_s != 0) run["placement_timeout_s"] = spec.run.placement_timeout_s;
   json out = {{"scaling_config", std::move(scaling)},
               {"run_config", std::move(run)},
               {"entrypoint", spec.entrypoint},

@@ -488,7 +488,7 @@ TEST(RunSpecJsonTest, Errors) {
       {R"({"scaling_config": {"num_worker": 2, "use_tpus": true}})",
        "scaling_config: unknown fields \"num_worker\", \"use_tpus\"; accepted: " + kScalingFields},
       {R"({"run_config": {"checkpoint": {"num_to_keep": 2}}})",
-       "run_config: unknown field \"checkpoint\"; accepted: name, storage_path, max_failures, checkpoints_to_keep"},
+       "run_config: unknown field \"checkpoint\"; accepted: name, storage_path, max_failures, checkpoints_to_keep, placement_timeout_s"},
       {R"({"scaling_config": {"fallbacks": [{"accelerator_type": "TPU-V6E", "topology": "4x4", "tpu": 1}]}})",
        "scaling_config.fallbacks[0]: unknown field \"tpu\"; accepted: accelerator_type, topology, num_slices, "
        "chips_per_host"},

@@ -26,7 +26,7 @@ AgentReport ReportOf(const rpc::RegisterNodeRequest& request, NodeRegistration i
   }
   for (const rpc::WorkerView& w : request.workers()) {
     report.workers.push_back(
-        {WorkerId(w.worker_id()), w.pid(), w.running(), w.exit_code(), w.signal(), w.end_time_ms()});
+        {WorkerId(w.worker_id()), w.pid(), w.running(), w.exit_code(), w.signal(), w.end_time_ms(), w.stopped()});
   }
   return report;
 }

@@ -156,7 +156,10 @@ absl::StatusOr<Registered> Membership::Register(AgentReport report) {
         txn.Apply(WorkerStarted{w.id, w.pid, wall}).IgnoreError();
       }
       if (!w.running) {
-        WorkerExit exit{.exit_code = w.exit_code, .signal = w.signal, .wall_ms = w.end_time_ms > 0 ? w.end_time_ms : wall};
+        WorkerExit exit{.exit_code = w.exit_code,
+                        .signal = w.signal,
+                        .wall_ms = w.end_time_ms > 0 ? w.end_time_ms : wall,
+                        .stopped = w.stopped};
         txn.Apply(WorkerExited{w.id, exit}).IgnoreError();
       }
     }

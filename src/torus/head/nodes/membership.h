@@ -42,6 +42,7 @@ struct ReportedWorker {
   int exit_code = 0;  // when exited
   int signal = 0;
   int64_t end_time_ms = 0;
+  bool stopped = false;  // its agent stopped it
 };
 
 struct AgentReport {

@@ -109,7 +109,29 @@ RunStep DecideRun(const RunFacts& f, int64_t wall_ms) {
   }
   // No attempt runs: start the next once the group is CREATED and the last attempt's workers are gone.
   step.stop_workers = workers_live;
-  step.start_attempt = f.group->state == PgState::kCreated && !workers_live;
+  if (f.group->state == PgState::kCreated) {
+    step.start_attempt = !workers_live;
+    return step;
+  }
+  // Waiting for the slices: at most placement_timeout_s from the submission, or from the last attempt's end.
+  const int timeout_s = run.spec.run.placement_timeout_s;
+  if (timeout_s > 0) {
+    const int64_t since = attempt != nullptr ? attempt->end_time_ms : run.created_time_ms;
+    const int64_t deadline = since + int64_t{timeout_s} * 1000;
+    if (wall_ms >= deadline) {
+      const std::string why = f.group->reason.empty() ? "no placement" : f.group->reason;
+      step.finish = RunFinished{
+          run.id, RunStatus::kFailed,
+          attempt != nullptr
+              ? absl::StrCat("its placement could not be renewed within ", timeout_s, " s: ", why, " (attempt ",
+                             attempt->number, " ended: ", attempt->end_reason, ")")
+              : absl::StrCat("its placement could not be made within ", timeout_s, " s: ", why),
+          wall_ms};
+      step.release_group = true;
+    } else if (step.wake_at_ms == 0 || deadline < step.wake_at_ms) {
+      step.wake_at_ms = deadline;
+    }
+  }
   return step;
 }
 

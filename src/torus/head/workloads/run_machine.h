@@ -6,6 +6,8 @@
 //             longer CREATED)--> attempt ends; failures + 1; RESTARTING, or FAILED once max_failures is spent; every
 //             worker of the attempt is stopped
 //   any --stop--> STOPPED;  any --its group removed or failed--> FAILED
+//   PENDING / RESTARTING --its group not CREATED for placement_timeout_s (from submission / the last attempt's
+//             end)--> FAILED
 // An attempt that ended other than by success gets its root cause (explain.h) once every worker of it has ended,
 // or once the failure window has passed since its end (whichever comes first): the events that explain a failure
 // may reach the head after the first symptom (a host is declared dead only after the node timeout).

@@ -387,3 +387,99 @@ TEST(RunFactsOfTest, WorkersOfTheLastAttemptByRank) {
 
 }  // namespace
 }  // namespace torus::head
+
+namespace torus::head {
+namespace {
+
+// A run waiting for its slices, `waited_ms` after its last attempt ended (or after its submission, with none).
+RunStep WaitingForSlices(bool after_attempt, int timeout_s, int64_t waited_ms) {
+  head::Run run;
+  run.id = kRun;
+  run.group = kGroup;
+  run.status = after_attempt ? RunStatus::kRestarting : RunStatus::kPending;
+  run.spec.run.max_failures = 3;
+  run.spec.run.placement_timeout_s = timeout_s;
+  run.created_time_ms = 1000;
+  if (after_attempt) {
+    run.failures = 1;
+    run.attempts.push_back(RunAttempt{.number = 1, .start_time_ms = 2000, .end_time_ms = 5000,
+                                      .end_reason = "host h1 lost (no heartbeat for 3.0 s)", .explained = true});
+  }
+  Group group;
+  group.id = kGroup;
+  group.state = after_attempt ? PgState::kRescheduling : PgState::kPending;
+  group.reason = "no slice of v6e 4x4 is free";
+  RunFacts facts;
+  facts.run = &run;
+  facts.group = &group;
+  return DecideRun(facts, (after_attempt ? 5000 : 1000) + waited_ms);
+}
+
+TEST(DecideRunTest, APlacementThatCannotBeRenewedInTimeFailsTheRun) {
+  RunStep waiting = WaitingForSlices(true, 30, 29'999);
+  EXPECT_FALSE(waiting.finish.has_value());
+  EXPECT_EQ(waiting.wake_at_ms, 35'000);
+  RunStep failed = WaitingForSlices(true, 30, 30'000);
+  ASSERT_TRUE(failed.finish.has_value());
+  EXPECT_EQ(RunStatusName(failed.finish->status), "FAILED");
+  EXPECT_EQ(failed.finish->message,
+            "its placement could not be renewed within 30 s: no slice of v6e 4x4 is free (attempt 1 ended: host h1 "
+            "lost (no heartbeat for 3.0 s))");
+  EXPECT_TRUE(failed.release_group);
+}
+
+TEST(DecideRunTest, TheFirstPlacementTimesOutFromTheSubmission) {
+  EXPECT_FALSE(WaitingForSlices(false, 5, 4999).finish.has_value());
+  RunStep failed = WaitingForSlices(false, 5, 5000);
+  ASSERT_TRUE(failed.finish.has_value());
+  EXPECT_EQ(failed.finish->message, "its placement could not be made within 5 s: no slice of v6e 4x4 is free");
+}
+
+TEST(DecideRunTest, WithoutAPlacementTimeoutARunWaitsAsLongAsItTakes) {
+  RunStep step = WaitingForSlices(true, 0, 86'400'000);
+  EXPECT_FALSE(step.finish.has_value());
+  EXPECT_EQ(step.wake_at_ms, 0);
+}
+
+TEST(DecideRunTest, AnEndedAttemptIsExplainedWhenItsWorkersAreGoneOrTheWindowPassed) {
+  head::Run run;
+  run.id = kRun;
+  run.group = kGroup;
+  run.status = RunStatus::kRestarting;
+  run.spec.run.max_failures = 3;
+  run.failures = 1;
+  run.attempts.push_back(RunAttempt{.number = 1, .start_time_ms = 10, .end_time_ms = 1000,
+                                    .end_reason = "rank 0 on n1 exited with code 1; rank 1 still running"});
+  Group group;
+  group.id = kGroup;
+  group.state = PgState::kCreated;
+  Worker r0, r1;
+  r0.rank = 0;
+  r0.node = NodeId("n1");
+  r0.phase = WorkerPhase::kExited;
+  r0.exit = WorkerExit{.exit_code = 1, .wall_ms = 990};
+  r1.rank = 1;
+  r1.node = NodeId("n2");
+  r1.phase = WorkerPhase::kRunning;
+  RunFacts facts{&run, &group, {&r0, &r1}, 4000};
+  // Rank 1 still runs: wait, up to the window.
+  RunStep step = DecideRun(facts, 2000);
+  EXPECT_FALSE(step.explain.has_value());
+  EXPECT_EQ(step.wake_at_ms, 5000);
+  // The window passed: settled with what is known.
+  step = DecideRun(facts, 5000);
+  ASSERT_TRUE(step.explain.has_value());
+  EXPECT_EQ(step.explain->reason, "rank 0 on n1 exited with code 1; rank 1 still running");
+  // Rank 1 was stopped by torus: settled at once, and the next attempt may start in the same step.
+  r1.phase = WorkerPhase::kExited;
+  r1.exit = WorkerExit{.signal = 15, .wall_ms = 1100, .stopped = true};
+  step = DecideRun(facts, 1200);
+  ASSERT_TRUE(step.explain.has_value());
+  EXPECT_EQ(step.explain->cause, "exit_code");
+  EXPECT_EQ(step.explain->reason, "rank 0 on n1 exited with code 1; rank 1 stopped by torus");
+  EXPECT_EQ(step.explain->run_message, "");
+  EXPECT_TRUE(step.start_attempt);
+}
+
+}  // namespace
+}  // namespace torus::head
