@@ -230,6 +230,12 @@ async function main() {
   await page.waitForFunction(([sel, n]) => ((document.querySelector(sel)?.textContent || '').match(/rank 2 line \d+/g) || []).length > n + 3,
     [logSel, lines], { timeout: 15000 });
   check(page.url().includes('rank=2'), `the run page's address does not keep the rank: ${page.url()}`);
+  // Goodput: a summary and attempt 1's stacked bar, productive once the ranks report.
+  await page.waitForFunction(() => {
+    const bar = document.querySelector('#run-goodput .goodput-row[data-attempt="1"] .gp-productive');
+    return bar && parseFloat(bar.style.width) > 0;
+  }, null, { timeout: 15000 });
+  check(/^goodput [0-9.]+%: productive/.test(await page.textContent('#goodput-summary')), 'the run page shows no goodput summary');
   await shot('run');
 
   // Nodes: the filter narrows the table to the slice's hosts; a node's page opens.
