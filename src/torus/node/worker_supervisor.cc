@@ -490,7 +490,9 @@ void WorkerSupervisor::ReaperLoop() {
 
 void WorkerSupervisor::DeliverExit(Ending ending) {
   WorkerExit& exit = ending.exit;
-  if (exit.signal != 0 || exit.exit_code != 0) {
+  // A failure torus did not cause itself: what the head names as its cause comes from here. (A worker torus stopped
+  // is a symptom; its restart should not wait for its logs to be read.)
+  if ((exit.signal != 0 || exit.exit_code != 0) && !exit.stopped) {
     exit.output_tail = LastLines(ending.log_path, options_.tail_lines, 4096);
     // File times come from the kernel's coarse clock, a tick or so behind the wall clock.
     constexpr int64_t kFileClockSlackMs = 50;
