@@ -143,12 +143,11 @@ absl::StatusOr<train::RunSpec> RunSpecFromFlags(const TrainFlags& flags) {
   return spec;
 }
 
-// "  | line" for each line of a failed rank's evidence (its last output, libtpu's error).
-void PrintDetails(const nlohmann::json& attempt) {
+// "<prefix>| line" for each line of a failed rank's evidence (its last output, libtpu's error).
+void PrintDetails(std::ostream& out, const std::string& prefix, const nlohmann::json& attempt) {
   const std::string details = attempt.value("end_details", "");
-  if (details.empty()) return;
   std::istringstream lines(details);
-  for (std::string line; std::getline(lines, line);) std::cerr << "[torus]   | " << line << "\n";
+  for (std::string line; std::getline(lines, line);) out << prefix << "| " << line << "\n";
 }
 
 // "goodput 87.3%: productive 52.1 s of 59.7 s (queued 1.0 s, startup 3.2 s, lost 2.0 s, restart 1.4 s)".
@@ -197,7 +196,7 @@ int FollowRunLogs(client::HttpApiClient& http, const std::string& id, bool follo
         const auto& ended = (*run)["attempts"][shown_attempt - 1];
         std::cerr << "[torus] attempt " << shown_attempt << " ended: " << ended["end_reason"].get<std::string>()
                   << "\n";
-        PrintDetails(ended);
+        PrintDetails(std::cerr, "[torus]   ", ended);
       }
       const auto& a = (*run)["attempts"][attempt - 1];
       std::string from = a["checkpoint_dir"].get<std::string>();
@@ -219,7 +218,9 @@ int FollowRunLogs(client::HttpApiClient& http, const std::string& id, bool follo
       if (follow || IsTerminalStatus(status)) {
         std::cerr << "[torus] run " << (*run)["name"].get<std::string>() << " (" << id << ") " << status << ": "
                   << (*run)["message"].get<std::string>() << "\n";
-        if (status != "SUCCEEDED" && !(*run)["attempts"].empty()) PrintDetails((*run)["attempts"].back());
+        if (status != "SUCCEEDED" && !(*run)["attempts"].empty()) {
+          PrintDetails(std::cerr, "[torus]   ", (*run)["attempts"].back());
+        }
         if (run->contains("goodput")) std::cerr << "[torus] " << GoodputLine((*run)["goodput"]) << "\n";
       }
       return status == "SUCCEEDED" || !follow ? 0 : 1;
@@ -278,11 +279,7 @@ int CmdTrainStatus(const HeadFlags& head, const std::string& id, bool json) {
               << (a["checkpoint_dir"].get<std::string>().empty() ? "" : ", from " + a["checkpoint_dir"].get<std::string>())
               << (a["end_reason"].get<std::string>().empty() ? "" : "; ended: " + a["end_reason"].get<std::string>())
               << "\n";
-    const std::string details = a.value("end_details", "");
-    if (!details.empty()) {
-      std::istringstream lines(details);
-      for (std::string line; std::getline(lines, line);) std::cout << "    | " << line << "\n";
-    }
+    PrintDetails(std::cout, "    ", a);
     if (!a["metrics"].empty()) {
       const auto& last = a["metrics"].back();
       std::cout << "    last report: step " << last["step"] << " " << last["metrics"].dump() << "\n";

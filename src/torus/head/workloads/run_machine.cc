@@ -18,8 +18,9 @@ Explanation Why(const RunFacts& f, bool stopped) {
   Explanation e = ExplainAttempt(f.workers, stopped);
   if (e.kind == CauseKind::kNone && f.group != nullptr && f.group->state != PgState::kCreated) {
     e.kind = CauseKind::kPlacement;
-    e.text = absl::StrCat("its reservation lost a host: ",
-                          f.group->history.empty() ? "a host was lost" : f.group->history.back().message);
+    const std::string last = f.group->history.empty() ? "" : f.group->history.back().message;
+    e.text = f.group->Live() ? absl::StrCat("its reservation lost a host: ", last.empty() ? "a host was lost" : last)
+                             : absl::StrCat("its placement group ended: ", last.empty() ? PgStateName(f.group->state) : last);
   }
   return e;
 }

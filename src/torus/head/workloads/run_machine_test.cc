@@ -483,3 +483,35 @@ TEST(DecideRunTest, AnEndedAttemptIsExplainedWhenItsWorkersAreGoneOrTheWindowPas
 
 }  // namespace
 }  // namespace torus::head
+
+namespace torus::head {
+namespace {
+
+TEST(DecideRunTest, ARunWhoseGroupWasRemovedIsExplainedByItsGroup) {
+  head::Run run;
+  run.id = kRun;
+  run.group = kGroup;
+  run.status = RunStatus::kFailed;
+  run.end_time_ms = 1000;
+  run.message = "the run's placement group was removed";
+  run.attempts.push_back(RunAttempt{.number = 1, .start_time_ms = 10, .end_time_ms = 1000,
+                                    .end_reason = "the run's placement group was removed"});
+  Group group;
+  group.id = kGroup;
+  group.state = PgState::kRemoved;
+  group.history.push_back({900, "REMOVED", "removed by the user"});
+  Worker r0;
+  r0.rank = 0;
+  r0.node = NodeId("n1");
+  r0.phase = WorkerPhase::kExited;
+  r0.exit = WorkerExit{.signal = 15, .wall_ms = 1100, .stopped = true};
+  RunFacts facts{&run, &group, {&r0}, 4000};
+  const RunStep step = DecideRun(facts, 1200);
+  ASSERT_TRUE(step.explain.has_value());
+  EXPECT_EQ(step.explain->cause, "placement");
+  EXPECT_EQ(step.explain->reason, "its placement group ended: removed by the user");
+  EXPECT_EQ(step.explain->run_message, "");  // the run's own message stays
+}
+
+}  // namespace
+}  // namespace torus::head
