@@ -188,8 +188,12 @@ def memory_cgroup():
     child = parent / f"torus-oom-test-{os.getpid()}"
     try:
         child.mkdir()
+    except OSError:
+        return None
+    try:
         (child / limit).write_text(str(512 << 20))
     except OSError:
+        child.rmdir()
         return None
     return child
 
