@@ -219,23 +219,23 @@ Explanation ExplainAttempt(const std::vector<const Worker*>& workers, bool stop_
   }
   // The others, grouped by how they ended, failures first.
   const bool peer_died = cause && cause->kind != CauseKind::kStartFailed;
-  struct Group {
+  struct Symptom {
     bool failure;
     std::string phrase;
     std::vector<int> ranks;
   };
-  std::vector<Group> groups;  // in the order of their lowest rank
+  std::vector<Symptom> groups;  // in the order of their lowest rank
   for (const Worker* w : workers) {
     if (w == nullptr || w == cause_worker) continue;
     auto [phrase, failure] = SymptomOf(w, cause ? &*cause : nullptr);
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.phrase == phrase; });
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Symptom& g) { return g.phrase == phrase; });
     if (it == groups.end()) {
       groups.push_back({failure, phrase, {w->rank}});
     } else {
       it->ranks.push_back(w->rank);
     }
   }
-  std::stable_partition(groups.begin(), groups.end(), [](const Group& g) { return g.failure; });
+  std::stable_partition(groups.begin(), groups.end(), [](const Symptom& g) { return g.failure; });
   for (const auto& [failure, phrase, ranks] : groups) {
     const bool many = ranks.size() > 1;
     std::string after;
