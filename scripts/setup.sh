@@ -11,6 +11,7 @@ packages=(
   zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pytest python3-numpy python3-prometheus-client
+  python3-dev pybind11-dev python3-cloudpickle
 )
 # PyTorch (Debian's CPU build) for the example training job and the end-to-end tests.
 if [ "${WITH_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
@@ -47,3 +48,15 @@ build_dir="${BUILD_DIR:-build}"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" >/dev/null
 ninja -C "$build_dir" -j "$(nproc)"
 echo "setup: built into $build_dir/bin"
+
+# `import torus` for Debian's python3: the package (python/) and its compiled core (<build>/python) on its path.
+site_dir="$(/usr/bin/python3 -c 'import site; print(site.getsitepackages()[0])')"
+pth_line="$(pwd)/python
+$(cd "$build_dir" && pwd)/python"
+if [ "$(cat "$site_dir/torus.pth" 2>/dev/null)" != "$pth_line" ]; then
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd mkdir -p "$site_dir"
+  printf '%s\n' "$pth_line" | $sudo_cmd tee "$site_dir/torus.pth" >/dev/null
+  echo "setup: $site_dir/torus.pth points /usr/bin/python3 at $(pwd)/python"
+fi

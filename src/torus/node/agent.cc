@@ -10,6 +10,7 @@
 #include "torus/rpc/auth.h"
 #include "torus/rpc/convert.h"
 #include "torus/node/node_service.h"
+#include "torus/node/worker_leases.h"
 
 namespace torus::node {
 namespace {
@@ -90,8 +91,13 @@ grpc::Status Agent::Register() {
   reported_ledger_version_ = ledger_->Version();
   rpc::ToProto(ledger_->Available(), request.mutable_resources_available());
   ledger_->Expire();
-  for (const LedgerEntry& e : ledger_->Entries()) ToProto(e, request.add_bundles());
-  for (const WorkerInfo& w : workers_->List()) ToProto(w, request.add_workers());
+  // Leases and their workers are this agent's own, not the head's.
+  for (const LedgerEntry& e : ledger_->Entries()) {
+    if (!IsLeaseGroup(e.group_id)) ToProto(e, request.add_bundles());
+  }
+  for (const WorkerInfo& w : workers_->List()) {
+    if (!IsLeaseOwner(w.owner)) ToProto(w, request.add_workers());
+  }
 
   grpc::ClientContext ctx;
   AddAuth(ctx);

@@ -11,6 +11,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "spdlog/spdlog.h"
@@ -24,7 +25,9 @@
 #include "torus/node/log_files.h"
 #include "torus/node/metrics_sampler.h"
 #include "torus/node/node_identity.h"
+#include "torus/node/lease_service.h"
 #include "torus/node/node_service.h"
+#include "torus/node/worker_leases.h"
 #include "torus/node/worker_supervisor.h"
 #include "torus/rpc/auth.h"
 
@@ -55,6 +58,9 @@ struct NodeFlags {
   int64_t metrics_period_ms = 5000;
   std::string tpu_log_dir = "/tmp/tpu_logs";
   int64_t head_grace_ms = 300'000;
+  std::string task_python = "/usr/bin/python3";
+  std::string python_path;  // default: beside the build or install
+  int64_t idle_worker_ms = 10'000;
 };
 
 // Workers get SIGTERM on agent shutdown and SIGKILL this long after.
@@ -74,6 +80,25 @@ torus::EnvMap ProcessEnvironment() {
 std::string RandomNodeId() {
   auto token = torus::rpc::GenerateToken();
   return token.ok() ? token->substr(0, 16) : absl::StrCat(getpid(), "-", time(nullptr));
+}
+
+// Where task workers find the torus Python package: the python/ directory of the source tree and the build's python/
+// (its compiled module) beside a build (bin/../../python, bin/../python), or an install's share/torus/python.
+std::string DefaultPythonPath() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  std::vector<std::string> dirs;
+  for (auto candidate : {exe.parent_path() / "../../python", exe.parent_path() / "../share/torus/python"}) {
+    if (std::filesystem::exists(candidate / "torus" / "__init__.py", ec)) {
+      dirs.push_back(std::filesystem::weakly_canonical(candidate, ec).string());
+      break;
+    }
+  }
+  if (std::filesystem::exists(exe.parent_path() / "../python", ec)) {
+    dirs.push_back(std::filesystem::weakly_canonical(exe.parent_path() / "../python", ec).string());
+  }
+  return absl::StrJoin(dirs, ":");
 }
 
 std::string Hostname() {
@@ -201,14 +226,20 @@ int Run(const NodeFlags& flags) {
   torus::node::ExitReporter exit_reporter(torus::node::MakeHeadExitSender(channel, token, identity->node_id));
   std::unique_ptr<torus::node::Agent> agent_holder;
   std::atomic<torus::node::NodeServiceImpl*> service_for_exits{nullptr};  // set once the service exists
+  std::atomic<torus::node::WorkerLeases*> leases_for_exits{nullptr};       // set once the leases exist
   torus::node::WorkerSupervisor workers(&clock, worker_log_dir, worker_env,
-                                        [&exit_reporter, &ledger, &agent_holder,
-                                         &service_for_exits](const torus::node::WorkerExit& exit) {
+                                        [&exit_reporter, &ledger, &agent_holder, &service_for_exits,
+                                         &leases_for_exits](const torus::node::WorkerExit& exit) {
                                           // The packages it ran in may be evicted once nothing else uses them.
                                           if (auto* s = service_for_exits.load()) s->OnWorkerExited(exit.worker_id);
                                           // A released bundle is free once its last worker is gone.
                                           if (ledger.Unbind(exit.worker_id) && agent_holder) {
                                             agent_holder->NotifyLedgerChanged();
+                                          }
+                                          // Task workers are the agent's own: their leases end here.
+                                          if (torus::node::IsLeaseOwner(exit.owner)) {
+                                            if (auto* l = leases_for_exits.load()) l->OnWorkerExited(exit.worker_id);
+                                            return;
                                           }
                                           exit_reporter.Report(exit);
                                         },
@@ -227,11 +258,18 @@ int Run(const NodeFlags& flags) {
       &log_files, devices);
   service.SetPackageCache(&packages);
   service_for_exits = &service;
+  // Task workers: the port is known once the server listens, so their environment is completed below.
+  torus::node::WorkerLeasesOptions lease_options{.node_ip = flags.node_ip, .idle_worker_ms = flags.idle_worker_ms};
+  std::unique_ptr<torus::node::WorkerLeases> leases;
   grpc::ServerBuilder builder;
   int agent_port = 0;
   builder.AddListeningPort(absl::StrCat(flags.node_ip, ":", flags.node_port), grpc::InsecureServerCredentials(),
                            &agent_port);
   builder.RegisterService(&service);
+  // Registered before the server starts; it answers UNAVAILABLE until the leases exist (their workers' environment
+  // names the agent's port).
+  torus::node::LeaseServiceImpl lease_service(token, identity->node_id);
+  builder.RegisterService(&lease_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || agent_port == 0) {
     std::cerr << "torus-node: cannot listen on " << flags.node_ip << ":" << flags.node_port
@@ -239,6 +277,26 @@ int Run(const NodeFlags& flags) {
     return 1;
   }
   spdlog::info("agent service listening on {}:{}", flags.node_ip, agent_port);
+  {
+    const std::string python_path = flags.python_path.empty() ? DefaultPythonPath() : flags.python_path;
+    lease_options.worker_argv = {flags.task_python, "-m", "torus._worker"};
+    lease_options.worker_env = {{"TORUS_AGENT_ADDRESS", absl::StrCat(flags.node_ip, ":", agent_port)},
+                                {"TORUS_ADDRESS", flags.address},
+                                {"TORUS_TOKEN", token},
+                                {"TORUS_NODE_ID", identity->node_id},
+                                {"TORUS_NODE_IP", flags.node_ip}};
+    if (!python_path.empty()) {
+      auto inherited = worker_env.find("PYTHONPATH");
+      lease_options.worker_env["PYTHONPATH"] =
+          inherited == worker_env.end() || inherited->second.empty() ? python_path
+                                                                     : absl::StrCat(python_path, ":", inherited->second);
+    }
+    leases = std::make_unique<torus::node::WorkerLeases>(&ledger, &workers, devices, lease_options, [&agent_holder] {
+      if (agent_holder) agent_holder->NotifyLedgerChanged();
+    });
+    leases_for_exits = leases.get();
+    lease_service.Attach(leases.get());
+  }
   agent_holder = std::make_unique<torus::node::Agent>(*identity, channel, token, &ledger, &workers, agent_port,
                                                       flags.head_grace_ms);
   torus::node::Agent& agent = *agent_holder;
@@ -254,11 +312,12 @@ int Run(const NodeFlags& flags) {
     spdlog::info("sampling metrics every {} ms", flags.metrics_period_ms);
   }
 
-  std::thread signal_thread([&agent, &workers, &exit_reporter, &service] {
+  std::thread signal_thread([&agent, &workers, &exit_reporter, &service, &leases_for_exits] {
     const int sig = torus::WaitForTerminationSignal();
     spdlog::info("signal {}: stopping workers, unregistering and stopping", sig);
     // Workers go first, while the head still hears about their exits; a start waiting on a package fetch gives up.
     service.StopStarting();
+    if (auto* l = leases_for_exits.load()) l->Shutdown();
     if (int stopped = workers.StopAll(kShutdownGraceMicros); stopped > 0) {
       spdlog::info("stopped {} worker{}", stopped, stopped == 1 ? "" : "s");
       exit_reporter.WaitIdle(std::chrono::seconds(1));
@@ -274,6 +333,7 @@ int Run(const NodeFlags& flags) {
   if (sampler) sampler->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   service_for_exits = nullptr;  // the service goes before the supervisor
+  leases_for_exits = nullptr;   // and so do the leases
   return 0;
 }
 
@@ -324,6 +384,10 @@ int main(int argc, char** argv) {
                  "How often host, worker, TPU and GPU metrics are sampled and sent to the head (0 = never)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
+  app.add_option("--task-python", flags.task_python, "Python interpreter of task workers (python3 -m torus._worker)");
+  app.add_option("--python-path", flags.python_path,
+                 "Directories (:-separated) put first on task workers' PYTHONPATH; default: beside the build");
+  app.add_option("--idle-worker-ms", flags.idle_worker_ms, "Idle pooled task workers are stopped after this long");
   app.add_option("--tpu-log-dir", flags.tpu_log_dir, "Directory of libtpu's logs, served as tpu/<file>")
       ->capture_default_str();
   app.add_option("--head-grace-ms", flags.head_grace_ms,

@@ -1,0 +1,130 @@
+"""@torus.remote on functions: RemoteFunction, .options(), .remote()."""
+
+import functools
+import inspect
+import math
+
+from torus import _runtime
+from torus import _serialization as ser
+
+_SCALE = 10000
+
+_TASK_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "num_returns", "max_retries", "retry_exceptions",
+                 "runtime_env", "name", "label_selector", "scheduling_strategy", "accelerator_type"}
+
+
+def _fixed(field, amount):
+    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not math.isfinite(amount) or amount < 0:
+        raise ValueError(f"{field}: a non-negative number is required, got {amount!r}")
+    return int(round(amount * _SCALE))
+
+
+def _resources(opts):
+    out = {"CPU": _fixed("num_cpus", opts.get("num_cpus", 1))}
+    if opts.get("num_gpus"):
+        gpus = opts["num_gpus"]
+        out["GPU"] = _fixed("num_gpus", gpus)
+    if opts.get("memory"):
+        _fixed("memory", opts["memory"])
+        out["memory"] = int(opts["memory"]) * _SCALE
+    for name, amount in (opts.get("resources") or {}).items():
+        if name in ("CPU", "GPU", "memory"):
+            raise ValueError(f"resources: use num_cpus, num_gpus or memory for {name!r}, not resources")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"resources: names must be non-empty strings, got {name!r}")
+        out[name] = _fixed(f"resources[{name!r}]", amount)
+    tpu = out.get("TPU", 0)
+    if tpu % _SCALE:
+        raise ValueError(f"resources['TPU']: TPU chips are whole (1, 2, 4, 8 or a whole host), got {tpu / _SCALE}")
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def _runtime_env(opts):
+    env = opts.get("runtime_env") or {}
+    unknown = set(env) - {"env_vars", "working_dir"}
+    if unknown:
+        raise ValueError(f"runtime_env: unsupported keys {sorted(unknown)}; accepted: env_vars, working_dir")
+    env_vars = env.get("env_vars") or {}
+    for k, v in env_vars.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ValueError(f"runtime_env.env_vars: names and values must be strings, got {k!r}: {v!r}")
+    return dict(env_vars), env.get("working_dir") or ""
+
+
+def _check_options(opts):
+    unknown = set(opts) - _TASK_OPTIONS
+    if unknown:
+        raise ValueError(f"unknown options {sorted(unknown)}; accepted: {sorted(_TASK_OPTIONS)}")
+    for unsupported in ("label_selector", "scheduling_strategy", "accelerator_type"):
+        if opts.get(unsupported):
+            raise ValueError(f"{unsupported}: not supported for tasks yet")
+    num_returns = opts.get("num_returns", 1)
+    if not isinstance(num_returns, int) or num_returns < 1:
+        raise ValueError(f"num_returns: a positive integer is required, got {num_returns!r}")
+
+
+class RemoteFunction:
+    def __init__(self, function, options):
+        _check_options(options)
+        self._function = function
+        self._options = options
+        self._blob = None
+        self._function_id = None
+        self._name = f"{function.__module__}.{function.__qualname__}"
+        functools.update_wrapper(self, function)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"remote function {self._name} cannot be called directly; use {self._function.__name__}"
+                        f".remote(...)")
+
+    def options(self, **options):
+        merged = dict(self._options)
+        merged.update(options)
+        copy = RemoteFunction(self._function, merged)
+        copy._blob, copy._function_id = self._blob, self._function_id
+        return copy
+
+    def remote(self, *args, **kwargs):
+        state = _runtime._state_or_init()
+        opts = self._options
+        if self._blob is None:
+            self._blob = ser.dumps(self._function)
+            self._function_id = _runtime.function_id(self._blob)
+        resources = _resources(opts)
+        env, working_dir = _runtime_env(opts)
+        wire_args = [_arg(a) for a in args]
+        wire_args.append(("v", ser.dumps(kwargs), ser.FORMAT_PICKLE))
+        num_returns = opts.get("num_returns", 1)
+        max_retries = opts.get("max_retries", 3)
+        ids = state.core.submit(_runtime._core_new_task_id(), opts.get("name") or self._name, self._function_id,
+                                self._blob, wire_args, num_returns, resources, env, working_dir, max_retries,
+                                bool(opts.get("retry_exceptions", False)))
+        refs = [_runtime.ObjectRef(i, state.core.address) for i in ids]
+        return refs[0] if num_returns == 1 else refs
+
+
+def _arg(a):
+    if isinstance(a, _runtime.ObjectRef):
+        state = _runtime._state
+        if state is not None and a._owner == state.core.address:
+            state.core.mark_escaped(a._id)
+        return ("r", a._id, a._owner)
+    return ("v", ser.dumps(a), ser.FORMAT_PICKLE)
+
+
+def remote(*args, **options):
+    """@torus.remote or @torus.remote(num_cpus=..., resources={"TPU": 1}, ...) on a function."""
+    if len(args) == 1 and not options and callable(args[0]):
+        return _make(args[0], {})
+    if args:
+        raise TypeError("torus.remote takes a function, or keyword options only")
+    return lambda f: _make(f, options)
+
+
+def _make(f, options):
+    if inspect.isclass(f):
+        raise TypeError(f"torus.remote on class {f.__name__}: actors are not available in this version of torus; "
+                        f"only functions can be remote")
+    if not callable(f):
+        raise TypeError(f"torus.remote takes a function, got {type(f).__name__}")
+    return RemoteFunction(f, options)

@@ -1,0 +1,45 @@
+"""Values to bytes and back: cloudpickle (pickle protocol 5). Object refs inside values travel as (id, owner) and
+are marked as escaped in their owner, which then keeps them for the reader."""
+
+import pickle
+
+import cloudpickle
+
+from torus import exceptions
+
+FORMAT_PICKLE = "pickle5"
+FORMAT_ERROR = "error"
+
+
+def dumps(value):
+    return cloudpickle.dumps(value, protocol=5)
+
+
+def loads(data):
+    return pickle.loads(data)
+
+
+def error_from(data, fmt):
+    """The exception a value of format `fmt` stands for, or None when it is a plain value."""
+    if fmt == FORMAT_ERROR:
+        err = loads(data)
+        if isinstance(err, exceptions.TaskError):
+            return err.as_instanceof_cause()
+        return err
+    if fmt == "worker_crashed":
+        return exceptions.WorkerCrashedError(data.decode("utf-8", "replace"))
+    if fmt == "unschedulable":
+        return exceptions.TaskUnschedulableError(data.decode("utf-8", "replace"))
+    if fmt == "stopping":
+        return exceptions.TorusError(data.decode("utf-8", "replace") or "torus is shutting down")
+    if fmt != FORMAT_PICKLE:
+        return exceptions.TorusError(f"a value of unknown format {fmt!r}")
+    return None
+
+
+def value_of(data, fmt):
+    """The Python value of (data, fmt); raises the error it holds."""
+    err = error_from(data, fmt)
+    if err is not None:
+        raise err
+    return loads(data)

@@ -1,0 +1,45 @@
+"""torus.get_runtime_context(): where and as what this code runs."""
+
+import os
+
+from torus import _runtime
+
+
+class RuntimeContext:
+    def __init__(self, state):
+        self._state = state
+
+    def get_job_id(self):
+        return self._state.job_id
+
+    def get_node_id(self):
+        return self._state.node_id
+
+    def get_task_id(self):
+        tid = self._state.current_task_id
+        return tid.hex() if tid else None
+
+    def get_task_name(self):
+        return self._state.current_task_name
+
+    def get_worker_id(self):
+        return os.environ.get("TORUS_WORKER_ID")
+
+    def get_actor_id(self):
+        return None
+
+    @property
+    def worker_mode(self):
+        return "WORKER" if self._state.is_worker else "DRIVER"
+
+    def get_accelerator_ids(self):
+        """The devices this worker holds: {"TPU": ["0", "1"], "GPU": [...]} (as TPU_VISIBLE_CHIPS and
+        CUDA_VISIBLE_DEVICES give them)."""
+        def split(name):
+            v = os.environ.get(name, "")
+            return [x for x in v.split(",") if x != ""]
+        return {"TPU": split("TPU_VISIBLE_CHIPS"), "GPU": split("CUDA_VISIBLE_DEVICES")}
+
+
+def get_runtime_context():
+    return RuntimeContext(_runtime._state_or_init())

@@ -1,0 +1,324 @@
+#include "torus/core/core_worker.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "torus/core/ids.h"
+#include "torus/head.grpc.pb.h"
+
+namespace torus::core {
+namespace {
+
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return std::string(absl::StripAsciiWhitespace(id));
+}
+
+std::chrono::steady_clock::time_point DeadlineAfter(int64_t timeout_ms) {
+  if (timeout_ms < 0) return std::chrono::steady_clock::time_point::max();
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+}
+
+class Service final : public CoreWorkerService::Service {
+ public:
+  Service(CoreWorker* worker, std::string token) : worker_(worker), token_(std::move(token)) {}
+  grpc::Status PushTask(grpc::ServerContext* ctx, const PushTaskRequest* request, PushTaskReply* reply) override {
+    if (grpc::Status s = Check(ctx); !s.ok()) return s;
+    return worker_->HandlePush(ctx, *request, reply);
+  }
+  grpc::Status GetObject(grpc::ServerContext* ctx, const GetObjectRequest* request, GetObjectReply* reply) override {
+    if (grpc::Status s = Check(ctx); !s.ok()) return s;
+    return worker_->HandleGetObject(*request, reply);
+  }
+
+ private:
+  grpc::Status Check(grpc::ServerContext* ctx) const {
+    auto it = ctx->client_metadata().find("authorization");
+    if (it == ctx->client_metadata().end() ||
+        std::string_view(it->second.data(), it->second.size()) != "Bearer " + token_) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong cluster token");
+    }
+    return grpc::Status::OK;
+  }
+  CoreWorker* worker_;
+  const std::string token_;
+};
+
+}  // namespace
+
+CoreWorker::CoreWorker(CoreWorkerOptions options) : options_(std::move(options)), channels_(options_.token) {}
+
+absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions options) {
+  if (options.job_id.empty()) return absl::InvalidArgumentError("job_id is required");
+  if (options.local_agent.empty()) return absl::InvalidArgumentError("the local agent's address is required");
+  std::unique_ptr<CoreWorker> w(new CoreWorker(std::move(options)));
+  w->service_ = std::make_unique<Service>(w.get(), w->options_.token);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::StrCat(w->options_.node_ip, ":0"), grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(w->service_.get());
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  w->server_ = builder.BuildAndStart();
+  if (!w->server_ || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", w->options_.node_ip));
+  }
+  w->address_ = absl::StrCat(w->options_.node_ip, ":", port);
+  w->submitter_ = std::make_unique<TaskSubmitter>(TaskSubmitter::Options{.job_id = w->options_.job_id,
+                                                                         .local_agent = w->options_.local_agent,
+                                                                         .own_address = w->address_,
+                                                                         .holder_pid = getpid(),
+                                                                         .holder_boot_id = BootId()},
+                                                  &w->table_, &w->channels_);
+  if (!w->options_.head_address.empty()) {
+    if (absl::Status s = w->RefreshNodes(); !s.ok()) return s;
+  }
+  if (!w->options_.worker_id.empty()) {
+    grpc::ClientContext ctx;
+    w->channels_.Authorize(ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    AnnounceWorkerRequest request;
+    request.set_worker_id(w->options_.worker_id);
+    request.set_port(port);
+    request.set_pid(getpid());
+    AnnounceWorkerReply reply;
+    grpc::Status s = w->channels_.Leases(w->options_.local_agent)->AnnounceWorker(&ctx, request, &reply);
+    if (!s.ok()) return absl::UnavailableError(absl::StrCat("announcing to the agent: ", s.error_message()));
+  }
+  return w;
+}
+
+CoreWorker::~CoreWorker() { Shutdown(); }
+
+void CoreWorker::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    exec_cv_.notify_all();
+  }
+  if (submitter_) submitter_->Shutdown();
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+}
+
+absl::StatusOr<std::vector<LeaseNode>> FetchNodes(const std::string& head_address, const std::string& token) {
+  Channels channels(token);
+  auto stub = torus::rpc::HeadService::NewStub(channels.Get(head_address));
+  grpc::ClientContext ctx;
+  channels.Authorize(ctx);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  torus::rpc::GetClusterStatusRequest request;
+  torus::rpc::ClusterStatus status;
+  grpc::Status s = stub->GetClusterStatus(&ctx, request, &status);
+  if (!s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot read the cluster's nodes from the head at ", head_address, ": ", s.error_message()));
+  }
+  std::vector<LeaseNode> nodes;
+  for (const auto& n : status.nodes()) {
+    if (n.state() != torus::rpc::ALIVE || n.info().agent_port() == 0) continue;
+    nodes.push_back(LeaseNode{.node_id = n.info().node_id(),
+                              .agent_address = absl::StrCat(n.info().address(), ":", n.info().agent_port()),
+                              .total = {n.info().resources_total().begin(), n.info().resources_total().end()}});
+  }
+  return nodes;
+}
+
+absl::Status CoreWorker::RefreshNodes() {
+  auto nodes = FetchNodes(options_.head_address, options_.token);
+  if (!nodes.ok()) return nodes.status();
+  submitter_->SetNodes(*nodes);
+  std::lock_guard<std::mutex> lock(mu_);
+  nodes_ = *std::move(nodes);
+  return absl::OkStatus();
+}
+
+std::vector<LeaseNode> CoreWorker::nodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return nodes_;
+}
+
+std::vector<std::string> CoreWorker::Submit(TaskSpec spec, TaskOptions options) {
+  std::vector<std::string> ids;
+  for (int i = 1; i <= spec.num_returns(); ++i) ids.push_back(ReturnObjectId(spec.task_id(), static_cast<uint32_t>(i)));
+  submitter_->Submit(std::move(spec), std::move(options));
+  return ids;
+}
+
+std::string CoreWorker::Put(Value value) {
+  std::string id = PutObjectId();
+  table_.Put(id, std::move(value));
+  return id;
+}
+
+absl::StatusOr<std::optional<Value>> CoreWorker::Fetch(const Ref& ref, int64_t wait_ms) {
+  grpc::ClientContext ctx;
+  channels_.Authorize(ctx);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(wait_ms + 10'000));
+  GetObjectRequest request;
+  request.set_object_id(ref.object_id);
+  request.set_wait_ms(wait_ms);
+  GetObjectReply reply;
+  grpc::Status s = channels_.Worker(ref.owner_address)->GetObject(&ctx, request, &reply);
+  if (!s.ok()) {
+    return absl::NotFoundError(absl::StrCat("object ", Hex(ref.object_id), " is lost: its owner at ",
+                                            ref.owner_address, " cannot be reached (", s.error_message(), ")"));
+  }
+  if (reply.status() == GetObjectReply::FREED) {
+    return absl::NotFoundError(
+        absl::StrCat("object ", Hex(ref.object_id), " is lost: its owner at ", ref.owner_address, " no longer holds it"));
+  }
+  if (reply.status() == GetObjectReply::PENDING) return std::optional<Value>();
+  const ObjectValue& v = reply.value();
+  Value value{.data = v.data(), .format = v.format(), .buffers = {v.buffers().begin(), v.buffers().end()}};
+  table_.Put(ref.object_id, value);
+  return std::optional<Value>(std::move(value));
+}
+
+absl::StatusOr<std::vector<Value>> CoreWorker::Get(const std::vector<Ref>& refs, int64_t timeout_ms) {
+  const auto deadline = DeadlineAfter(timeout_ms);
+  std::vector<Value> out;
+  out.reserve(refs.size());
+  size_t not_ready = 0;
+  for (const Ref& ref : refs) {
+    if (auto v = table_.Get(ref.object_id)) {
+      out.push_back(std::move(*v));
+      continue;
+    }
+    const bool owned = ref.owner_address == address_ || ref.owner_address.empty();
+    if (owned) {
+      ObjectState state = table_.WaitReady(ref.object_id, deadline);
+      if (state == ObjectState::kUnknown || state == ObjectState::kFreed) {
+        return absl::NotFoundError(absl::StrCat("object ", Hex(ref.object_id), " is not held by this process"));
+      }
+      if (auto v = table_.Get(ref.object_id)) {
+        out.push_back(std::move(*v));
+      } else {
+        ++not_ready;
+        out.emplace_back();
+      }
+      continue;
+    }
+    std::optional<Value> value;
+    while (!value) {
+      const auto now = std::chrono::steady_clock::now();
+      int64_t wait_ms = 30'000;
+      if (deadline != std::chrono::steady_clock::time_point::max()) {
+        wait_ms = std::min<int64_t>(
+            wait_ms, std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()));
+      }
+      auto fetched = Fetch(ref, wait_ms);
+      if (!fetched.ok()) return fetched.status();
+      value = *std::move(fetched);
+      if (!value && std::chrono::steady_clock::now() >= deadline) break;
+    }
+    if (value) {
+      out.push_back(std::move(*value));
+    } else {
+      ++not_ready;
+      out.emplace_back();
+    }
+  }
+  if (not_ready > 0) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(not_ready, " of ", refs.size(), " objects were not ready within ", timeout_ms, " ms"));
+  }
+  return out;
+}
+
+std::vector<size_t> CoreWorker::Wait(const std::vector<Ref>& refs, size_t num, int64_t timeout_ms) {
+  const auto deadline = DeadlineAfter(timeout_ms);
+  num = std::min(num, refs.size());
+  bool all_owned = true;
+  for (const Ref& r : refs) {
+    if (!(r.owner_address == address_ || r.owner_address.empty())) all_owned = false;
+  }
+  std::vector<std::string> ids;
+  for (const Ref& r : refs) ids.push_back(r.object_id);
+  if (all_owned) return table_.WaitAny(ids, num, deadline);
+  while (true) {
+    std::vector<size_t> ready;
+    for (size_t i = 0; i < refs.size(); ++i) {
+      if (table_.State(ids[i]) == ObjectState::kReady) {
+        ready.push_back(i);
+        continue;
+      }
+      const bool owned = refs[i].owner_address == address_ || refs[i].owner_address.empty();
+      if (!owned) {
+        auto fetched = Fetch(refs[i], 0);
+        // A lost object counts as ready: reading it raises the loss.
+        if (!fetched.ok() || fetched->has_value()) ready.push_back(i);
+      }
+    }
+    if (ready.size() >= num || std::chrono::steady_clock::now() >= deadline) return ready;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+grpc::Status CoreWorker::HandlePush(grpc::ServerContext* ctx, const PushTaskRequest& request, PushTaskReply* reply) {
+  const std::string task_id = request.task().task_id();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping");
+  if (running_.contains(task_id)) {
+    return grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "this task is already running here");
+  }
+  running_[task_id] = std::nullopt;
+  pending_.push_back(Execution{.spec = request.task()});
+  exec_cv_.notify_all();
+  while (!running_[task_id].has_value() && !stopping_ && !ctx->IsCancelled()) {
+    exec_cv_.wait_for(lock, std::chrono::milliseconds(200));
+  }
+  auto node = running_.extract(task_id);
+  if (!node.mapped().has_value()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping");
+  for (Value& v : *node.mapped()) {
+    ObjectValue* out = reply->add_returns();
+    out->set_data(std::move(v.data));
+    out->set_format(std::move(v.format));
+    for (std::string& b : v.buffers) out->add_buffers(std::move(b));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CoreWorker::HandleGetObject(const GetObjectRequest& request, GetObjectReply* reply) {
+  const auto deadline = DeadlineAfter(std::clamp<int64_t>(request.wait_ms(), 0, 60'000));
+  ObjectState state = table_.WaitReady(request.object_id(), deadline);
+  if (state == ObjectState::kReady) {
+    if (auto v = table_.Get(request.object_id())) {
+      reply->set_status(GetObjectReply::READY);
+      reply->mutable_value()->set_data(v->data);
+      reply->mutable_value()->set_format(v->format);
+      for (const std::string& b : v->buffers) reply->mutable_value()->add_buffers(b);
+      return grpc::Status::OK;
+    }
+  }
+  reply->set_status(state == ObjectState::kPending ? GetObjectReply::PENDING : GetObjectReply::FREED);
+  return grpc::Status::OK;
+}
+
+std::optional<Execution> CoreWorker::NextTask(int64_t timeout_ms) {
+  const auto deadline = DeadlineAfter(timeout_ms);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (pending_.empty() && !stopping_) {
+    if (exec_cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+  }
+  if (pending_.empty() || stopping_) return std::nullopt;
+  Execution e = std::move(pending_.front());
+  pending_.pop_front();
+  return e;
+}
+
+void CoreWorker::FinishTask(const std::string& task_id, std::vector<Value> returns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = running_.find(task_id);
+  if (it == running_.end()) return;
+  it->second = std::move(returns);
+  exec_cv_.notify_all();
+}
+
+}  // namespace torus::core

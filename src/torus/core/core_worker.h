@@ -1,0 +1,115 @@
+// CoreWorker: the library inside every driver and task worker process. It submits tasks (TaskSubmitter over worker
+// leases), owns the objects its process creates (ObjectTable) and serves them to borrowers, fetches the objects
+// others own, and — in a worker — takes the tasks pushed to it for the language to execute.
+//
+// It listens on CoreWorkerService (an ephemeral port on the node's address): PushTask queues the task for
+// NextTask/FinishTask and answers when the language finished it; GetObject serves owned values, waiting for
+// pending ones.
+//
+// Thread-safety: thread-safe. Get, Wait and NextTask block the calling thread (the language releases its lock
+// around them).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "torus/core.grpc.pb.h"
+#include "torus/core/object_table.h"
+#include "torus/core/task_submitter.h"
+
+namespace torus::core {
+
+struct CoreWorkerOptions {
+  std::string job_id;
+  std::string node_ip = "127.0.0.1";  // where this process listens
+  std::string head_address;           // host:port of the head (its node list)
+  std::string local_agent;            // host:port of this host's agent
+  std::string token;
+  std::string worker_id;              // set in a task worker: it announces itself to the local agent
+};
+
+struct Ref {
+  std::string object_id;
+  std::string owner_address;
+};
+
+// A task pushed to this worker, for the language to run.
+struct Execution {
+  TaskSpec spec;
+};
+
+// The alive nodes of the cluster whose head is at `head_address`, with their agents' addresses and totals.
+absl::StatusOr<std::vector<LeaseNode>> FetchNodes(const std::string& head_address, const std::string& token);
+
+class CoreWorker {
+ public:
+  // Listens, learns the cluster's nodes from the head, and (a worker) announces itself to its agent.
+  static absl::StatusOr<std::unique_ptr<CoreWorker>> Start(CoreWorkerOptions options);
+  ~CoreWorker();
+
+  const std::string& address() const { return address_; }
+  const CoreWorkerOptions& options() const { return options_; }
+
+  // Reloads the node list from the head.
+  absl::Status RefreshNodes();
+  std::vector<LeaseNode> nodes() const;
+
+  // Submits a task (see TaskSubmitter::Submit); returns its return objects' ids.
+  std::vector<std::string> Submit(TaskSpec spec, TaskOptions options);
+  // Stores a value this process owns; returns its id.
+  std::string Put(Value value);
+  // Each ref's value, waiting up to `timeout_ms` (< 0: forever). DeadlineExceeded naming how many are not ready;
+  // NotFound when an owner no longer holds one (or is gone).
+  absl::StatusOr<std::vector<Value>> Get(const std::vector<Ref>& refs, int64_t timeout_ms);
+  // The indices of refs that are ready, once `num` are or `timeout_ms` passed (< 0: forever).
+  std::vector<size_t> Wait(const std::vector<Ref>& refs, size_t num, int64_t timeout_ms);
+
+  void AddRef(const std::string& id) { table_.AddRef(id); }
+  void RemoveRef(const std::string& id) { table_.RemoveRef(id); }
+  void MarkEscaped(const std::string& id) { table_.MarkEscaped(id); }
+
+  // Executor side: the next pushed task, waiting up to `timeout_ms`; nullopt on timeout or shutdown.
+  std::optional<Execution> NextTask(int64_t timeout_ms);
+  // The task's returns (num_returns values, or one error value for all).
+  void FinishTask(const std::string& task_id, std::vector<Value> returns);
+
+  TaskSubmitter::Counts counts() const { return submitter_->counts(); }
+  const ObjectTable& table() const { return table_; }
+
+  // Returns leases, stops serving. Idempotent.
+  void Shutdown();
+
+  // The service's handlers (public for the service class).
+  grpc::Status HandlePush(grpc::ServerContext* ctx, const PushTaskRequest& request, PushTaskReply* reply);
+  grpc::Status HandleGetObject(const GetObjectRequest& request, GetObjectReply* reply);
+
+ private:
+  explicit CoreWorker(CoreWorkerOptions options);
+  // One fetch of a borrowed object from its owner, waiting up to `wait_ms` there.
+  absl::StatusOr<std::optional<Value>> Fetch(const Ref& ref, int64_t wait_ms);
+
+  const CoreWorkerOptions options_;
+  Channels channels_;
+  ObjectTable table_;
+  std::string address_;
+  std::unique_ptr<TaskSubmitter> submitter_;
+  std::unique_ptr<grpc::Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+
+  mutable std::mutex mu_;
+  std::condition_variable exec_cv_;
+  std::vector<LeaseNode> nodes_;                                     // guarded by mu_
+  std::deque<Execution> pending_;                                     // pushed, not yet taken; guarded by mu_
+  std::map<std::string, std::optional<std::vector<Value>>> running_;  // task id -> its returns once finished
+  bool stopping_ = false;                                             // guarded by mu_
+};
+
+}  // namespace torus::core

@@ -1,0 +1,125 @@
+#include "torus/core/object_table.h"
+
+namespace torus::core {
+namespace {
+
+size_t SizeOf(const Value& v) {
+  size_t n = v.data.size();
+  for (const std::string& b : v.buffers) n += b.size();
+  return n;
+}
+
+}  // namespace
+
+void ObjectTable::AddPending(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.try_emplace(id);
+}
+
+void ObjectTable::Put(const std::string& id, Value value) {
+  std::vector<std::function<void(const Value&)>> callbacks;
+  Value copy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = entries_[id];
+    if (e.state == ObjectState::kReady || e.state == ObjectState::kFreed) return;
+    e.state = ObjectState::kReady;
+    bytes_ += SizeOf(value);
+    e.value = std::move(value);
+    callbacks.swap(e.on_ready);
+    if (!callbacks.empty()) copy = e.value;
+    ready_.notify_all();
+  }
+  for (auto& cb : callbacks) cb(copy);
+}
+
+ObjectState ObjectTable::State(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  return it == entries_.end() ? ObjectState::kUnknown : it->second.state;
+}
+
+std::optional<Value> ObjectTable::Get(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.state != ObjectState::kReady) return std::nullopt;
+  return it->second.value;
+}
+
+void ObjectTable::OnReady(const std::string& id, std::function<void(const Value&)> callback) {
+  Value copy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = entries_[id];
+    if (e.state == ObjectState::kFreed) return;
+    if (e.state != ObjectState::kReady) {
+      e.on_ready.push_back(std::move(callback));
+      return;
+    }
+    copy = e.value;
+  }
+  callback(copy);
+}
+
+ObjectState ObjectTable::WaitReady(const std::string& id, std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return ObjectState::kUnknown;
+    if (it->second.state != ObjectState::kPending) return it->second.state;
+    if (ready_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      it = entries_.find(id);
+      return it == entries_.end() ? ObjectState::kUnknown : it->second.state;
+    }
+  }
+}
+
+std::vector<size_t> ObjectTable::WaitAny(const std::vector<std::string>& ids, size_t num,
+                                         std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    std::vector<size_t> ready;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto it = entries_.find(ids[i]);
+      if (it != entries_.end() && it->second.state == ObjectState::kReady) ready.push_back(i);
+    }
+    if (ready.size() >= num) return ready;
+    if (ready_.wait_until(lock, deadline) == std::cv_status::timeout) return ready;
+  }
+}
+
+void ObjectTable::AddRef(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++entries_[id].refs;
+}
+
+void ObjectTable::RemoveRef(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  if (--it->second.refs <= 0) MaybeFreeLocked(id, it->second);
+}
+
+void ObjectTable::MarkEscaped(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_[id].escaped = true;
+}
+
+void ObjectTable::MaybeFreeLocked(const std::string& id, Entry& e) {
+  // A pending object stays: its task will still deliver it (and a retry needs the entry).
+  if (e.escaped || e.state != ObjectState::kReady) return;
+  bytes_ -= SizeOf(e.value);
+  entries_.erase(id);
+}
+
+size_t ObjectTable::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+size_t ObjectTable::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+}  // namespace torus::core

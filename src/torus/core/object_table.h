@@ -1,0 +1,74 @@
+// ObjectTable: the values a core worker holds — the objects it owns (its `put`s and the returns of tasks it
+// submitted) and copies of objects it borrowed and fetched from their owners.
+//
+// An owned object is pending until its task finishes, then ready; it is freed when no reference to it is left in
+// this process (AddRef/RemoveRef count the language's handles) unless it escaped — was passed to another process,
+// which may still read it; escaped objects live until the table goes (its job ends).
+//
+// Thread-safety: thread-safe. Waits block the calling thread; callbacks run on the thread that makes the object ready
+// (outside the lock).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace torus::core {
+
+struct Value {
+  std::string data;
+  std::string format;  // "pickle5", "error", "raw", or a failure the core made: "worker_crashed", "unschedulable"
+  std::vector<std::string> buffers;
+};
+
+enum class ObjectState { kUnknown, kPending, kReady, kFreed };
+
+class ObjectTable {
+ public:
+  // An owned object whose value is still to come.
+  void AddPending(const std::string& id);
+  // Its value: ready now (wakes waiters, runs OnReady callbacks). A value for an id never added is kept too (a
+  // borrowed object fetched from its owner, or a put).
+  void Put(const std::string& id, Value value);
+  ObjectState State(const std::string& id) const;
+  // The value when ready.
+  std::optional<Value> Get(const std::string& id) const;
+  // Calls `callback` once `id` is ready (now, if it is); never for one that is freed first.
+  void OnReady(const std::string& id, std::function<void(const Value&)> callback);
+  // Waits until `id` is not pending or `deadline`; returns its state then.
+  ObjectState WaitReady(const std::string& id, std::chrono::steady_clock::time_point deadline) const;
+  // Waits until at least `num` of `ids` are ready (or failed) or `deadline`; returns the indices of the ready ones.
+  std::vector<size_t> WaitAny(const std::vector<std::string>& ids, size_t num,
+                              std::chrono::steady_clock::time_point deadline) const;
+
+  // Reference counting by the language's handles.
+  void AddRef(const std::string& id);
+  void RemoveRef(const std::string& id);
+  // The object was handed to another process: kept until the table goes.
+  void MarkEscaped(const std::string& id);
+
+  size_t size() const;
+  size_t bytes() const;
+
+ private:
+  struct Entry {
+    ObjectState state = ObjectState::kPending;
+    Value value;
+    int refs = 0;
+    bool escaped = false;
+    std::vector<std::function<void(const Value&)>> on_ready;
+  };
+  void MaybeFreeLocked(const std::string& id, Entry& entry);
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable ready_;
+  std::map<std::string, Entry> entries_;  // guarded by mu_
+  size_t bytes_ = 0;                      // of ready values; guarded by mu_
+};
+
+}  // namespace torus::core

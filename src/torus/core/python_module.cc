@@ -1,0 +1,211 @@
+// _torus_core: the core worker for Python (the `torus` package calls it; users do not). Values cross as (bytes,
+// format) pairs; object refs as (object id bytes, owner address) pairs; blocking calls release the GIL.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "absl/strings/str_cat.h"
+#include "torus/core/core_worker.h"
+#include "torus/core/ids.h"
+
+namespace py = pybind11;
+using torus::core::CoreWorker;
+using torus::core::Ref;
+using torus::core::Value;
+
+namespace {
+
+[[noreturn]] void Raise(const absl::Status& s) {
+  const std::string message(s.message());
+  switch (s.code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+      throw py::value_error(absl::StrCat("timeout: ", message));
+    case absl::StatusCode::kNotFound:
+      throw py::key_error(message);
+    case absl::StatusCode::kInvalidArgument:
+      throw py::value_error(message);
+    default:
+      throw std::runtime_error(message);
+  }
+}
+
+std::vector<Ref> Refs(const std::vector<std::pair<py::bytes, std::string>>& refs) {
+  std::vector<Ref> out;
+  out.reserve(refs.size());
+  for (const auto& [id, owner] : refs) out.push_back(Ref{.object_id = std::string(id), .owner_address = owner});
+  return out;
+}
+
+py::tuple ValueTuple(const Value& v) { return py::make_tuple(py::bytes(v.data), v.format); }
+
+py::list ArgsList(const torus::core::TaskSpec& spec) {
+  py::list args;
+  for (const auto& a : spec.args()) {
+    if (a.has_ref()) {
+      args.append(py::make_tuple("r", py::bytes(a.ref().object_id()), a.ref().owner_address()));
+    } else {
+      args.append(py::make_tuple("v", py::bytes(a.value().data()), a.value().format()));
+    }
+  }
+  return args;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_torus_core, m) {
+  m.doc() = "torus core worker (internal)";
+  m.def("new_task_id", [] { return py::bytes(torus::core::NewTaskId()); });
+  m.def("cluster_nodes", [](const std::string& head_address, const std::string& token) {
+    absl::StatusOr<std::vector<torus::core::LeaseNode>> nodes;
+    {
+      py::gil_scoped_release release;
+      nodes = torus::core::FetchNodes(head_address, token);
+    }
+    if (!nodes.ok()) Raise(nodes.status());
+    py::list out;
+    for (const auto& n : *nodes) out.append(py::make_tuple(n.node_id, n.agent_address, n.total));
+    return out;
+  });
+
+  py::class_<CoreWorker>(m, "CoreWorker")
+      .def(py::init([](std::string job_id, std::string node_ip, std::string head_address, std::string local_agent,
+                       std::string token, std::string worker_id) {
+             absl::StatusOr<std::unique_ptr<CoreWorker>> w;
+             {
+               py::gil_scoped_release release;
+               w = CoreWorker::Start({.job_id = std::move(job_id),
+                                      .node_ip = std::move(node_ip),
+                                      .head_address = std::move(head_address),
+                                      .local_agent = std::move(local_agent),
+                                      .token = std::move(token),
+                                      .worker_id = std::move(worker_id)});
+             }
+             if (!w.ok()) Raise(w.status());
+             return std::move(*w);
+           }),
+           py::arg("job_id"), py::arg("node_ip"), py::arg("head_address"), py::arg("local_agent"), py::arg("token"),
+           py::arg("worker_id") = "")
+      .def_property_readonly("address", &CoreWorker::address)
+      .def("refresh_nodes",
+           [](CoreWorker& w) {
+             absl::Status s;
+             {
+               py::gil_scoped_release release;
+               s = w.RefreshNodes();
+             }
+             if (!s.ok()) Raise(s);
+           })
+      .def("nodes",
+           [](CoreWorker& w) {
+             py::list out;
+             for (const auto& n : w.nodes()) out.append(py::make_tuple(n.node_id, n.agent_address, n.total));
+             return out;
+           })
+      .def("submit",
+           [](CoreWorker& w, py::bytes task_id, std::string name, py::bytes function_id, py::bytes function,
+              py::list args, int num_returns, std::map<std::string, int64_t> resources,
+              std::map<std::string, std::string> env, std::string working_dir, int max_retries,
+              bool retry_exceptions) {
+             torus::core::TaskSpec spec;
+             spec.set_task_id(std::string(task_id));
+             spec.set_name(std::move(name));
+             spec.set_function_id(std::string(function_id));
+             spec.set_function(std::string(function));
+             spec.set_num_returns(num_returns);
+             for (py::handle a : args) {
+               auto t = a.cast<py::tuple>();
+               auto* arg = spec.add_args();
+               if (t[0].cast<std::string>() == "r") {
+                 arg->mutable_ref()->set_object_id(t[1].cast<std::string>());
+                 arg->mutable_ref()->set_owner_address(t[2].cast<std::string>());
+               } else {
+                 arg->mutable_value()->set_data(t[1].cast<std::string>());
+                 arg->mutable_value()->set_format(t[2].cast<std::string>());
+               }
+             }
+             torus::core::TaskOptions options{
+                 .shape = {.resources = std::move(resources), .env = std::move(env), .working_dir = std::move(working_dir)},
+                 .max_retries = max_retries,
+                 .retry_exceptions = retry_exceptions};
+             std::vector<std::string> ids;
+             {
+               py::gil_scoped_release release;
+               ids = w.Submit(std::move(spec), std::move(options));
+             }
+             py::list out;
+             for (const auto& id : ids) out.append(py::bytes(id));
+             return out;
+           })
+      .def("put",
+           [](CoreWorker& w, py::bytes data, std::string format) {
+             return py::bytes(w.Put(Value{.data = std::string(data), .format = std::move(format)}));
+           })
+      .def("get",
+           [](CoreWorker& w, const std::vector<std::pair<py::bytes, std::string>>& refs, int64_t timeout_ms) {
+             std::vector<Ref> r = Refs(refs);
+             absl::StatusOr<std::vector<Value>> values;
+             {
+               py::gil_scoped_release release;
+               values = w.Get(r, timeout_ms);
+             }
+             if (!values.ok()) Raise(values.status());
+             py::list out;
+             for (const Value& v : *values) out.append(ValueTuple(v));
+             return out;
+           })
+      .def("wait",
+           [](CoreWorker& w, const std::vector<std::pair<py::bytes, std::string>>& refs, size_t num,
+              int64_t timeout_ms) {
+             std::vector<Ref> r = Refs(refs);
+             py::gil_scoped_release release;
+             return w.Wait(r, num, timeout_ms);
+           })
+      .def("add_ref", [](CoreWorker& w, py::bytes id) { w.AddRef(std::string(id)); })
+      .def("remove_ref", [](CoreWorker& w, py::bytes id) { w.RemoveRef(std::string(id)); })
+      .def("mark_escaped", [](CoreWorker& w, py::bytes id) { w.MarkEscaped(std::string(id)); })
+      .def("next_task",
+           [](CoreWorker& w, int64_t timeout_ms) -> py::object {
+             std::optional<torus::core::Execution> e;
+             {
+               py::gil_scoped_release release;
+               e = w.NextTask(timeout_ms);
+             }
+             if (!e) return py::none();
+             py::dict d;
+             d["task_id"] = py::bytes(e->spec.task_id());
+             d["name"] = e->spec.name();
+             d["function_id"] = py::bytes(e->spec.function_id());
+             d["function"] = py::bytes(e->spec.function());
+             d["args"] = ArgsList(e->spec);
+             d["num_returns"] = e->spec.num_returns();
+             d["attempt"] = e->spec.attempt();
+             d["job_id"] = e->spec.job_id();
+             d["owner_address"] = e->spec.owner_address();
+             return d;
+           })
+      .def("finish_task",
+           [](CoreWorker& w, py::bytes task_id, py::list returns) {
+             std::vector<Value> values;
+             for (py::handle r : returns) {
+               auto t = r.cast<py::tuple>();
+               values.push_back(Value{.data = t[0].cast<std::string>(), .format = t[1].cast<std::string>()});
+             }
+             w.FinishTask(std::string(task_id), std::move(values));
+           })
+      .def("counts",
+           [](CoreWorker& w) {
+             auto c = w.counts();
+             py::dict d;
+             d["submitted"] = c.submitted;
+             d["finished"] = c.finished;
+             d["failed"] = c.failed;
+             d["retried"] = c.retried;
+             d["leases_granted"] = c.leases_granted;
+             d["objects"] = w.table().size();
+             d["object_bytes"] = w.table().bytes();
+             return d;
+           })
+      .def("shutdown", [](CoreWorker& w) {
+        py::gil_scoped_release release;
+        w.Shutdown();
+      });
+}

@@ -1,0 +1,398 @@
+#include "torus/core/task_submitter.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "torus/core/ids.h"
+
+namespace torus::core {
+namespace {
+
+std::string FormatShape(const std::map<std::string, int64_t>& resources) {
+  std::vector<std::string> parts;
+  for (const auto& [name, fixed] : resources) {
+    const double amount = static_cast<double>(fixed) / 10000.0;
+    parts.push_back(absl::StrCat("\"", name, "\": ", amount));
+  }
+  return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
+}
+
+bool Fits(const std::map<std::string, int64_t>& want, const std::map<std::string, int64_t>& total) {
+  for (const auto& [name, amount] : want) {
+    if (amount == 0) continue;
+    auto it = total.find(name);
+    if (it == total.end() || it->second < amount) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string TaskShape::Key() const {
+  std::string key;
+  for (const auto& [k, v] : resources) absl::StrAppend(&key, k, "=", v, ";");
+  absl::StrAppend(&key, "|", working_dir, "|");
+  for (const auto& [k, v] : env) absl::StrAppend(&key, k, "=", v, "\n");
+  return key;
+}
+
+std::shared_ptr<grpc::Channel> Channels::Get(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return GetLocked(address);
+}
+
+LeaseService::Stub* Channels::Leases(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& stub = lease_stubs_[address];
+  if (!stub) stub = LeaseService::NewStub(GetLocked(address));
+  return stub.get();
+}
+
+CoreWorkerService::Stub* Channels::Worker(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& stub = worker_stubs_[address];
+  if (!stub) stub = CoreWorkerService::NewStub(GetLocked(address));
+  return stub.get();
+}
+
+std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
+  auto& channel = channels_[address];
+  if (!channel) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, -1);
+    args.SetInt(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, -1);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  }
+  return channel;
+}
+
+void Channels::Authorize(grpc::ClientContext& ctx) const { ctx.AddMetadata("authorization", "Bearer " + token_); }
+
+TaskSubmitter::TaskSubmitter(Options options, ObjectTable* table, Channels* channels)
+    : options_(std::move(options)), table_(table), channels_(channels) {}
+
+TaskSubmitter::~TaskSubmitter() { Shutdown(); }
+
+std::shared_ptr<grpc::ClientContext> TaskSubmitter::NewCall() {
+  auto ctx = std::make_shared<grpc::ClientContext>();
+  channels_->Authorize(*ctx);
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_.insert(ctx);
+  return ctx;
+}
+
+void TaskSubmitter::Done(const std::shared_ptr<grpc::ClientContext>& ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_.erase(ctx);
+  if (calls_.empty()) calls_done_.notify_all();
+}
+
+void TaskSubmitter::SetNodes(std::vector<LeaseNode> nodes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  nodes_ = std::move(nodes);
+}
+
+void TaskSubmitter::Submit(TaskSpec spec, TaskOptions options) {
+  spec.set_job_id(options_.job_id);
+  spec.set_owner_address(options_.own_address);
+  for (int i = 1; i <= spec.num_returns(); ++i) table_->AddPending(ReturnObjectId(spec.task_id(), i));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.submitted;
+  }
+  auto task = std::make_shared<Task>(Task{.spec = std::move(spec), .options = std::move(options)});
+  Enqueue(std::move(task));
+}
+
+void TaskSubmitter::Enqueue(std::shared_ptr<Task> task) {
+  // Owned ref arguments are waited for, one after another, and inlined.
+  for (int i = 0; i < task->spec.args_size(); ++i) {
+    const TaskArg& arg = task->spec.args(i);
+    if (!arg.has_ref() || arg.ref().owner_address() != options_.own_address) continue;
+    const std::string id = arg.ref().object_id();
+    if (auto value = table_->Get(id)) {
+      ObjectValue* v = task->spec.mutable_args(i)->mutable_value();
+      v->set_data(value->data);
+      v->set_format(value->format);
+      for (const std::string& b : value->buffers) v->add_buffers(b);
+      continue;
+    }
+    table_->OnReady(id, [this, task](const Value&) { Enqueue(task); });
+    return;
+  }
+  Queue(std::move(task));
+}
+
+void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
+  std::vector<std::shared_ptr<Task>> failed;
+  std::string fail_message;
+  std::string fail_format = "unschedulable";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      fail_format = "stopping";
+      failed.push_back(task);
+      fail_message = "the process that submitted this task is shutting down";
+    }
+    const std::string key = task->options.shape.Key();
+    auto [it, fresh] = shapes_.try_emplace(key);
+    Shape& shape = it->second;
+    if (fresh) {
+      shape.shape = task->options.shape;
+      std::vector<std::string> totals;
+      for (const LeaseNode& n : nodes_) {
+        if (!Fits(shape.shape.resources, n.total)) {
+          totals.push_back(absl::StrCat(n.node_id, " ", FormatShape(n.total)));
+          continue;
+        }
+        if (n.agent_address == options_.local_agent) {
+          shape.candidates.insert(shape.candidates.begin(), n.agent_address);
+        } else {
+          shape.candidates.push_back(n.agent_address);
+        }
+      }
+      if (shape.candidates.empty()) {
+        fail_message = absl::StrCat("no node can ever hold a task of ", FormatShape(shape.shape.resources),
+                                    nodes_.empty() ? ": the cluster has no nodes"
+                                                   : absl::StrCat("; nodes have ", absl::StrJoin(totals, ", ")));
+      }
+    }
+    if (!failed.empty()) {
+      // stopping
+    } else if (shape.candidates.empty()) {
+      if (fail_message.empty()) fail_message = "no node can hold this task's resources";
+      failed.push_back(task);
+      counts_.failed += 1;
+    } else {
+      shape.queue.push_back(std::move(task));
+      RequestLeasesLocked(key, shape);
+    }
+  }
+  for (const auto& t : failed) FailTask(*t, fail_format, fail_message);
+}
+
+void TaskSubmitter::RequestLeasesLocked(const std::string& key, Shape& shape) {
+  const int want = std::min<int>(static_cast<int>(shape.queue.size()), options_.max_lease_requests);
+  while (shape.lease_requests < want && !shape.candidates.empty()) {
+    const std::string agent = shape.candidates[shape.next_candidate++ % shape.candidates.size()];
+    ++shape.lease_requests;
+    auto ctx = std::make_shared<grpc::ClientContext>();
+    channels_->Authorize(*ctx);
+    calls_.insert(ctx);
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(options_.lease_wait_ms + 90'000));
+    auto request = std::make_shared<LeaseRequest>();
+    request->set_job_id(options_.job_id);
+    for (const auto& [k, v] : shape.shape.resources) (*request->mutable_resources())[k] = v;
+    for (const auto& [k, v] : shape.shape.env) (*request->mutable_env())[k] = v;
+    request->set_working_dir(shape.shape.working_dir);
+    request->set_holder_pid(options_.holder_pid);
+    request->set_holder_boot_id(options_.holder_boot_id);
+    request->set_wait_ms(options_.lease_wait_ms);
+    auto reply = std::make_shared<LeaseReply>();
+    channels_->Leases(agent)->async()->RequestWorkerLease(ctx.get(), request.get(), reply.get(),
+                                                          [this, key, agent, ctx, request, reply](grpc::Status status) {
+                                                            OnLease(key, agent, status, *reply);
+                                                            Done(ctx);
+                                                          });
+  }
+}
+
+void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, const grpc::Status& status,
+                            const LeaseReply& reply) {
+  std::vector<std::shared_ptr<Task>> failed;
+  std::string format, message;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Shape& shape = shapes_[key];
+    --shape.lease_requests;
+    if (stopping_) {
+      if (status.ok()) {
+        format = "stopping";
+      } else {
+        return;
+      }
+    } else if (status.ok()) {
+      ++counts_.leases_granted;
+      shape.leases[reply.lease_id()] =
+          Lease{.lease_id = reply.lease_id(), .agent = agent, .worker_address = reply.worker_address()};
+    } else if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+               status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      // Busy: ask again while tasks wait.
+      RequestLeasesLocked(key, shape);
+      return;
+    } else if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+               (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                status.error_message().find("task worker") == std::string::npos)) {
+      // This node cannot hold the shape, or its agent is gone: the others may.
+      std::erase(shape.candidates, agent);
+      if (shape.candidates.empty()) {
+        format = "unschedulable";
+        message = absl::StrCat("no node could lease a worker for ", FormatShape(shape.shape.resources),
+                               "; the last one (", agent, ") said: ", status.error_message());
+        FailQueueLocked(shape, format, message, failed);
+      } else {
+        RequestLeasesLocked(key, shape);
+      }
+    } else {
+      // The worker could not start (its output says why), or the request was refused: the tasks cannot run.
+      format = "worker_crashed";
+      message = absl::StrCat("could not lease a worker on ", agent, ": ", status.error_message());
+      FailQueueLocked(shape, format, message, failed);
+    }
+  }
+  for (const auto& t : failed) FailTask(*t, format, message);
+  if (format == "stopping") {
+    ReturnLease(Lease{.lease_id = reply.lease_id(), .agent = agent}, true);
+  } else if (status.ok()) {
+    RunNext(key, reply.lease_id());
+  }
+}
+
+void TaskSubmitter::FailQueueLocked(Shape& shape, const std::string& format, const std::string& message,
+                                    std::vector<std::shared_ptr<Task>>& failed) {
+  failed.insert(failed.end(), shape.queue.begin(), shape.queue.end());
+  counts_.failed += static_cast<int64_t>(shape.queue.size());
+  shape.queue.clear();
+}
+
+void TaskSubmitter::RunNext(const std::string& key, const std::string& lease_id) {
+  std::shared_ptr<Task> task;
+  Lease lease;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Shape& shape = shapes_[key];
+    auto it = shape.leases.find(lease_id);
+    if (it == shape.leases.end()) return;
+    lease = it->second;
+    if (shape.queue.empty()) {
+      shape.leases.erase(it);
+    } else {
+      task = shape.queue.front();
+      shape.queue.pop_front();
+    }
+  }
+  if (!task) {
+    ReturnLease(lease, false);
+    return;
+  }
+  task->spec.set_attempt(task->attempts);
+  auto ctx = NewCall();
+  auto request = std::make_shared<PushTaskRequest>();
+  *request->mutable_task() = task->spec;
+  auto reply = std::make_shared<PushTaskReply>();
+  channels_->Worker(lease.worker_address)
+      ->async()
+      ->PushTask(ctx.get(), request.get(), reply.get(),
+                 [this, key, lease_id, task, ctx, request, reply](grpc::Status status) {
+                   OnPushed(key, lease_id, task, status, *reply);
+                   Done(ctx);
+                 });
+}
+
+void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id, std::shared_ptr<Task> task,
+                             const grpc::Status& status, const PushTaskReply& reply) {
+  const bool crashed = !status.ok();
+  const bool app_error = !crashed && reply.returns_size() > 0 && reply.returns(0).format() == "error";
+  const bool retry = (crashed || (app_error && task->options.retry_exceptions)) &&
+                     (task->options.max_retries < 0 || task->attempts < task->options.max_retries);
+  if (crashed) {
+    // The worker is gone (or unusable): give it back to be stopped; the lease ends.
+    Lease lease;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Shape& shape = shapes_[key];
+      auto it = shape.leases.find(lease_id);
+      if (it != shape.leases.end()) {
+        lease = it->second;
+        shape.leases.erase(it);
+      }
+    }
+    if (!lease.lease_id.empty()) ReturnLease(lease, true);
+  }
+  if (retry) {
+    ++task->attempts;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counts_.retried;
+    }
+    Queue(task);
+  } else if (crashed) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counts_.failed;
+    }
+    FailTask(*task, "worker_crashed",
+             absl::StrCat("the worker running task ", task->spec.name(), " died (", status.error_message(), ") after ",
+                          task->attempts + 1, " attempt", task->attempts == 0 ? "" : "s"));
+  } else {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++(app_error ? counts_.failed : counts_.finished);
+    }
+    for (int i = 0; i < task->spec.num_returns(); ++i) {
+      const ObjectValue& v = reply.returns(std::min(i, reply.returns_size() - 1));
+      Value value{.data = v.data(), .format = v.format(), .buffers = {v.buffers().begin(), v.buffers().end()}};
+      table_->Put(ReturnObjectId(task->spec.task_id(), static_cast<uint32_t>(i + 1)), std::move(value));
+    }
+  }
+  if (!crashed) RunNext(key, lease_id);
+}
+
+void TaskSubmitter::FailTask(const Task& task, const std::string& format, const std::string& message) {
+  for (int i = 1; i <= task.spec.num_returns(); ++i) {
+    table_->Put(ReturnObjectId(task.spec.task_id(), static_cast<uint32_t>(i)),
+                Value{.data = message, .format = format});
+  }
+}
+
+void TaskSubmitter::ReturnLease(const Lease& lease, bool kill_worker) {
+  auto ctx = NewCall();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto request = std::make_shared<ReturnLeaseRequest>();
+  request->set_lease_id(lease.lease_id);
+  request->set_kill_worker(kill_worker);
+  auto reply = std::make_shared<ReturnLeaseReply>();
+  channels_->Leases(lease.agent)
+      ->async()
+      ->ReturnWorkerLease(ctx.get(), request.get(), reply.get(),
+                          [this, ctx, request, reply](grpc::Status) { Done(ctx); });
+}
+
+void TaskSubmitter::Shutdown() {
+  std::vector<Lease> leases;
+  std::vector<std::shared_ptr<Task>> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& [key, shape] : shapes_) {
+      for (auto& [id, lease] : shape.leases) leases.push_back(lease);
+      shape.leases.clear();
+      FailQueueLocked(shape, "stopping", "", failed);
+    }
+    for (const auto& ctx : calls_) ctx->TryCancel();
+  }
+  for (const auto& t : failed) FailTask(*t, "stopping", "the process that submitted this task is shutting down");
+  for (const Lease& lease : leases) {
+    grpc::ClientContext ctx;
+    channels_->Authorize(ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    ReturnLeaseRequest request;
+    request.set_lease_id(lease.lease_id);
+    request.set_kill_worker(true);
+    ReturnLeaseReply reply;
+    channels_->Leases(lease.agent)->ReturnWorkerLease(&ctx, request, &reply);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  calls_done_.wait_for(lock, std::chrono::seconds(2), [this] { return calls_.empty(); });
+}
+
+TaskSubmitter::Counts TaskSubmitter::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
+}
+
+}  // namespace torus::core

@@ -1,0 +1,150 @@
+// TaskSubmitter: runs tasks on leased workers. Tasks of one shape (resources, environment, working directory) share
+// a queue; the submitter asks agents for worker leases of that shape — the local agent first, then the other nodes
+// whose totals can hold it, in turn — pushes the queued tasks one at a time to each leased worker, and returns a lease
+// as soon as its queue is empty. Arguments that are objects this process owns are resolved first (the task waits in
+// its queue only once they are ready) and sent by value.
+//
+// Failures: a worker that dies mid-task (the push fails) is given back with its lease, and the task is retried up to
+// `max_retries` times, then its returns become "worker_crashed" values; an application error is retried only with
+// `retry_exceptions`. A shape no node can ever hold fails at once ("unschedulable", naming the nodes' totals).
+//
+// Thread-safety: thread-safe; completions run on gRPC's threads.
+#pragma once
+
+#include <cstdint>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "torus/core.grpc.pb.h"
+#include "torus/core/object_table.h"
+
+namespace torus::core {
+
+// A node that can lease workers.
+struct LeaseNode {
+  std::string node_id;
+  std::string agent_address;               // host:port of its LeaseService
+  std::map<std::string, int64_t> total;    // fixed point
+};
+
+struct TaskShape {
+  std::map<std::string, int64_t> resources;  // fixed point
+  std::map<std::string, std::string> env;
+  std::string working_dir;
+  std::string Key() const;
+};
+
+struct TaskOptions {
+  TaskShape shape;
+  int max_retries = 3;
+  bool retry_exceptions = false;
+};
+
+// Where gRPC channels and stubs come from (one per address, kept), with the cluster token for each call.
+class Channels {
+ public:
+  explicit Channels(std::string token) : token_(std::move(token)) {}
+  std::shared_ptr<grpc::Channel> Get(const std::string& address);
+  LeaseService::Stub* Leases(const std::string& address);
+  CoreWorkerService::Stub* Worker(const std::string& address);
+  void Authorize(grpc::ClientContext& ctx) const;
+
+ private:
+  std::shared_ptr<grpc::Channel> GetLocked(const std::string& address);
+  const std::string token_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;                 // guarded by mu_
+  std::map<std::string, std::unique_ptr<LeaseService::Stub>> lease_stubs_;         // guarded by mu_
+  std::map<std::string, std::unique_ptr<CoreWorkerService::Stub>> worker_stubs_;  // guarded by mu_
+};
+
+class TaskSubmitter {
+ public:
+  struct Options {
+    std::string job_id;
+    std::string local_agent;      // host:port; tried first
+    std::string own_address;      // this process's CoreWorkerService (the owner of the returns)
+    int64_t holder_pid = 0;
+    std::string holder_boot_id;
+    int64_t lease_wait_ms = 10'000;
+    int max_lease_requests = 16;  // in flight per shape
+  };
+  // `table` and `channels` are owned by the caller and outlive the submitter.
+  TaskSubmitter(Options options, ObjectTable* table, Channels* channels);
+  ~TaskSubmitter();
+
+  // The nodes leases may come from (replaces the list).
+  void SetNodes(std::vector<LeaseNode> nodes);
+  // Queues `spec` (its task_id, name, function, args and num_returns set; owner and job are filled in). Its returns
+  // are pending in the table until it finishes. A ref argument owned by this process is replaced by its value once
+  // that is ready; refs owned elsewhere are passed on for the executor to fetch.
+  void Submit(TaskSpec spec, TaskOptions options);
+  // Cancels the calls in flight, returns every lease and waits (up to 2 s) for the calls to end. Tasks submitted
+  // after it fail.
+  void Shutdown();
+
+  struct Counts {
+    int64_t submitted = 0, finished = 0, failed = 0, retried = 0, leases_granted = 0;
+  };
+  Counts counts() const;
+
+ private:
+  struct Task {
+    TaskSpec spec;
+    TaskOptions options;
+    int attempts = 0;
+  };
+  struct Lease {
+    std::string lease_id;
+    std::string agent;
+    std::string worker_address;
+  };
+  struct Shape {
+    TaskShape shape;
+    std::deque<std::shared_ptr<Task>> queue;
+    int lease_requests = 0;
+    std::vector<std::string> candidates;  // agent addresses
+    size_t next_candidate = 0;
+    std::map<std::string, Lease> leases;  // held, by lease id
+  };
+
+  // Resolves owned ref args, then queues. Called once per attempt.
+  void Enqueue(std::shared_ptr<Task> task);
+  void Queue(std::shared_ptr<Task> task);
+  // Asks for leases while the queue has more tasks than requests in flight. REQUIRES: mu_ held.
+  void RequestLeasesLocked(const std::string& key, Shape& shape);
+  void OnLease(const std::string& key, const std::string& agent, const grpc::Status& status, const LeaseReply& reply);
+  // Pushes the next queued task to a leased worker, or returns the lease when none is left. REQUIRES: mu_ not held.
+  void RunNext(const std::string& key, const std::string& lease_id);
+  void OnPushed(const std::string& key, const std::string& lease_id, std::shared_ptr<Task> task,
+                const grpc::Status& status, const PushTaskReply& reply);
+  void ReturnLease(const Lease& lease, bool kill_worker);
+  // Every return of `task` becomes a value of `format` carrying `message`.
+  void FailTask(const Task& task, const std::string& format, const std::string& message);
+  void FailQueueLocked(Shape& shape, const std::string& format, const std::string& message,
+                       std::vector<std::shared_ptr<Task>>& failed);
+  // A context for one call, tracked until Done so that Shutdown can cancel it.
+  std::shared_ptr<grpc::ClientContext> NewCall();
+  void Done(const std::shared_ptr<grpc::ClientContext>& ctx);
+
+  const Options options_;
+  ObjectTable* table_;
+  Channels* channels_;
+  mutable std::mutex mu_;
+  std::vector<LeaseNode> nodes_;          // guarded by mu_
+  std::map<std::string, Shape> shapes_;   // by TaskShape::Key(); guarded by mu_
+  Counts counts_;                         // guarded by mu_
+  std::set<std::shared_ptr<grpc::ClientContext>> calls_;  // in flight; guarded by mu_
+  bool stopping_ = false;                                 // guarded by mu_
+  std::condition_variable calls_done_;
+};
+
+}  // namespace torus::core

@@ -1,0 +1,168 @@
+// WorkerLeases: the agent's side of tasks. A driver (or a worker running a nested task) asks for a worker of some
+// resource shape; the agent holds the resources in its ledger — as a one-bundle group `lease:<id>`, so that they count
+// against the head's bundles exactly as a reservation does — gives the lease devices (an aligned block of TPU chips,
+// the lowest free GPUs), and grants a worker process: an idle one from its pool, or a new one that it starts and that
+// announces where its core worker listens. The holder then pushes tasks straight to that worker and returns the
+// lease when it has no more.
+//
+// Workers are pooled per (job, environment, working directory) and only when they hold no device: one that holds
+// TPU chips or GPUs is started with TPU_VISIBLE_CHIPS and bounds (CUDA_VISIBLE_DEVICES) set, because libtpu and CUDA
+// read them once, and it is stopped when its lease ends; its chips stay held until it has exited. Idle pooled
+// workers are stopped after `idle_worker_ms`.
+//
+// A lease ends when it is returned, when its worker exits, or when its holder does: a holder on this machine (same
+// kernel boot id) is watched by pid, and its leases are returned and their workers stopped once it is gone.
+//
+// Lease workers and their bundles are the agent's own: they are not reported to the head as workers or groups.
+//
+// Thread-safety: thread-safe. Request blocks (up to its wait, and a worker's start) and is meant for RPC threads.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "torus/common/resources.h"
+#include "torus/node/bundle_ledger.h"
+#include "torus/node/node_service.h"
+#include "torus/node/worker_supervisor.h"
+
+namespace torus::node {
+
+// Ledger groups and worker owners of leases start with these.
+inline constexpr char kLeaseGroupPrefix[] = "lease:";
+inline constexpr char kLeaseOwnerPrefix[] = "tasks:";
+bool IsLeaseGroup(const std::string& group_id);
+bool IsLeaseOwner(const std::string& owner);
+
+// This machine's kernel boot id (/proc/sys/kernel/random/boot_id), "" when unreadable.
+std::string ReadBootId();
+
+struct LeaseAsk {
+  std::string job_id;                        // 1-128 of [0-9A-Za-z_.:-]
+  ResourceSet resources;                     // an empty set holds nothing (not even a CPU)
+  std::map<std::string, std::string> env;    // the worker's runtime_env env_vars
+  std::string working_dir;                   // "" = the agent's
+  pid_t holder_pid = 0;                      // watched when holder_boot_id is this machine's
+  std::string holder_boot_id;
+  int64_t wait_ms = 0;                       // how long to wait for resources to free up
+};
+
+struct LeaseGrant {
+  std::string lease_id;
+  std::string worker_id;
+  std::string worker_address;  // host:port
+  pid_t worker_pid = 0;
+  std::vector<int> chips;
+  std::vector<int> gpus;
+};
+
+struct LeaseInfo {
+  std::string lease_id;
+  std::string job_id;
+  std::string worker_id;
+  pid_t worker_pid = 0;
+  ResourceSet resources;
+  std::vector<int> chips;
+  pid_t holder_pid = 0;
+  int64_t granted_ms = 0;  // Unix ms
+};
+
+struct WorkerLeasesOptions {
+  std::string node_ip = "127.0.0.1";             // where workers listen
+  std::vector<std::string> worker_argv;          // how to start a worker (python3 -m torus._worker)
+  std::map<std::string, std::string> worker_env;  // added to every worker's environment (agent address, token, ...)
+  int64_t start_timeout_ms = 60'000;             // a new worker must announce itself within this
+  int64_t idle_worker_ms = 10'000;               // pooled workers idle longer than this are stopped
+  int max_idle_workers = 16;                     // per pool key
+};
+
+class WorkerLeases {
+ public:
+  // `ledger`, `workers` are the agent's (owned by the caller); `on_ledger_change` runs after each hold or release
+  // (to send availability with the next heartbeat). Starts a thread that watches holders and idle workers.
+  WorkerLeases(BundleLedger* ledger, WorkerSupervisor* workers, HostDevices devices, WorkerLeasesOptions options,
+               std::function<void()> on_ledger_change);
+  ~WorkerLeases();
+
+  WorkerLeases(const WorkerLeases&) = delete;
+  WorkerLeases& operator=(const WorkerLeases&) = delete;
+
+  // Grants a lease, waiting up to ask.wait_ms for the resources. InvalidArgument naming a bad field;
+  // FailedPrecondition when this host can never hold the shape (its total, naming the resource); ResourceExhausted
+  // when it did not free up in time (naming what is short); Unavailable when the worker failed to start (its
+  // output's last lines) or the agent is stopping.
+  absl::StatusOr<LeaseGrant> Request(const LeaseAsk& ask);
+  // Ends a lease: its resources are free (a device worker's once it exited); its worker goes back to the pool unless
+  // `kill_worker` or it holds devices. NotFound for an unknown (or already ended) lease.
+  absl::Status Return(const std::string& lease_id, bool kill_worker);
+  // A worker this agent started says where it listens. NotFound for a worker it is not starting.
+  absl::Status Announce(const std::string& worker_id, int port, pid_t pid);
+  // The supervisor saw a worker exit (any worker; others are ignored).
+  void OnWorkerExited(const std::string& worker_id);
+  // Returns leases whose local holder is gone and stops idle workers past their time. Called by the watch thread;
+  // public for tests.
+  void Sweep();
+  // Stops handing out leases and wakes every waiting request (they fail Unavailable).
+  void Shutdown();
+
+  std::vector<LeaseInfo> Leases() const;
+  int IdleWorkers() const;
+  int WaitingRequests() const;
+
+ private:
+  struct Worker {
+    std::string worker_id;
+    pid_t pid = 0;
+    std::string address;     // once announced
+    std::string pool_key;    // "" when it holds devices (never pooled)
+    bool exited = false;
+    bool starting = false;      // its starter waits for it to announce itself, and drops it if it fails
+    int64_t idle_since_ms = 0;  // steady ms, while idle in the pool
+  };
+  struct Lease {
+    LeaseInfo info;
+    std::string holder_boot_id;
+    std::string pool_key;
+  };
+
+  // Holds the resources and devices of `ask` as lease `lease_id` if they fit now; the reason when they do not.
+  std::optional<std::string> TryHoldLocked(const std::string& lease_id, const LeaseAsk& ask, LedgerBundle& held);
+  // Starts a worker for a lease; returns it once it announced, or an error. REQUIRES: lock held (released while
+  // waiting).
+  absl::StatusOr<Worker*> StartWorkerLocked(std::unique_lock<std::mutex>& lock, const LeaseAsk& ask,
+                                            const std::string& lease_id, const LedgerBundle& held);
+  // Releases a lease's bundle; stops what must stop. REQUIRES: mu_ held.
+  void EndLeaseLocked(const std::string& lease_id, bool kill_worker);
+  void WatchLoop();
+
+  BundleLedger* ledger_;
+  WorkerSupervisor* workers_;
+  const HostDevices devices_;
+  const WorkerLeasesOptions options_;
+  const std::function<void()> on_ledger_change_;
+  const std::string boot_id_;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;                      // a lease ended, a worker announced or exited
+  std::map<std::string, Lease> leases_;                  // guarded by mu_
+  std::map<std::string, Worker> workers_by_id_;          // every live lease worker; guarded by mu_
+  std::map<std::string, std::vector<std::string>> idle_;  // pool key -> idle worker ids; guarded by mu_
+  std::map<std::string, std::string> worker_lease_;      // worker id -> its lease; guarded by mu_
+  int waiting_ = 0;                                      // requests waiting for resources; guarded by mu_
+  uint64_t next_id_ = 0;                                 // guarded by mu_
+  bool stopping_ = false;                                // guarded by mu_
+  std::thread watcher_;
+};
+
+}  // namespace torus::node
