@@ -1,0 +1,278 @@
+"""Tasks and objects from Python (`import torus`) against a real `torus up` cluster: each test runs a driver script
+as its own process, with Debian's python3, the way a user runs a program."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import BIN_DIR, REPO, Torus, pid_alive, wait_until
+
+SPEC = REPO / "tests" / "integration" / "specs" / "tasks.yaml"
+PYTHON = "/usr/bin/python3"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    t = Torus(tmp_path_factory.mktemp("tasks") / "torus")
+    try:
+        t.up(spec=SPEC)
+        yield t
+    finally:
+        t.cleanup()
+
+
+def python_env(t, **extra):
+    env = dict(t.env)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), str(BIN_DIR.parent / "python")])
+    env.update(extra)
+    return env
+
+
+def run_driver(t, tmp_path, source, timeout=120, env=None):
+    """Runs `source` as a driver script; returns (returncode, stdout, stderr)."""
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent(source))
+    proc = subprocess.run([PYTHON, str(script)], env=python_env(t, **(env or {})), capture_output=True, text=True,
+                          timeout=timeout, cwd=tmp_path)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def driver_json(t, tmp_path, source, **kwargs):
+    rc, out, err = run_driver(t, tmp_path, source, **kwargs)
+    assert rc == 0, f"driver exited {rc}\nstdout:\n{out}\nstderr:\n{err}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_tasks_return_values_take_refs_and_nest(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, torus
+        torus.init()
+
+        @torus.remote
+        def add(a, b=0):
+            return a + b
+
+        @torus.remote(num_returns=2)
+        def pair(x):
+            return x, -x
+
+        @torus.remote
+        def fan_out(n):
+            return sum(torus.get([add.remote(i, b=1) for i in range(n)]))
+
+        ref = torus.put(40)
+        first, second = pair.remote(7)
+        out = {
+            "add": torus.get(add.remote(1, b=2)),
+            "ref_arg": torus.get(add.remote(ref, b=2)),
+            "chained": torus.get(add.remote(add.remote(1, 1), 3)),
+            "pair": torus.get([first, second]),
+            "nested": torus.get(fan_out.remote(5)),
+            "many": torus.get([add.remote(i) for i in range(50)]) == list(range(50)),
+            "ready": len(torus.wait([add.remote(1)], num_returns=1, timeout=30)[0]),
+        }
+        torus.shutdown()
+        print(json.dumps(out))
+    """)
+    assert result == {"add": 3, "ref_arg": 42, "chained": 5, "pair": [7, -7], "nested": 15, "many": True,
+                      "ready": 1}
+
+
+def test_a_task_error_is_raised_as_its_own_type_with_the_remote_traceback(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, torus
+
+        class Custom(Exception):
+            pass
+
+        @torus.remote
+        def fails(kind):
+            if kind == "value":
+                raise ValueError("bad value 17")
+            raise Custom("custom failure")
+
+        @torus.remote
+        def uses(x):
+            return x
+
+        torus.init()
+        out = {}
+        try:
+            torus.get(fails.remote("value"))
+        except ValueError as e:
+            out["value"] = [isinstance(e, torus.exceptions.TaskError), e.args[0], "in fails" in str(e),
+                            "raise ValueError" in str(e)]
+        try:
+            torus.get(fails.remote("custom"))
+        except Custom as e:
+            out["custom"] = str(e.cause)
+        try:
+            torus.get(uses.remote(fails.remote("value")))
+        except ValueError as e:
+            out["dependency"] = e.args[0]
+        print(json.dumps(out))
+    """)
+    assert result == {"value": [True, "bad value 17", True, True], "custom": "custom failure",
+                      "dependency": "bad value 17"}
+
+
+def test_tpu_tasks_each_get_their_own_chip_of_the_slice(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, os, time, torus
+        torus.init()
+
+        @torus.remote(resources={"TPU": 1})
+        def chip():
+            time.sleep(1.0)  # all 16 hold their chip at once
+            ctx = torus.get_runtime_context()
+            return [ctx.get_node_id(), os.environ["TPU_VISIBLE_CHIPS"], ctx.get_accelerator_ids()["TPU"],
+                    os.environ.get("TPU_CHIPS_PER_HOST_BOUNDS")]
+
+        print(json.dumps(torus.get([chip.remote() for _ in range(16)], timeout=120)))
+    """)
+    assert len(result) == 16
+    held = {(node, chips) for node, chips, _, _ in result}
+    assert len(held) == 16, f"two tasks shared a chip: {sorted(result)}"
+    assert {chips for _, chips, _, _ in result} == {"0", "1", "2", "3"}
+    assert len({node for node, _, _, _ in result}) == 4
+    assert all(ids == [chips] for _, chips, ids, _ in result)
+    assert all(bounds == "1,1,1" for _, _, _, bounds in result)
+
+
+def test_unschedulable_and_malformed_requests_are_refused_with_the_reason(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, torus
+        torus.init()
+
+        @torus.remote
+        def f():
+            return 1
+
+        out = {}
+        try:
+            torus.get(f.options(resources={"TPU": 8}).remote(), timeout=60)
+        except torus.exceptions.TaskUnschedulableError as e:
+            out["eight"] = str(e)
+        for name, opts in [("half", {"resources": {"TPU": 0.5}}), ("cpus", {"num_cpus": -1}),
+                           ("unknown", {"num_gpu": 1})]:
+            try:
+                f.options(**opts).remote()
+            except ValueError as e:
+                out[name] = str(e)
+        try:
+            @torus.remote
+            class Actor:
+                pass
+        except TypeError as e:
+            out["class"] = str(e)
+        try:
+            f()
+        except TypeError as e:
+            out["direct"] = str(e)
+        print(json.dumps(out))
+    """)
+    assert result["eight"].startswith('no node can ever hold a task of {"CPU": 1, "TPU": 8}; nodes have ')
+    assert result["half"] == "resources['TPU']: TPU chips are whole (1, 2, 4, 8 or a whole host), got 0.5"
+    assert result["cpus"] == "num_cpus: a non-negative number is required, got -1"
+    assert result["unknown"].startswith("unknown options ['num_gpu']; accepted: ")
+    assert "actors are not available" in result["class"]
+    assert result["direct"] == "remote function __main__.f cannot be called directly; use f.remote(...)"
+
+
+def test_a_worker_killed_mid_task_is_retried_and_then_reported(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, os, signal, time, torus
+        torus.init()
+        marks = os.path.abspath("marks")
+        os.makedirs(marks)
+
+        @torus.remote
+        def slow(tag):
+            attempt = len(os.listdir(marks))
+            with open(os.path.join(marks, f"{tag}-{attempt}"), "w") as f:
+                f.write(str(os.getpid()))
+            if attempt == 0:
+                time.sleep(60)
+            return attempt
+
+        def kill_first(tag):
+            path = os.path.join(marks, f"{tag}-0")
+            while not os.path.exists(path) or not open(path).read():
+                time.sleep(0.02)
+            os.kill(int(open(path).read()), signal.SIGKILL)
+
+        ref = slow.remote("a")
+        kill_first("a")
+        out = {"retried": torus.get(ref, timeout=60)}
+        for name in os.listdir(marks):
+            os.remove(os.path.join(marks, name))
+        ref = slow.options(max_retries=0).remote("b")
+        kill_first("b")
+        try:
+            torus.get(ref, timeout=60)
+        except torus.exceptions.WorkerCrashedError as e:
+            out["crashed"] = str(e)
+        print(json.dumps(out))
+    """)
+    assert result["retried"] == 1
+    assert result["crashed"].startswith("the worker running task __main__.slow died (")
+    assert result["crashed"].endswith(") after 1 attempt")
+
+
+def test_get_times_out_and_a_driver_that_dies_leaves_no_worker(cluster, tmp_path):
+    pid_file = tmp_path / "worker.pid"
+    rc, out, err = run_driver(cluster, tmp_path, f"""
+        import json, os, time, torus
+        torus.init()
+
+        @torus.remote
+        def hang():
+            with open({str(pid_file)!r}, "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(300)
+
+        ref = hang.remote()
+        try:
+            torus.get(ref, timeout=0.3)
+        except TimeoutError as e:
+            print(json.dumps({{"timeout": type(e).__name__}}), flush=True)
+        while not os.path.exists({str(pid_file)!r}):
+            time.sleep(0.02)
+        os._exit(0)  # no shutdown: the agent must notice
+    """)
+    assert rc == 0, err
+    assert json.loads(out.strip().splitlines()[-1]) == {"timeout": "GetTimeoutError"}
+    worker = int(pid_file.read_text())
+    wait_until(lambda: not pid_alive(worker), 15, message=f"the dead driver's worker {worker} to be stopped")
+
+
+def test_init_without_a_cluster_starts_one_and_shutdown_stops_it(tmp_path):
+    t = Torus(tmp_path / "fresh")
+    try:
+        result = driver_json(t, tmp_path, """
+            import json, os, torus
+            torus.init()
+            nodes = torus.nodes()
+
+            @torus.remote
+            def where():
+                return torus.get_runtime_context().get_node_id()
+
+            out = {"nodes": len(nodes), "same": torus.get(where.remote()) == nodes[0]["NodeID"],
+                   "cpus": torus.cluster_resources().get("CPU", 0) > 0}
+            root = os.environ.get("TORUS_TEMP_DIR")
+            torus.shutdown()
+            out["initialized"] = torus.is_initialized()
+            print(json.dumps(out))
+        """)
+        assert result == {"nodes": 1, "same": True, "cpus": True, "initialized": False}
+        # The cluster it started lived in its own temp root, which shutdown removed with its processes.
+        leftovers = subprocess.run(["pgrep", "-f", "torus-local-"], capture_output=True, text=True).stdout.split()
+        assert leftovers == [], f"processes of the local cluster are left: {leftovers}"
+    finally:
+        t.cleanup()
