@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Tasks from Python: torus against Dask distributed, side by side in one run on this machine.
+
+Starts a one-node torus cluster (`torus start --head`, in a temp dir) and a Dask LocalCluster with as many worker
+processes as the machine has cores (one thread each), then measures, for each:
+  - sync task round trip: `get(f.remote())` one after another (p50, p99);
+  - async throughput: N tasks submitted, then all results gathered (tasks/s, end to end);
+  - put + get of a numpy array in the same process.
+Prints a table with torus/Dask ratios (for times lower is better; for throughput higher is better).
+
+Usage: /usr/bin/python3 bench/tasks.py [--sync 300] [--async-tasks 3000] [--array-mb 100]
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(REPO, "python"), os.path.join(REPO, "build", "python")]
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def bench_torus(args):
+    import numpy as np
+    import torus
+
+    root = tempfile.mkdtemp(prefix="bench-tasks-")
+    env = dict(os.environ, TORUS_TEMP_DIR=root)
+    binary = os.path.join(REPO, "build", "bin", "torus")
+    subprocess.run([binary, "start", "--head", "--port", "0", "--dashboard-port", "0"], env=env, check=True,
+                   capture_output=True)
+    os.environ["TORUS_TEMP_DIR"] = root
+    try:
+        torus.init()
+
+        @torus.remote
+        def f(x):
+            return x
+
+        torus.get([f.remote(i) for i in range(20)])  # warm workers
+        sync = []
+        for i in range(args.sync):
+            t0 = time.perf_counter()
+            torus.get(f.remote(i))
+            sync.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        torus.get([f.remote(i) for i in range(args.async_tasks)])
+        async_rate = args.async_tasks / (time.perf_counter() - t0)
+        arr = np.random.default_rng(0).random(args.array_mb * (1 << 20) // 8)
+        t0 = time.perf_counter()
+        ref = torus.put(arr)
+        put_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        back = torus.get(ref)
+        get_s = time.perf_counter() - t0
+        assert np.array_equal(arr, back)
+        torus.shutdown()
+        return {"sync_p50": pct(sync, 50), "sync_p99": pct(sync, 99), "async": async_rate, "put": put_s, "get": get_s}
+    finally:
+        subprocess.run([binary, "down"], env=env, capture_output=True)
+
+
+def bench_dask(args):
+    import numpy as np
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=os.cpu_count(), threads_per_worker=1, processes=True, dashboard_address=None)
+    client = Client(cluster)
+    try:
+        def f(x):
+            return x
+
+        client.gather([client.submit(f, i, pure=False) for i in range(20)])
+        sync = []
+        for i in range(args.sync):
+            t0 = time.perf_counter()
+            client.submit(f, i, pure=False).result()
+            sync.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        client.gather(client.map(f, range(args.async_tasks), pure=False))
+        async_rate = args.async_tasks / (time.perf_counter() - t0)
+        arr = np.random.default_rng(0).random(args.array_mb * (1 << 20) // 8)
+        t0 = time.perf_counter()
+        fut = client.scatter(arr)
+        put_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        back = fut.result()
+        get_s = time.perf_counter() - t0
+        assert np.array_equal(arr, back)
+        return {"sync_p50": pct(sync, 50), "sync_p99": pct(sync, 99), "async": async_rate, "put": put_s, "get": get_s}
+    finally:
+        client.close()
+        cluster.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sync", type=int, default=300)
+    parser.add_argument("--async-tasks", type=int, default=3000)
+    parser.add_argument("--array-mb", type=int, default=100)
+    args = parser.parse_args()
+    t = bench_torus(args)
+    try:
+        d = bench_dask(args)
+    except ImportError:
+        d = None
+        print("Dask (python3-distributed) is not installed: torus only")
+    rows = [("sync task round trip p50", "sync_p50", "ms", 1e3), ("sync task round trip p99", "sync_p99", "ms", 1e3),
+            ("async tasks, submit -> all gathered", "async", "tasks/s", 1),
+            (f"put of a {args.array_mb} MB numpy array", "put", "ms", 1e3),
+            (f"get of it (same process)", "get", "ms", 1e3)]
+    print(f"| {'measure':40} | {'torus':>12} | {'Dask':>12} | torus/Dask |")
+    print(f"|{'-' * 42}|{'-' * 14}|{'-' * 14}|-----------:|")
+    for label, key, unit, scale in rows:
+        tv = t[key] * scale
+        dv = d[key] * scale if d else None
+        ratio = f"{tv / dv:.2f}" if dv else "-"
+        dtext = f"{dv:,.2f} {unit}" if dv is not None else "-"
+        print(f"| {label:40} | {tv:>9,.2f} {unit:<2} | {dtext:>12} | {ratio:>10} |")
+
+
+if __name__ == "__main__":
+    main()
