@@ -33,11 +33,17 @@ def _error_value(name, exc, tb_text):
     return (blob, ser.FORMAT_ERROR)
 
 
+class _FunctionUnknown(Exception):
+    pass
+
+
 def _run(core, functions, task):
     name = task["name"]
     fid = task["function_id"]
     fn = functions.get(fid)
     if fn is None:
+        if not task["function"]:
+            raise _FunctionUnknown()
         fn = ser.loads(task["function"])
         functions[fid] = fn
     state = _runtime._state
@@ -76,7 +82,11 @@ def main():
         task = core.next_task(1000)
         if task is None:
             continue
-        returns = _run(core, functions, task)
+        try:
+            returns = _run(core, functions, task)
+        except _FunctionUnknown:
+            core.finish_task(task["task_id"], [], function_unknown=True)
+            continue
         sys.stdout.flush()
         sys.stderr.flush()
         core.finish_task(task["task_id"], returns)

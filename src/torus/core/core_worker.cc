@@ -25,27 +25,45 @@ std::chrono::steady_clock::time_point DeadlineAfter(int64_t timeout_ms) {
   return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
 }
 
-class Service final : public CoreWorkerService::Service {
+bool Authorized(const grpc::CallbackServerContext* ctx, const std::string& token) {
+  auto it = ctx->client_metadata().find("authorization");
+  return it != ctx->client_metadata().end() &&
+         std::string_view(it->second.data(), it->second.size()) == "Bearer " + token;
+}
+
+grpc::Status Unauthenticated() {
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong cluster token");
+}
+
+class Service final : public CoreWorkerService::CallbackService {
  public:
   Service(CoreWorker* worker, std::string token) : worker_(worker), token_(std::move(token)) {}
-  grpc::Status PushTask(grpc::ServerContext* ctx, const PushTaskRequest* request, PushTaskReply* reply) override {
-    if (grpc::Status s = Check(ctx); !s.ok()) return s;
-    return worker_->HandlePush(ctx, *request, reply);
+  grpc::ServerUnaryReactor* PushTask(grpc::CallbackServerContext* ctx, const PushTaskRequest* request,
+                                     PushTaskReply* reply) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (!Authorized(ctx, token_)) {
+      reactor->Finish(Unauthenticated());
+    } else {
+      worker_->HandlePush(reactor, *request, reply);
+    }
+    return reactor;
   }
-  grpc::Status GetObject(grpc::ServerContext* ctx, const GetObjectRequest* request, GetObjectReply* reply) override {
-    if (grpc::Status s = Check(ctx); !s.ok()) return s;
-    return worker_->HandleGetObject(*request, reply);
+  grpc::ServerUnaryReactor* GetObject(grpc::CallbackServerContext* ctx, const GetObjectRequest* request,
+                                      GetObjectReply* reply) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (!Authorized(ctx, token_)) {
+      reactor->Finish(Unauthenticated());
+    } else if (request->wait_ms() <= 0) {
+      reactor->Finish(worker_->HandleGetObject(*request, reply));
+    } else {
+      // A borrower waits for a pending object: on its own thread, not gRPC's.
+      std::thread([this, reactor, request, reply] { reactor->Finish(worker_->HandleGetObject(*request, reply)); })
+          .detach();
+    }
+    return reactor;
   }
 
  private:
-  grpc::Status Check(grpc::ServerContext* ctx) const {
-    auto it = ctx->client_metadata().find("authorization");
-    if (it == ctx->client_metadata().end() ||
-        std::string_view(it->second.data(), it->second.size()) != "Bearer " + token_) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong cluster token");
-    }
-    return grpc::Status::OK;
-  }
   CoreWorker* worker_;
   const std::string token_;
 };
@@ -97,11 +115,16 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
 CoreWorker::~CoreWorker() { Shutdown(); }
 
 void CoreWorker::Shutdown() {
+  std::map<std::string, Running> unanswered;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
     exec_cv_.notify_all();
+    unanswered.swap(running_);
+  }
+  for (auto& [id, r] : unanswered) {
+    r.reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping"));
   }
   if (submitter_) submitter_->Shutdown();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
@@ -261,28 +284,21 @@ std::vector<size_t> CoreWorker::Wait(const std::vector<Ref>& refs, size_t num, i
   }
 }
 
-grpc::Status CoreWorker::HandlePush(grpc::ServerContext* ctx, const PushTaskRequest& request, PushTaskReply* reply) {
+void CoreWorker::HandlePush(grpc::ServerUnaryReactor* reactor, const PushTaskRequest& request,
+                            PushTaskReply* reply) {
   const std::string task_id = request.task().task_id();
-  std::unique_lock<std::mutex> lock(mu_);
-  if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping"));
+    return;
+  }
   if (running_.contains(task_id)) {
-    return grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "this task is already running here");
+    reactor->Finish(grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "this task is already running here"));
+    return;
   }
-  running_[task_id] = std::nullopt;
+  running_[task_id] = Running{.reactor = reactor, .reply = reply};
   pending_.push_back(Execution{.spec = request.task()});
-  exec_cv_.notify_all();
-  while (!running_[task_id].has_value() && !stopping_ && !ctx->IsCancelled()) {
-    exec_cv_.wait_for(lock, std::chrono::milliseconds(200));
-  }
-  auto node = running_.extract(task_id);
-  if (!node.mapped().has_value()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping");
-  for (Value& v : *node.mapped()) {
-    ObjectValue* out = reply->add_returns();
-    out->set_data(std::move(v.data));
-    out->set_format(std::move(v.format));
-    for (std::string& b : v.buffers) out->add_buffers(std::move(b));
-  }
-  return grpc::Status::OK;
+  exec_cv_.notify_one();
 }
 
 grpc::Status CoreWorker::HandleGetObject(const GetObjectRequest& request, GetObjectReply* reply) {
@@ -313,12 +329,23 @@ std::optional<Execution> CoreWorker::NextTask(int64_t timeout_ms) {
   return e;
 }
 
-void CoreWorker::FinishTask(const std::string& task_id, std::vector<Value> returns) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = running_.find(task_id);
-  if (it == running_.end()) return;
-  it->second = std::move(returns);
-  exec_cv_.notify_all();
+void CoreWorker::FinishTask(const std::string& task_id, std::vector<Value> returns, bool function_unknown) {
+  Running running;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = running_.find(task_id);
+    if (it == running_.end()) return;
+    running = it->second;
+    running_.erase(it);
+  }
+  running.reply->set_function_unknown(function_unknown);
+  for (Value& v : returns) {
+    ObjectValue* out = running.reply->add_returns();
+    out->set_data(std::move(v.data));
+    out->set_format(std::move(v.format));
+    for (std::string& b : v.buffers) out->add_buffers(std::move(b));
+  }
+  running.reactor->Finish(grpc::Status::OK);
 }
 
 }  // namespace torus::core

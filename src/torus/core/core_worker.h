@@ -78,8 +78,9 @@ class CoreWorker {
 
   // Executor side: the next pushed task, waiting up to `timeout_ms`; nullopt on timeout or shutdown.
   std::optional<Execution> NextTask(int64_t timeout_ms);
-  // The task's returns (num_returns values, or one error value for all).
-  void FinishTask(const std::string& task_id, std::vector<Value> returns);
+  // The task's returns (num_returns values, or one error value for all). `function_unknown`: the task named a
+  // function by id that this worker does not hold; the submitter sends it again with the code.
+  void FinishTask(const std::string& task_id, std::vector<Value> returns, bool function_unknown = false);
 
   TaskSubmitter::Counts counts() const { return submitter_->counts(); }
   const ObjectTable& table() const { return table_; }
@@ -87,8 +88,8 @@ class CoreWorker {
   // Returns leases, stops serving. Idempotent.
   void Shutdown();
 
-  // The service's handlers (public for the service class).
-  grpc::Status HandlePush(grpc::ServerContext* ctx, const PushTaskRequest& request, PushTaskReply* reply);
+  // The service's handlers (public for the service class). A push is answered by FinishTask (or Shutdown).
+  void HandlePush(grpc::ServerUnaryReactor* reactor, const PushTaskRequest& request, PushTaskReply* reply);
   grpc::Status HandleGetObject(const GetObjectRequest& request, GetObjectReply* reply);
 
  private:
@@ -108,7 +109,11 @@ class CoreWorker {
   std::condition_variable exec_cv_;
   std::vector<LeaseNode> nodes_;                                     // guarded by mu_
   std::deque<Execution> pending_;                                     // pushed, not yet taken; guarded by mu_
-  std::map<std::string, std::optional<std::vector<Value>>> running_;  // task id -> its returns once finished
+  struct Running {
+    grpc::ServerUnaryReactor* reactor;
+    PushTaskReply* reply;
+  };
+  std::map<std::string, Running> running_;  // pushed tasks not yet answered, by task id; guarded by mu_
   bool stopping_ = false;                                             // guarded by mu_
 };
 

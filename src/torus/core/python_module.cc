@@ -183,14 +183,15 @@ PYBIND11_MODULE(_torus_core, m) {
              return d;
            })
       .def("finish_task",
-           [](CoreWorker& w, py::bytes task_id, py::list returns) {
+           [](CoreWorker& w, py::bytes task_id, py::list returns, bool function_unknown) {
              std::vector<Value> values;
              for (py::handle r : returns) {
                auto t = r.cast<py::tuple>();
                values.push_back(Value{.data = t[0].cast<std::string>(), .format = t[1].cast<std::string>()});
              }
-             w.FinishTask(std::string(task_id), std::move(values));
-           })
+             w.FinishTask(std::string(task_id), std::move(values), function_unknown);
+           },
+           py::arg("task_id"), py::arg("returns"), py::arg("function_unknown") = false)
       .def("counts",
            [](CoreWorker& w) {
              auto c = w.counts();

@@ -72,9 +72,62 @@ std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
 void Channels::Authorize(grpc::ClientContext& ctx) const { ctx.AddMetadata("authorization", "Bearer " + token_); }
 
 TaskSubmitter::TaskSubmitter(Options options, ObjectTable* table, Channels* channels)
-    : options_(std::move(options)), table_(table), channels_(channels) {}
+    : options_(std::move(options)), table_(table), channels_(channels) {
+  idle_thread_ = std::thread([this] { IdleLoop(); });
+}
 
-TaskSubmitter::~TaskSubmitter() { Shutdown(); }
+TaskSubmitter::~TaskSubmitter() {
+  Shutdown();
+  if (idle_thread_.joinable()) idle_thread_.join();
+}
+
+namespace {
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void TaskSubmitter::IdleLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    idle_cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(options_.lease_idle_ms / 2, 5)));
+    if (stopping_) break;
+    const int64_t now = SteadyMs();
+    std::vector<Lease> idle;
+    for (auto& [key, shape] : shapes_) {
+      if (!shape.queue.empty()) continue;
+      for (auto it = shape.leases.begin(); it != shape.leases.end();) {
+        if (it->second.in_flight == 0 && now - it->second.idle_since_ms >= options_.lease_idle_ms) {
+          idle.push_back(it->second);
+          it = shape.leases.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (idle.empty()) continue;
+    lock.unlock();
+    for (const Lease& l : idle) ReturnLease(l, false);
+    lock.lock();
+  }
+}
+
+void TaskSubmitter::DispatchLocked(const std::string& key, Shape& shape, std::vector<Push>& pushes) {
+  // The least busy leases first, so that work spreads over the workers.
+  while (!shape.queue.empty()) {
+    Lease* best = nullptr;
+    for (auto& [id, lease] : shape.leases) {
+      if (lease.in_flight < options_.pipeline_depth && (best == nullptr || lease.in_flight < best->in_flight)) {
+        best = &lease;
+      }
+    }
+    if (best == nullptr) break;
+    ++best->in_flight;
+    pushes.push_back(Push{.key = key, .lease = *best, .task = shape.queue.front()});
+    shape.queue.pop_front();
+  }
+}
 
 std::shared_ptr<grpc::ClientContext> TaskSubmitter::NewCall() {
   auto ctx = std::make_shared<grpc::ClientContext>();
@@ -130,6 +183,7 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
   std::vector<std::shared_ptr<Task>> failed;
   std::string fail_message;
   std::string fail_format = "unschedulable";
+  std::vector<Push> pushes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) {
@@ -168,14 +222,20 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
       counts_.failed += 1;
     } else {
       shape.queue.push_back(std::move(task));
+      DispatchLocked(key, shape, pushes);
       RequestLeasesLocked(key, shape);
     }
   }
   for (const auto& t : failed) FailTask(*t, fail_format, fail_message);
+  Send(std::move(pushes));
 }
 
 void TaskSubmitter::RequestLeasesLocked(const std::string& key, Shape& shape) {
-  const int want = std::min<int>(static_cast<int>(shape.queue.size()), options_.max_lease_requests);
+  // Tasks the held leases will take as they finish do not need new leases.
+  int spare = 0;
+  for (const auto& [id, lease] : shape.leases) spare += std::max(0, options_.pipeline_depth - lease.in_flight);
+  const int want =
+      std::min<int>(static_cast<int>(shape.queue.size()) - spare, options_.max_lease_requests);
   while (shape.lease_requests < want && !shape.candidates.empty()) {
     const std::string agent = shape.candidates[shape.next_candidate++ % shape.candidates.size()];
     ++shape.lease_requests;
@@ -202,6 +262,7 @@ void TaskSubmitter::RequestLeasesLocked(const std::string& key, Shape& shape) {
 
 void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, const grpc::Status& status,
                             const LeaseReply& reply) {
+  std::vector<Push> pushes;
   std::vector<std::shared_ptr<Task>> failed;
   std::string format, message;
   {
@@ -216,8 +277,11 @@ void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, co
       }
     } else if (status.ok()) {
       ++counts_.leases_granted;
-      shape.leases[reply.lease_id()] =
-          Lease{.lease_id = reply.lease_id(), .agent = agent, .worker_address = reply.worker_address()};
+      shape.leases[reply.lease_id()] = Lease{.lease_id = reply.lease_id(),
+                                             .agent = agent,
+                                             .worker_address = reply.worker_address(),
+                                             .idle_since_ms = SteadyMs()};
+      DispatchLocked(key, shape, pushes);
     } else if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
                status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       // Busy: ask again while tasks wait.
@@ -246,9 +310,8 @@ void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, co
   for (const auto& t : failed) FailTask(*t, format, message);
   if (format == "stopping") {
     ReturnLease(Lease{.lease_id = reply.lease_id(), .agent = agent}, true);
-  } else if (status.ok()) {
-    RunNext(key, reply.lease_id());
   }
+  Send(std::move(pushes));
 }
 
 void TaskSubmitter::FailQueueLocked(Shape& shape, const std::string& format, const std::string& message,
@@ -258,38 +321,40 @@ void TaskSubmitter::FailQueueLocked(Shape& shape, const std::string& format, con
   shape.queue.clear();
 }
 
-void TaskSubmitter::RunNext(const std::string& key, const std::string& lease_id) {
-  std::shared_ptr<Task> task;
-  Lease lease;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    Shape& shape = shapes_[key];
-    auto it = shape.leases.find(lease_id);
-    if (it == shape.leases.end()) return;
-    lease = it->second;
-    if (shape.queue.empty()) {
-      shape.leases.erase(it);
-    } else {
-      task = shape.queue.front();
-      shape.queue.pop_front();
+void TaskSubmitter::Send(std::vector<Push> pushes) {
+  for (Push& p : pushes) {
+    p.task->spec.set_attempt(p.task->attempts);
+    auto request = std::make_shared<PushTaskRequest>();
+    *request->mutable_task() = p.task->spec;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // The worker keeps functions by id: their code goes once.
+      if (!sent_functions_[p.lease.worker_address].insert(p.task->spec.function_id()).second) {
+        request->mutable_task()->clear_function();
+      }
     }
+    auto ctx = NewCall();
+    auto reply = std::make_shared<PushTaskReply>();
+    const std::string key = p.key;
+    const std::string lease_id = p.lease.lease_id;
+    const std::string worker = p.lease.worker_address;
+    auto task = p.task;
+    channels_->Worker(worker)->async()->PushTask(
+        ctx.get(), request.get(), reply.get(), [this, key, lease_id, worker, task, ctx, request, reply](grpc::Status status) {
+          if (status.ok() && reply->function_unknown()) {
+            // The worker lost the function (a new process at the address): send it again, with its code.
+            {
+              std::lock_guard<std::mutex> lock(mu_);
+              sent_functions_[worker].erase(task->spec.function_id());
+            }
+            Lease lease{.lease_id = lease_id, .worker_address = worker};
+            Send({Push{.key = key, .lease = lease, .task = task}});
+          } else {
+            OnPushed(key, lease_id, task, status, *reply);
+          }
+          Done(ctx);
+        });
   }
-  if (!task) {
-    ReturnLease(lease, false);
-    return;
-  }
-  task->spec.set_attempt(task->attempts);
-  auto ctx = NewCall();
-  auto request = std::make_shared<PushTaskRequest>();
-  *request->mutable_task() = task->spec;
-  auto reply = std::make_shared<PushTaskReply>();
-  channels_->Worker(lease.worker_address)
-      ->async()
-      ->PushTask(ctx.get(), request.get(), reply.get(),
-                 [this, key, lease_id, task, ctx, request, reply](grpc::Status status) {
-                   OnPushed(key, lease_id, task, status, *reply);
-                   Done(ctx);
-                 });
 }
 
 void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id, std::shared_ptr<Task> task,
@@ -298,20 +363,24 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
   const bool app_error = !crashed && reply.returns_size() > 0 && reply.returns(0).format() == "error";
   const bool retry = (crashed || (app_error && task->options.retry_exceptions)) &&
                      (task->options.max_retries < 0 || task->attempts < task->options.max_retries);
-  if (crashed) {
-    // The worker is gone (or unusable): give it back to be stopped; the lease ends.
-    Lease lease;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      Shape& shape = shapes_[key];
-      auto it = shape.leases.find(lease_id);
-      if (it != shape.leases.end()) {
-        lease = it->second;
+  std::vector<Push> pushes;
+  Lease dead;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Shape& shape = shapes_[key];
+    auto it = shape.leases.find(lease_id);
+    if (it != shape.leases.end()) {
+      if (crashed) {
+        // The worker is gone (or unusable): give it back to be stopped; the lease ends.
+        dead = it->second;
         shape.leases.erase(it);
+        sent_functions_.erase(dead.worker_address);
+      } else if (--it->second.in_flight == 0) {
+        it->second.idle_since_ms = SteadyMs();
       }
     }
-    if (!lease.lease_id.empty()) ReturnLease(lease, true);
   }
+  if (!dead.lease_id.empty()) ReturnLease(dead, true);
   if (retry) {
     ++task->attempts;
     {
@@ -338,7 +407,15 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
       table_->Put(ReturnObjectId(task->spec.task_id(), static_cast<uint32_t>(i + 1)), std::move(value));
     }
   }
-  if (!crashed) RunNext(key, lease_id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = shapes_.find(key);
+    if (it != shapes_.end()) {
+      DispatchLocked(key, it->second, pushes);
+      RequestLeasesLocked(key, it->second);
+    }
+  }
+  Send(std::move(pushes));
 }
 
 void TaskSubmitter::FailTask(const Task& task, const std::string& format, const std::string& message) {
@@ -368,6 +445,7 @@ void TaskSubmitter::Shutdown() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
+    idle_cv_.notify_all();
     for (auto& [key, shape] : shapes_) {
       for (auto& [id, lease] : shape.leases) leases.push_back(lease);
       shape.leases.clear();

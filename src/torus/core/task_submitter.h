@@ -1,7 +1,8 @@
 // TaskSubmitter: runs tasks on leased workers. Tasks of one shape (resources, environment, working directory) share
 // a queue; the submitter asks agents for worker leases of that shape — the local agent first, then the other nodes
-// whose totals can hold it, in turn — pushes the queued tasks one at a time to each leased worker, and returns a lease
-// as soon as its queue is empty. Arguments that are objects this process owns are resolved first (the task waits in
+// whose totals can hold it, in turn — and pushes the queued tasks to the leased workers, `pipeline_depth` at a
+// time to each. A lease with nothing to do is kept `lease_idle_ms` for the
+// next task of its shape, then returned. A worker is sent a function's code once; later tasks name it by id. Arguments that are objects this process owns are resolved first (the task waits in
 // its queue only once they are ready) and sent by value.
 //
 // Failures: a worker that dies mid-task (the push fails) is given back with its lease, and the task is retried up to
@@ -20,6 +21,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
@@ -76,6 +78,10 @@ class TaskSubmitter {
     std::string holder_boot_id;
     int64_t lease_wait_ms = 10'000;
     int max_lease_requests = 16;  // in flight per shape
+    // Tasks in flight per leased worker. 1, as Ray: a second task queued behind a long one on a busy worker would
+    // wait although another lease could run it now.
+    int pipeline_depth = 1;
+    int64_t lease_idle_ms = 50;   // an idle lease is returned after this long
   };
   // `table` and `channels` are owned by the caller and outlive the submitter.
   TaskSubmitter(Options options, ObjectTable* table, Channels* channels);
@@ -106,6 +112,13 @@ class TaskSubmitter {
     std::string lease_id;
     std::string agent;
     std::string worker_address;
+    int in_flight = 0;                       // tasks pushed, not answered
+    int64_t idle_since_ms = 0;               // steady ms when in_flight dropped to 0
+  };
+  struct Push {
+    std::string key;
+    Lease lease;
+    std::shared_ptr<Task> task;
   };
   struct Shape {
     TaskShape shape;
@@ -122,8 +135,11 @@ class TaskSubmitter {
   // Asks for leases while the queue has more tasks than requests in flight. REQUIRES: mu_ held.
   void RequestLeasesLocked(const std::string& key, Shape& shape);
   void OnLease(const std::string& key, const std::string& agent, const grpc::Status& status, const LeaseReply& reply);
-  // Pushes the next queued task to a leased worker, or returns the lease when none is left. REQUIRES: mu_ not held.
-  void RunNext(const std::string& key, const std::string& lease_id);
+  // Gives queued tasks to held leases with room (REQUIRES: mu_ held); the caller sends them with Send, unlocked.
+  void DispatchLocked(const std::string& key, Shape& shape, std::vector<Push>& pushes);
+  void Send(std::vector<Push> pushes);
+  // Returns leases idle longer than lease_idle_ms; runs on the idle thread.
+  void IdleLoop();
   void OnPushed(const std::string& key, const std::string& lease_id, std::shared_ptr<Task> task,
                 const grpc::Status& status, const PushTaskReply& reply);
   void ReturnLease(const Lease& lease, bool kill_worker);
@@ -145,6 +161,9 @@ class TaskSubmitter {
   std::set<std::shared_ptr<grpc::ClientContext>> calls_;  // in flight; guarded by mu_
   bool stopping_ = false;                                 // guarded by mu_
   std::condition_variable calls_done_;
+  std::map<std::string, std::set<std::string>> sent_functions_;  // worker address -> function ids; guarded by mu_
+  std::condition_variable idle_cv_;
+  std::thread idle_thread_;
 };
 
 }  // namespace torus::core
