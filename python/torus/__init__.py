@@ -12,10 +12,11 @@
 """
 
 from torus import exceptions
+from torus._actor import ActorHandle, kill
 from torus._remote import remote
 from torus._runtime import (ObjectRef, cluster_resources, get, init, is_initialized, nodes, put, shutdown,
                             wait)
 from torus.runtime_context import get_runtime_context
 
-__all__ = ["ObjectRef", "cluster_resources", "exceptions", "get", "get_runtime_context", "init",
+__all__ = ["ActorHandle", "kill", "ObjectRef", "cluster_resources", "exceptions", "get", "get_runtime_context", "init",
            "is_initialized", "nodes", "put", "remote", "shutdown", "wait"]

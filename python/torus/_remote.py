@@ -113,7 +113,7 @@ def _arg(a):
 
 
 def remote(*args, **options):
-    """@torus.remote or @torus.remote(num_cpus=..., resources={"TPU": 1}, ...) on a function."""
+    """@torus.remote or @torus.remote(num_cpus=..., resources={"TPU": 1}, ...) on a function or a class."""
     if len(args) == 1 and not options and callable(args[0]):
         return _make(args[0], {})
     if args:
@@ -123,8 +123,8 @@ def remote(*args, **options):
 
 def _make(f, options):
     if inspect.isclass(f):
-        raise TypeError(f"torus.remote on class {f.__name__}: actors are not available in this version of torus; "
-                        f"only functions can be remote")
+        from torus._actor import ActorClass
+        return ActorClass(f, options)
     if not callable(f):
         raise TypeError(f"torus.remote takes a function, got {type(f).__name__}")
     return RemoteFunction(f, options)

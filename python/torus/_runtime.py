@@ -45,6 +45,7 @@ class _State:
         self.is_worker = is_worker
         self.current_task_id = None
         self.current_task_name = None
+        self.actor_id = None  # in an actor's worker
 
 
 def _state_or_init():

@@ -30,6 +30,13 @@ def error_from(data, fmt):
         return exceptions.WorkerCrashedError(data.decode("utf-8", "replace"))
     if fmt == "unschedulable":
         return exceptions.TaskUnschedulableError(data.decode("utf-8", "replace"))
+    if fmt == "actor_died":
+        return exceptions.ActorDiedError(data.decode("utf-8", "replace"))
+    if fmt == "actor_creation_failed":
+        cause = loads(data)
+        if isinstance(cause, exceptions.TaskError):
+            cause = cause.as_instanceof_cause()
+        return exceptions.ActorDiedError(f"the actor is dead: its constructor raised an exception:\n{cause}", cause)
     if fmt == "stopping":
         return exceptions.TorusError(data.decode("utf-8", "replace") or "torus is shutting down")
     if fmt != FORMAT_PICKLE:

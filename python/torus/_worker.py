@@ -37,15 +37,24 @@ class _FunctionUnknown(Exception):
     pass
 
 
+_actor = None  # the instance, in an actor's worker
+
+
 def _run(core, functions, task):
+    global _actor
     name = task["name"]
-    fid = task["function_id"]
-    fn = functions.get(fid)
-    if fn is None:
-        if not task["function"]:
-            raise _FunctionUnknown()
-        fn = ser.loads(task["function"])
-        functions[fid] = fn
+    if task["method"]:
+        if _actor is None:
+            return [_error_value(name, RuntimeError("this worker holds no actor"), "RuntimeError: no actor")]
+        fn = getattr(_actor, task["method"])
+    else:
+        fid = task["function_id"]
+        fn = functions.get(fid)
+        if fn is None:
+            if not task["function"]:
+                raise _FunctionUnknown()
+            fn = ser.loads(task["function"])
+            functions[fid] = fn
     state = _runtime._state
     state.current_task_id = task["task_id"]
     state.current_task_name = name
@@ -60,6 +69,10 @@ def _run(core, functions, task):
             return [_error_value(name, dep, f"{type(dep).__name__}: {dep}")]
         kwargs = values.pop() if values else {}
         result = fn(*values, **kwargs)
+        if task["actor_creation"]:
+            _actor = result
+            state.actor_id = task["actor_id"]
+            return [(ser.dumps(None), ser.FORMAT_PICKLE)]
         if num_returns == 1:
             return [(ser.dumps(result), ser.FORMAT_PICKLE)]
         result = tuple(result)

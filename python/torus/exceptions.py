@@ -57,3 +57,12 @@ class ObjectLostError(TorusError):
 
 class GetTimeoutError(TorusError, TimeoutError):
     """torus.get ran out of time."""
+
+
+class ActorDiedError(TorusError):
+    """The actor is dead (killed, its worker died with no restarts left, its owner exited, or its constructor
+    raised), or its worker died while running this call. `cause` holds the constructor's error when it raised."""
+
+    def __init__(self, message, cause=None):
+        super().__init__(message)
+        self.cause = cause

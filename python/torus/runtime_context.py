@@ -26,7 +26,8 @@ class RuntimeContext:
         return os.environ.get("TORUS_WORKER_ID")
 
     def get_actor_id(self):
-        return None
+        aid = self._state.actor_id
+        return aid.hex() if aid else None
 
     @property
     def worker_mode(self):

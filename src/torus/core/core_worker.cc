@@ -48,6 +48,29 @@ class Service final : public CoreWorkerService::CallbackService {
     }
     return reactor;
   }
+  grpc::ServerUnaryReactor* ResolveActor(grpc::CallbackServerContext* ctx, const ResolveActorRequest* request,
+                                         ActorInfo* reply) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (!Authorized(ctx, token_)) {
+      reactor->Finish(Unauthenticated());
+    } else {
+      std::thread([this, reactor, request, reply] {
+        *reply = worker_->HandleResolveActor(*request);
+        reactor->Finish(grpc::Status::OK);
+      }).detach();
+    }
+    return reactor;
+  }
+  grpc::ServerUnaryReactor* KillActor(grpc::CallbackServerContext* ctx, const KillActorRequest* request,
+                                      KillActorReply*) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (!Authorized(ctx, token_)) {
+      reactor->Finish(Unauthenticated());
+    } else {
+      std::thread([this, reactor, request] { reactor->Finish(worker_->HandleKillActor(*request)); }).detach();
+    }
+    return reactor;
+  }
   grpc::ServerUnaryReactor* GetObject(grpc::CallbackServerContext* ctx, const GetObjectRequest* request,
                                       GetObjectReply* reply) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -94,6 +117,18 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
                                                                          .holder_pid = getpid(),
                                                                          .holder_boot_id = BootId()},
                                                   &w->table_, &w->channels_);
+  CoreWorker* self = w.get();
+  w->actors_ = std::make_unique<ActorManager>(ActorManager::Options{.job_id = w->options_.job_id,
+                                                                    .local_agent = w->options_.local_agent,
+                                                                    .own_address = w->address_,
+                                                                    .holder_pid = getpid(),
+                                                                    .holder_boot_id = BootId()},
+                                              &w->channels_, [self] { return self->nodes(); });
+  w->caller_ = std::make_unique<ActorCaller>(
+      absl::StrCat(w->address_, "/", Hex(NewTaskId())), w->address_, &w->table_, &w->channels_,
+      [self](const std::string& actor_id, const std::string& owner, int64_t wait_ms) {
+        return self->ResolveActor(actor_id, owner, wait_ms);
+      });
   if (!w->options_.head_address.empty()) {
     if (absl::Status s = w->RefreshNodes(); !s.ok()) return s;
   }
@@ -127,6 +162,8 @@ void CoreWorker::Shutdown() {
     r.reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping"));
   }
   if (submitter_) submitter_->Shutdown();
+  if (caller_) caller_->Shutdown();
+  if (actors_) actors_->Shutdown();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
 }
 
@@ -172,6 +209,70 @@ std::vector<std::string> CoreWorker::Submit(TaskSpec spec, TaskOptions options) 
   for (int i = 1; i <= spec.num_returns(); ++i) ids.push_back(ReturnObjectId(spec.task_id(), static_cast<uint32_t>(i)));
   submitter_->Submit(std::move(spec), std::move(options));
   return ids;
+}
+
+std::string CoreWorker::CreateActor(TaskSpec creation, ActorOptions options) {
+  std::string actor_id = NewTaskId();
+  creation.set_actor_id(actor_id);
+  creation.set_actor_creation(true);
+  creation.set_job_id(options_.job_id);
+  creation.set_owner_address(address_);
+  creation.set_num_returns(1);
+  actors_->Create(std::move(creation), std::move(options));
+  return actor_id;
+}
+
+std::vector<std::string> CoreWorker::CallActor(const std::string& actor_id, const std::string& owner_address,
+                                               TaskSpec spec) {
+  spec.set_job_id(options_.job_id);
+  std::vector<std::string> ids;
+  for (int i = 1; i <= spec.num_returns(); ++i) ids.push_back(ReturnObjectId(spec.task_id(), static_cast<uint32_t>(i)));
+  caller_->Call(actor_id, owner_address, std::move(spec));
+  return ids;
+}
+
+ActorInfo CoreWorker::ResolveActor(const std::string& actor_id, const std::string& owner_address, int64_t wait_ms) {
+  if (owner_address == address_) return actors_->Resolve(actor_id, wait_ms);
+  grpc::ClientContext ctx;
+  channels_.Authorize(ctx);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(wait_ms + 10'000));
+  ResolveActorRequest request;
+  request.set_actor_id(actor_id);
+  request.set_wait_ms(wait_ms);
+  ActorInfo info;
+  grpc::Status s = channels_.Worker(owner_address)->ResolveActor(&ctx, request, &info);
+  if (!s.ok()) {
+    info.Clear();
+    info.set_state(ActorInfo::DEAD);
+    info.set_death_cause(absl::StrCat("its owner at ", owner_address, " cannot be reached (", s.error_message(),
+                                      "): an actor dies with the process that created it"));
+  }
+  return info;
+}
+
+absl::Status CoreWorker::KillActor(const std::string& actor_id, const std::string& owner_address, bool no_restart) {
+  caller_->Forget(actor_id);
+  if (owner_address == address_) return actors_->Kill(actor_id, no_restart);
+  grpc::ClientContext ctx;
+  channels_.Authorize(ctx);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  KillActorRequest request;
+  request.set_actor_id(actor_id);
+  request.set_no_restart(no_restart);
+  KillActorReply reply;
+  grpc::Status s = channels_.Worker(owner_address)->KillActor(&ctx, request, &reply);
+  if (!s.ok()) return absl::UnavailableError(absl::StrCat("the actor's owner: ", s.error_message()));
+  return absl::OkStatus();
+}
+
+ActorInfo CoreWorker::HandleResolveActor(const ResolveActorRequest& request) {
+  return actors_->Resolve(request.actor_id(), std::clamp<int64_t>(request.wait_ms(), 0, 60'000));
+}
+
+grpc::Status CoreWorker::HandleKillActor(const KillActorRequest& request) {
+  absl::Status s = actors_->Kill(request.actor_id(), request.no_restart());
+  if (!s.ok()) return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(s.message()));
+  return grpc::Status::OK;
 }
 
 std::string CoreWorker::Put(Value value) {
@@ -297,7 +398,19 @@ void CoreWorker::HandlePush(grpc::ServerUnaryReactor* reactor, const PushTaskReq
     return;
   }
   running_[task_id] = Running{.reactor = reactor, .reply = reply};
-  pending_.push_back(Execution{.spec = request.task()});
+  const TaskSpec& spec = request.task();
+  if (spec.actor_id().empty() || spec.actor_creation() || spec.sequence() <= 0) {
+    pending_.push_back(Execution{.spec = spec});
+  } else {
+    // An actor's calls run in each caller's order, whatever order they arrive in.
+    CallerOrder& order = callers_[spec.caller_id()];
+    order.early.emplace(spec.sequence(), Execution{.spec = spec});
+    for (auto it = order.early.begin(); it != order.early.end() && it->first <= order.next;
+         it = order.early.erase(it)) {
+      if (it->first == order.next) ++order.next;
+      pending_.push_back(std::move(it->second));
+    }
+  }
   exec_cv_.notify_one();
 }
 

@@ -22,6 +22,8 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/core.grpc.pb.h"
+#include "torus/core/actor_caller.h"
+#include "torus/core/actor_manager.h"
 #include "torus/core/object_table.h"
 #include "torus/core/task_submitter.h"
 
@@ -64,6 +66,16 @@ class CoreWorker {
 
   // Submits a task (see TaskSubmitter::Submit); returns its return objects' ids.
   std::vector<std::string> Submit(TaskSpec spec, TaskOptions options);
+  // Creates an actor owned by this process (creation: task_id, name, function = the class, args set); returns its
+  // id at once, while it is being placed and built.
+  std::string CreateActor(TaskSpec creation, ActorOptions options);
+  // Calls a method of an actor owned by `owner_address` (spec: task_id, name, method, args, num_returns set);
+  // returns its return objects' ids.
+  std::vector<std::string> CallActor(const std::string& actor_id, const std::string& owner_address, TaskSpec spec);
+  // What the actor's owner says of it, waiting up to `wait_ms` while it is created or restarted.
+  ActorInfo ResolveActor(const std::string& actor_id, const std::string& owner_address, int64_t wait_ms);
+  absl::Status KillActor(const std::string& actor_id, const std::string& owner_address, bool no_restart);
+
   // Stores a value this process owns; returns its id.
   std::string Put(Value value);
   // Each ref's value, waiting up to `timeout_ms` (< 0: forever). DeadlineExceeded naming how many are not ready;
@@ -91,6 +103,8 @@ class CoreWorker {
   // The service's handlers (public for the service class). A push is answered by FinishTask (or Shutdown).
   void HandlePush(grpc::ServerUnaryReactor* reactor, const PushTaskRequest& request, PushTaskReply* reply);
   grpc::Status HandleGetObject(const GetObjectRequest& request, GetObjectReply* reply);
+  ActorInfo HandleResolveActor(const ResolveActorRequest& request);
+  grpc::Status HandleKillActor(const KillActorRequest& request);
 
  private:
   explicit CoreWorker(CoreWorkerOptions options);
@@ -102,6 +116,8 @@ class CoreWorker {
   ObjectTable table_;
   std::string address_;
   std::unique_ptr<TaskSubmitter> submitter_;
+  std::unique_ptr<ActorManager> actors_;
+  std::unique_ptr<ActorCaller> caller_;
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;
 
@@ -114,6 +130,12 @@ class CoreWorker {
     PushTaskReply* reply;
   };
   std::map<std::string, Running> running_;  // pushed tasks not yet answered, by task id; guarded by mu_
+  // Actor calls, per caller: the next sequence number to run and the calls that came ahead of it.
+  struct CallerOrder {
+    int64_t next = 1;
+    std::map<int64_t, Execution> early;
+  };
+  std::map<std::string, CallerOrder> callers_;  // guarded by mu_
   bool stopping_ = false;                                             // guarded by mu_
 };
 

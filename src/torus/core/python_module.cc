@@ -37,6 +37,20 @@ std::vector<Ref> Refs(const std::vector<std::pair<py::bytes, std::string>>& refs
 
 py::tuple ValueTuple(const Value& v) { return py::make_tuple(py::bytes(v.data), v.format); }
 
+void AddArgs(torus::core::TaskSpec& spec, const py::list& args) {
+  for (py::handle a : args) {
+    auto t = a.cast<py::tuple>();
+    auto* arg = spec.add_args();
+    if (t[0].cast<std::string>() == "r") {
+      arg->mutable_ref()->set_object_id(t[1].cast<std::string>());
+      arg->mutable_ref()->set_owner_address(t[2].cast<std::string>());
+    } else {
+      arg->mutable_value()->set_data(t[1].cast<std::string>());
+      arg->mutable_value()->set_format(t[2].cast<std::string>());
+    }
+  }
+}
+
 py::list ArgsList(const torus::core::TaskSpec& spec) {
   py::list args;
   for (const auto& a : spec.args()) {
@@ -111,17 +125,7 @@ PYBIND11_MODULE(_torus_core, m) {
              spec.set_function_id(std::string(function_id));
              spec.set_function(std::string(function));
              spec.set_num_returns(num_returns);
-             for (py::handle a : args) {
-               auto t = a.cast<py::tuple>();
-               auto* arg = spec.add_args();
-               if (t[0].cast<std::string>() == "r") {
-                 arg->mutable_ref()->set_object_id(t[1].cast<std::string>());
-                 arg->mutable_ref()->set_owner_address(t[2].cast<std::string>());
-               } else {
-                 arg->mutable_value()->set_data(t[1].cast<std::string>());
-                 arg->mutable_value()->set_format(t[2].cast<std::string>());
-               }
-             }
+             AddArgs(spec, args);
              torus::core::TaskOptions options{
                  .shape = {.resources = std::move(resources), .env = std::move(env), .working_dir = std::move(working_dir)},
                  .max_retries = max_retries,
@@ -134,6 +138,69 @@ PYBIND11_MODULE(_torus_core, m) {
              py::list out;
              for (const auto& id : ids) out.append(py::bytes(id));
              return out;
+           })
+      .def("create_actor",
+           [](CoreWorker& w, py::bytes task_id, std::string name, py::bytes function_id, py::bytes function,
+              py::list args, std::map<std::string, int64_t> resources, std::map<std::string, std::string> env,
+              std::string working_dir, int max_restarts) {
+             torus::core::TaskSpec spec;
+             spec.set_task_id(std::string(task_id));
+             spec.set_name(std::move(name));
+             spec.set_function_id(std::string(function_id));
+             spec.set_function(std::string(function));
+             AddArgs(spec, args);
+             torus::core::ActorOptions options{
+                 .shape = {.resources = std::move(resources), .env = std::move(env), .working_dir = std::move(working_dir)},
+                 .max_restarts = max_restarts};
+             py::gil_scoped_release release;
+             return py::bytes(w.CreateActor(std::move(spec), std::move(options)));
+           })
+      .def("call_actor",
+           [](CoreWorker& w, py::bytes actor_id, std::string owner, py::bytes task_id, std::string name,
+              std::string method, py::list args, int num_returns) {
+             torus::core::TaskSpec spec;
+             spec.set_task_id(std::string(task_id));
+             spec.set_name(std::move(name));
+             spec.set_method(std::move(method));
+             spec.set_num_returns(num_returns);
+             AddArgs(spec, args);
+             std::vector<std::string> ids;
+             {
+               py::gil_scoped_release release;
+               ids = w.CallActor(std::string(actor_id), owner, std::move(spec));
+             }
+             py::list out;
+             for (const auto& id : ids) out.append(py::bytes(id));
+             return out;
+           })
+      .def("resolve_actor",
+           [](CoreWorker& w, py::bytes actor_id, std::string owner, int64_t wait_ms) {
+             torus::core::ActorInfo info;
+             {
+               py::gil_scoped_release release;
+               info = w.ResolveActor(std::string(actor_id), owner, wait_ms);
+             }
+             py::dict d;
+             d["state"] = torus::core::ActorInfo::State_Name(info.state());
+             d["address"] = info.address();
+             d["incarnation"] = info.incarnation();
+             d["restarts"] = info.restarts();
+             d["death_cause"] = info.death_cause();
+             if (info.has_creation_error()) {
+               d["creation_error"] = py::bytes(info.creation_error().data());
+             } else {
+               d["creation_error"] = py::none();
+             }
+             return d;
+           })
+      .def("kill_actor",
+           [](CoreWorker& w, py::bytes actor_id, std::string owner, bool no_restart) {
+             absl::Status s;
+             {
+               py::gil_scoped_release release;
+               s = w.KillActor(std::string(actor_id), owner, no_restart);
+             }
+             if (!s.ok()) Raise(s);
            })
       .def("put",
            [](CoreWorker& w, py::bytes data, std::string format) {
@@ -180,6 +247,9 @@ PYBIND11_MODULE(_torus_core, m) {
              d["attempt"] = e->spec.attempt();
              d["job_id"] = e->spec.job_id();
              d["owner_address"] = e->spec.owner_address();
+             d["actor_id"] = py::bytes(e->spec.actor_id());
+             d["actor_creation"] = e->spec.actor_creation();
+             d["method"] = e->spec.method();
              return d;
            })
       .def("finish_task",

@@ -4,11 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "torus/core/args.h"
 #include "torus/core/ids.h"
 
 namespace torus::core {
-namespace {
-
 std::string FormatShape(const std::map<std::string, int64_t>& resources) {
   std::vector<std::string> parts;
   for (const auto& [name, fixed] : resources) {
@@ -18,7 +17,7 @@ std::string FormatShape(const std::map<std::string, int64_t>& resources) {
   return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
 }
 
-bool Fits(const std::map<std::string, int64_t>& want, const std::map<std::string, int64_t>& total) {
+bool ShapeFits(const std::map<std::string, int64_t>& want, const std::map<std::string, int64_t>& total) {
   for (const auto& [name, amount] : want) {
     if (amount == 0) continue;
     auto it = total.find(name);
@@ -26,8 +25,6 @@ bool Fits(const std::map<std::string, int64_t>& want, const std::map<std::string
   }
   return true;
 }
-
-}  // namespace
 
 std::string TaskShape::Key() const {
   std::string key;
@@ -161,22 +158,8 @@ void TaskSubmitter::Submit(TaskSpec spec, TaskOptions options) {
 }
 
 void TaskSubmitter::Enqueue(std::shared_ptr<Task> task) {
-  // Owned ref arguments are waited for, one after another, and inlined.
-  for (int i = 0; i < task->spec.args_size(); ++i) {
-    const TaskArg& arg = task->spec.args(i);
-    if (!arg.has_ref() || arg.ref().owner_address() != options_.own_address) continue;
-    const std::string id = arg.ref().object_id();
-    if (auto value = table_->Get(id)) {
-      ObjectValue* v = task->spec.mutable_args(i)->mutable_value();
-      v->set_data(value->data);
-      v->set_format(value->format);
-      for (const std::string& b : value->buffers) v->add_buffers(b);
-      continue;
-    }
-    table_->OnReady(id, [this, task](const Value&) { Enqueue(task); });
-    return;
-  }
-  Queue(std::move(task));
+  TaskSpec* spec = &task->spec;
+  ResolveOwnedArgs(table_, options_.own_address, spec, [this, task] { Queue(task); });
 }
 
 void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
@@ -198,7 +181,7 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
       shape.shape = task->options.shape;
       std::vector<std::string> totals;
       for (const LeaseNode& n : nodes_) {
-        if (!Fits(shape.shape.resources, n.total)) {
+        if (!ShapeFits(shape.shape.resources, n.total)) {
           totals.push_back(absl::StrCat(n.node_id, " ", FormatShape(n.total)));
           continue;
         }

@@ -37,6 +37,11 @@ struct LeaseNode {
   std::map<std::string, int64_t> total;    // fixed point
 };
 
+// {"CPU": 1, "TPU": 4}, from fixed-point amounts.
+std::string FormatShape(const std::map<std::string, int64_t>& resources);
+// Whether `total` holds every amount of `want`.
+bool ShapeFits(const std::map<std::string, int64_t>& want, const std::map<std::string, int64_t>& total);
+
 struct TaskShape {
   std::map<std::string, int64_t> resources;  // fixed point
   std::map<std::string, std::string> env;

@@ -68,6 +68,18 @@ grpc::Status LeaseServiceImpl::AnnounceWorker(grpc::ServerContext* ctx, const co
   return rpc::ToGrpc(leases->Announce(request->worker_id(), request->port(), static_cast<pid_t>(request->pid())));
 }
 
+grpc::Status LeaseServiceImpl::WaitLeaseEnd(grpc::ServerContext* ctx, const core::WaitLeaseEndRequest* request,
+                                            core::WaitLeaseEndReply* reply) {
+  if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return s;
+  WorkerLeases* leases = leases_.load();
+  if (leases == nullptr) return Starting();
+  auto how = leases->WaitEnd(request->lease_id(), std::clamp<int64_t>(request->wait_ms(), 0, kMaxWaitMs));
+  if (!how.ok()) return rpc::ToGrpc(how.status());
+  reply->set_ended(how->has_value());
+  if (how->has_value()) reply->set_how(**how);
+  return grpc::Status::OK;
+}
+
 grpc::Status LeaseServiceImpl::ListLeases(grpc::ServerContext* ctx, const core::ListLeasesRequest*,
                                           core::ListLeasesReply* reply) {
   if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return s;

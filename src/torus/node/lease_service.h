@@ -24,6 +24,8 @@ class LeaseServiceImpl final : public core::LeaseService::Service {
                                  core::ReturnLeaseReply* reply) override;
   grpc::Status AnnounceWorker(grpc::ServerContext* ctx, const core::AnnounceWorkerRequest* request,
                               core::AnnounceWorkerReply* reply) override;
+  grpc::Status WaitLeaseEnd(grpc::ServerContext* ctx, const core::WaitLeaseEndRequest* request,
+                            core::WaitLeaseEndReply* reply) override;
   grpc::Status ListLeases(grpc::ServerContext* ctx, const core::ListLeasesRequest* request,
                           core::ListLeasesReply* reply) override;
 

@@ -238,7 +238,9 @@ int Run(const NodeFlags& flags) {
                                           }
                                           // Task workers are the agent's own: their leases end here.
                                           if (torus::node::IsLeaseOwner(exit.owner)) {
-                                            if (auto* l = leases_for_exits.load()) l->OnWorkerExited(exit.worker_id);
+                                            if (auto* l = leases_for_exits.load()) {
+                                              l->OnWorkerExited(exit.worker_id, torus::node::DescribeExit(exit));
+                                            }
                                             return;
                                           }
                                           exit_reporter.Report(exit);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <fstream>
 
@@ -54,6 +55,22 @@ bool HolderAlive(pid_t pid) { return pid <= 0 || kill(pid, 0) == 0 || errno == E
 
 bool IsLeaseGroup(const std::string& group_id) { return group_id.rfind(kLeaseGroupPrefix, 0) == 0; }
 bool IsLeaseOwner(const std::string& owner) { return owner.rfind(kLeaseOwnerPrefix, 0) == 0; }
+
+std::string DescribeExit(const WorkerExit& exit) {
+  std::string how;
+  if (exit.stopped) {
+    how = "was stopped by the agent";
+  } else if (exit.oom_killed) {
+    how = absl::StrCat("was killed for using too much memory (peak ", exit.peak_rss_bytes >> 20, " MiB)");
+  } else if (exit.signal != 0) {
+    const char* name = sigabbrev_np(exit.signal);
+    how = absl::StrCat("was killed by signal ", exit.signal, name ? absl::StrCat(" (SIG", name, ")") : "");
+  } else {
+    how = absl::StrCat("exited with code ", exit.exit_code);
+  }
+  if (!exit.output_tail.empty()) absl::StrAppend(&how, "; its output ends:\n", exit.output_tail);
+  return how;
+}
 
 std::string ReadBootId() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -276,16 +293,22 @@ absl::Status WorkerLeases::Return(const std::string& lease_id, bool kill_worker)
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!leases_.contains(lease_id)) return absl::NotFoundError(absl::StrCat("no lease ", lease_id));
-    EndLeaseLocked(lease_id, kill_worker);
+    EndLeaseLocked(lease_id, kill_worker, kill_worker ? "returned (its worker stopped)" : "returned");
   }
   if (on_ledger_change_) on_ledger_change_();
   return absl::OkStatus();
 }
 
-void WorkerLeases::EndLeaseLocked(const std::string& lease_id_ref, bool kill_worker) {
+void WorkerLeases::EndLeaseLocked(const std::string& lease_id_ref, bool kill_worker, const std::string& how) {
   const std::string lease_id = lease_id_ref;  // may point into a map this erases from
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
+  ended_[lease_id] = how;
+  ended_order_.push_back(lease_id);
+  if (ended_order_.size() > 1000) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
   const Lease lease = std::move(it->second);
   leases_.erase(it);
   worker_lease_.erase(lease.info.worker_id);
@@ -318,7 +341,21 @@ absl::Status WorkerLeases::Announce(const std::string& worker_id, int port, pid_
   return absl::OkStatus();
 }
 
-void WorkerLeases::OnWorkerExited(const std::string& worker_id) {
+absl::StatusOr<std::optional<std::string>> WorkerLeases::WaitEnd(const std::string& lease_id, int64_t wait_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(wait_ms, 0));
+  while (true) {
+    if (auto e = ended_.find(lease_id); e != ended_.end()) return std::optional<std::string>(e->second);
+    if (!leases_.contains(lease_id)) return absl::NotFoundError(absl::StrCat("no lease ", lease_id));
+    if (stopping_) return std::optional<std::string>("the agent is stopping");
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      if (auto e = ended_.find(lease_id); e != ended_.end()) return std::optional<std::string>(e->second);
+      return std::optional<std::string>();
+    }
+  }
+}
+
+void WorkerLeases::OnWorkerExited(const std::string& worker_id, const std::string& how) {
   bool ended = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -327,7 +364,7 @@ void WorkerLeases::OnWorkerExited(const std::string& worker_id) {
     it->second.exited = true;
     if (auto lease = worker_lease_.find(worker_id); lease != worker_lease_.end()) {
       const std::string lease_id = lease->second;  // EndLeaseLocked erases the entry
-      EndLeaseLocked(lease_id, true);
+      EndLeaseLocked(lease_id, true, absl::StrCat("its worker ", how));
       ended = true;
     }
     for (auto& [key, ids] : idle_) std::erase(ids, worker_id);
@@ -351,7 +388,7 @@ void WorkerLeases::Sweep() {
     for (const std::string& id : gone) {
       spdlog::info("lease {}: its holder (pid {}) is gone; returned, worker stopped", id,
                    leases_.at(id).info.holder_pid);
-      EndLeaseLocked(id, true);
+      EndLeaseLocked(id, true, "its holder exited");
     }
     const int64_t now = SteadyMs();
     for (auto& [key, ids] : idle_) {

@@ -22,6 +22,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -44,6 +45,10 @@ inline constexpr char kLeaseGroupPrefix[] = "lease:";
 inline constexpr char kLeaseOwnerPrefix[] = "tasks:";
 bool IsLeaseGroup(const std::string& group_id);
 bool IsLeaseOwner(const std::string& owner);
+
+// How a worker went, for the holder of its lease: "exited with code 3", "was killed by signal 9 (SIGKILL)", "was
+// killed for using too much memory (peak ... MiB)", "was stopped by the agent", then its last output when it failed.
+std::string DescribeExit(const WorkerExit& exit);
 
 // This machine's kernel boot id (/proc/sys/kernel/random/boot_id), "" when unreadable.
 std::string ReadBootId();
@@ -108,8 +113,11 @@ class WorkerLeases {
   absl::Status Return(const std::string& lease_id, bool kill_worker);
   // A worker this agent started says where it listens. NotFound for a worker it is not starting.
   absl::Status Announce(const std::string& worker_id, int port, pid_t pid);
-  // The supervisor saw a worker exit (any worker; others are ignored).
-  void OnWorkerExited(const std::string& worker_id);
+  // The supervisor saw a worker exit (any worker; others are ignored). `how` describes it ("exited with code 3").
+  void OnWorkerExited(const std::string& worker_id, const std::string& how = "exited");
+  // Waits up to `wait_ms` for a lease to end; returns how ("returned", or how its worker exited), or nullopt while it
+  // lasts. NotFound for a lease this agent never granted (or forgot: it keeps the last 1000 ends).
+  absl::StatusOr<std::optional<std::string>> WaitEnd(const std::string& lease_id, int64_t wait_ms);
   // Returns leases whose local holder is gone and stops idle workers past their time. Called by the watch thread;
   // public for tests.
   void Sweep();
@@ -142,8 +150,8 @@ class WorkerLeases {
   // waiting).
   absl::StatusOr<Worker*> StartWorkerLocked(std::unique_lock<std::mutex>& lock, const LeaseAsk& ask,
                                             const std::string& lease_id, const LedgerBundle& held);
-  // Releases a lease's bundle; stops what must stop. REQUIRES: mu_ held.
-  void EndLeaseLocked(const std::string& lease_id, bool kill_worker);
+  // Releases a lease's bundle; stops what must stop; remembers `how` it ended. REQUIRES: mu_ held.
+  void EndLeaseLocked(const std::string& lease_id, bool kill_worker, const std::string& how);
   void WatchLoop();
 
   BundleLedger* ledger_;
@@ -159,6 +167,8 @@ class WorkerLeases {
   std::map<std::string, Worker> workers_by_id_;          // every live lease worker; guarded by mu_
   std::map<std::string, std::vector<std::string>> idle_;  // pool key -> idle worker ids; guarded by mu_
   std::map<std::string, std::string> worker_lease_;      // worker id -> its lease; guarded by mu_
+  std::map<std::string, std::string> ended_;             // lease id -> how it ended (the last 1000); guarded by mu_
+  std::deque<std::string> ended_order_;                  // guarded by mu_
   int waiting_ = 0;                                      // requests waiting for resources; guarded by mu_
   uint64_t next_id_ = 0;                                 // guarded by mu_
   bool stopping_ = false;                                // guarded by mu_

@@ -1,0 +1,122 @@
+"""@torus.remote on classes: ActorClass, ActorHandle, ActorMethod."""
+
+import inspect
+
+from torus import _runtime
+from torus import _serialization as ser
+from torus._remote import _arg, _check_options, _resources, _runtime_env
+
+_ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "runtime_env", "name",
+                  "namespace", "lifetime", "max_task_retries", "max_concurrency", "label_selector",
+                  "scheduling_strategy", "accelerator_type"}
+
+
+def _check_actor_options(opts):
+    unknown = set(opts) - _ACTOR_OPTIONS
+    if unknown:
+        raise ValueError(f"unknown actor options {sorted(unknown)}; accepted: {sorted(_ACTOR_OPTIONS)}")
+    for unsupported in ("name", "namespace", "label_selector", "scheduling_strategy", "accelerator_type"):
+        if opts.get(unsupported):
+            raise ValueError(f"{unsupported}: not supported for actors yet")
+    if opts.get("lifetime") not in (None, "non_detached"):
+        raise ValueError(f"lifetime: only 'non_detached' actors are supported yet, got {opts['lifetime']!r}")
+    if opts.get("max_concurrency", 1) != 1:
+        raise ValueError("max_concurrency: actors run one call at a time in this version (1)")
+    if opts.get("max_task_retries", 0) != 0:
+        raise ValueError("max_task_retries: calls are not retried in this version (0)")
+    restarts = opts.get("max_restarts", 0)
+    if not isinstance(restarts, int) or restarts < -1:
+        raise ValueError(f"max_restarts: an integer >= -1 is required, got {restarts!r}")
+
+
+class ActorClass:
+    def __init__(self, cls, options):
+        _check_actor_options(options)
+        self._cls = cls
+        self._options = options
+        self._blob = None
+        self._function_id = None
+        self._name = f"{cls.__module__}.{cls.__qualname__}"
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"actor class {self._name} cannot be instantiated directly; use {self._cls.__name__}"
+                        f".remote(...)")
+
+    def options(self, **options):
+        merged = dict(self._options)
+        merged.update(options)
+        copy = ActorClass(self._cls, merged)
+        copy._blob, copy._function_id = self._blob, self._function_id
+        return copy
+
+    def remote(self, *args, **kwargs):
+        state = _runtime._state_or_init()
+        opts = self._options
+        if self._blob is None:
+            self._blob = ser.dumps(self._cls)
+            self._function_id = _runtime.function_id(self._blob)
+        # Actors hold no CPU unless asked (as in Ray, where 1 CPU is for placement only).
+        resources = _resources(dict(opts, num_cpus=opts.get("num_cpus", 0)))
+        env, working_dir = _runtime_env(opts)
+        wire_args = [_arg(a) for a in args]
+        wire_args.append(("v", ser.dumps(kwargs), ser.FORMAT_PICKLE))
+        actor_id = state.core.create_actor(_runtime._core_new_task_id(), f"{self._name}.__init__", self._function_id,
+                                           self._blob, wire_args, resources, env, working_dir,
+                                           int(opts.get("max_restarts", 0)))
+        methods = [n for n, _ in inspect.getmembers(self._cls, callable) if not n.startswith("__")]
+        return ActorHandle(actor_id, state.core.address, self._name, methods)
+
+
+class ActorHandle:
+    """A handle on an actor: `handle.method.remote(...)`. It can be passed to tasks and other actors."""
+
+    def __init__(self, actor_id, owner, class_name, methods):
+        self._actor_id = actor_id
+        self._owner = owner
+        self._class_name = class_name
+        self._methods = set(methods)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in self._methods:
+            raise AttributeError(f"actor {self._class_name} has no method {name!r}")
+        return ActorMethod(self, name, 1)
+
+    def __reduce__(self):
+        return (ActorHandle, (self._actor_id, self._owner, self._class_name, sorted(self._methods)))
+
+    def __repr__(self):
+        return f"Actor({self._class_name}, {self._actor_id.hex()})"
+
+    def _state(self, wait=0):
+        return _runtime._state_or_init().core.resolve_actor(self._actor_id, self._owner, int(wait * 1000))
+
+
+class ActorMethod:
+    def __init__(self, handle, name, num_returns):
+        self._handle = handle
+        self._name = name
+        self._num_returns = num_returns
+
+    def options(self, num_returns=1, **unsupported):
+        if unsupported:
+            raise ValueError(f"actor method options: only num_returns is supported, got {sorted(unsupported)}")
+        return ActorMethod(self._handle, self._name, num_returns)
+
+    def remote(self, *args, **kwargs):
+        state = _runtime._state_or_init()
+        wire_args = [_arg(a) for a in args]
+        wire_args.append(("v", ser.dumps(kwargs), ser.FORMAT_PICKLE))
+        h = self._handle
+        ids = state.core.call_actor(h._actor_id, h._owner, _runtime._core_new_task_id(),
+                                    f"{h._class_name}.{self._name}", self._name, wire_args, self._num_returns)
+        refs = [_runtime.ObjectRef(i, state.core.address) for i in ids]
+        return refs[0] if self._num_returns == 1 else refs
+
+
+def kill(actor, *, no_restart=True):
+    """Stops the actor's worker now; with no_restart=False it is restarted if it has restarts left."""
+    if not isinstance(actor, ActorHandle):
+        raise TypeError(f"torus.kill takes an actor handle, got {type(actor).__name__}")
+    _runtime._state_or_init().core.kill_actor(actor._actor_id, actor._owner, bool(no_restart))

@@ -1,0 +1,180 @@
+#include "torus/core/actor_caller.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "torus/core/args.h"
+#include "torus/core/ids.h"
+
+namespace torus::core {
+
+ActorCaller::ActorCaller(std::string caller_id, std::string own_address, ObjectTable* table, Channels* channels,
+                         Resolver resolve)
+    : caller_id_(std::move(caller_id)),
+      own_address_(std::move(own_address)),
+      table_(table),
+      channels_(channels),
+      resolve_(std::move(resolve)) {}
+
+ActorCaller::~ActorCaller() { Shutdown(); }
+
+void ActorCaller::Shutdown() {
+  std::unique_lock<std::mutex> lock(mu_);
+  stopping_ = true;
+  idle_.wait_for(lock, std::chrono::seconds(5), [this] { return threads_ == 0; });
+}
+
+void ActorCaller::Forget(const std::string& actor_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = actors_.find(actor_id);
+  if (it != actors_.end()) it->second.known = false;
+}
+
+void ActorCaller::Call(const std::string& actor_id, const std::string& owner_address, TaskSpec spec) {
+  for (int i = 1; i <= spec.num_returns(); ++i) table_->AddPending(ReturnObjectId(spec.task_id(), i));
+  spec.set_actor_id(actor_id);
+  spec.set_caller_id(caller_id_);
+  spec.set_owner_address(own_address_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    actors_[actor_id].owner = owner_address;
+  }
+  auto shared = std::make_shared<TaskSpec>(std::move(spec));
+  // Numbers are given when a call is ready to go, so that a call waiting for its arguments does not hold up the
+  // order of those made before it... nor let later ones pass it: calls wait in order for the earlier ones' arguments.
+  ResolveOwnedArgs(table_, own_address_, shared.get(), [this, actor_id, shared] { Ready(actor_id, shared); });
+}
+
+void ActorCaller::Ready(const std::string& actor_id, std::shared_ptr<TaskSpec> spec) {
+  std::vector<std::shared_ptr<TaskSpec>> send;
+  std::string address;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Actor& actor = actors_[actor_id];
+    actor.waiting.push_back(std::move(spec));
+    FlushLocked(actor_id, actor, send, address);
+  }
+  Send(address, std::move(send));
+}
+
+void ActorCaller::FlushLocked(const std::string& actor_id, Actor& actor, std::vector<std::shared_ptr<TaskSpec>>& send,
+                              std::string& address) {
+  if (actor.known && actor.info.state() == ActorInfo::DEAD) {
+    const ActorInfo info = actor.info;
+    auto dead = std::move(actor.waiting);
+    actor.waiting.clear();
+    for (const auto& s : dead) {
+      Fail(*s, absl::StrCat("the actor is dead: ", info.death_cause()),
+           info.has_creation_error() ? &info.creation_error() : nullptr);
+    }
+    return;
+  }
+  if (actor.known && actor.info.state() == ActorInfo::ALIVE) {
+    if (actor.incarnation != actor.info.incarnation()) {
+      actor.incarnation = actor.info.incarnation();
+      actor.next_sequence = 1;
+    }
+    address = actor.info.address();
+    while (!actor.waiting.empty()) {
+      auto s = actor.waiting.front();
+      actor.waiting.pop_front();
+      s->set_sequence(actor.next_sequence++);
+      send.push_back(std::move(s));
+    }
+    return;
+  }
+  if (!actor.resolving && !stopping_ && !actor.waiting.empty()) {
+    actor.resolving = true;
+    ++threads_;
+    std::thread([this, actor_id] { Resolve(actor_id); }).detach();
+  }
+}
+
+void ActorCaller::Resolve(const std::string& actor_id) {
+  std::string owner;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    owner = actors_[actor_id].owner;
+  }
+  ActorInfo info;
+  while (true) {
+    info = resolve_(actor_id, owner, 10'000);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || info.state() == ActorInfo::ALIVE || info.state() == ActorInfo::DEAD) break;
+  }
+  std::vector<std::shared_ptr<TaskSpec>> send;
+  std::string address;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Actor& actor = actors_[actor_id];
+    actor.resolving = false;
+    if (!stopping_) {
+      actor.info = info;
+      actor.known = true;
+      FlushLocked(actor_id, actor, send, address);
+    }
+    --threads_;
+    idle_.notify_all();
+  }
+  Send(address, std::move(send));
+}
+
+void ActorCaller::Send(const std::string& address, std::vector<std::shared_ptr<TaskSpec>> specs) {
+  for (auto& spec : specs) {
+    auto ctx = std::make_shared<grpc::ClientContext>();
+    channels_->Authorize(*ctx);
+    auto request = std::make_shared<PushTaskRequest>();
+    *request->mutable_task() = *spec;
+    auto reply = std::make_shared<PushTaskReply>();
+    const std::string actor_id = spec->actor_id();
+    channels_->Worker(address)->async()->PushTask(
+        ctx.get(), request.get(), reply.get(),
+        [this, actor_id, address, spec, ctx, request, reply](grpc::Status status) {
+          if (status.ok()) {
+            for (int i = 0; i < spec->num_returns(); ++i) {
+              const ObjectValue& v = reply->returns(std::min(i, reply->returns_size() - 1));
+              table_->Put(ReturnObjectId(spec->task_id(), static_cast<uint32_t>(i + 1)),
+                          Value{.data = v.data(), .format = v.format(), .buffers = {v.buffers().begin(), v.buffers().end()}});
+            }
+            return;
+          }
+          // Its worker is gone: the next calls find out where the actor is now. A call that never reached it (the
+          // connection was refused) goes there too, in its order; one that did fails, as it may have run.
+          const bool undelivered = status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                                   (status.error_message().find("failed to connect") != std::string::npos ||
+                                    status.error_message().find("Connection refused") != std::string::npos);
+          std::vector<std::shared_ptr<TaskSpec>> send;
+          std::string next_address;
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            Actor& actor = actors_[actor_id];
+            if (actor.known && actor.info.address() == address) actor.known = false;
+            if (undelivered && !stopping_) {
+              actor.waiting.push_back(spec);
+              std::stable_sort(actor.waiting.begin(), actor.waiting.end(), [](const auto& a, const auto& b) {
+                const int64_t sa = a->sequence() > 0 ? a->sequence() : INT64_MAX;
+                const int64_t sb = b->sequence() > 0 ? b->sequence() : INT64_MAX;
+                return sa < sb;
+              });
+              FlushLocked(actor_id, actor, send, next_address);
+            }
+          }
+          if (undelivered && !send.empty()) Send(next_address, std::move(send));
+          if (undelivered) return;
+          Fail(*spec, absl::StrCat("the actor's worker died while running ", spec->name(), " (", status.error_message(),
+                                   ")"));
+        });
+  }
+}
+
+void ActorCaller::Fail(const TaskSpec& spec, const std::string& message, const ObjectValue* creation_error) {
+  for (int i = 1; i <= spec.num_returns(); ++i) {
+    Value v{.data = message, .format = "actor_died"};
+    if (creation_error != nullptr) v = Value{.data = creation_error->data(), .format = "actor_creation_failed"};
+    table_->Put(ReturnObjectId(spec.task_id(), static_cast<uint32_t>(i)), std::move(v));
+  }
+}
+
+}  // namespace torus::core

@@ -1,0 +1,72 @@
+// ActorCaller: calls of actor methods from this process. Calls go straight to the actor's worker, numbered per
+// caller from 1 in each incarnation so that the worker runs them in the order they were made, several in flight at
+// once. The actor's address comes from its owner (ResolveActor: this process's ActorManager, or an RPC to the owning
+// process); calls made while it is being created or restarted wait for it.
+//
+// A call in flight when the actor's worker dies fails ("actor_died"); later calls go to the restarted actor, or fail
+// with its death cause once it is DEAD. Returns are owned by this process like a task's.
+//
+// Thread-safety: thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "torus/core.grpc.pb.h"
+#include "torus/core/object_table.h"
+#include "torus/core/task_submitter.h"
+
+namespace torus::core {
+
+class ActorCaller {
+ public:
+  // How an actor's owner answers: `resolve(actor_id, owner_address, wait_ms)`.
+  using Resolver = std::function<ActorInfo(const std::string&, const std::string&, int64_t)>;
+  ActorCaller(std::string caller_id, std::string own_address, ObjectTable* table, Channels* channels,
+              Resolver resolve);
+  ~ActorCaller();
+
+  // Calls a method (spec: task_id, name, method, args, num_returns set); its returns are pending in the table.
+  void Call(const std::string& actor_id, const std::string& owner_address, TaskSpec spec);
+  // Forgets where the actor is: the next call asks its owner (after a kill).
+  void Forget(const std::string& actor_id);
+  // Fails what waits and stops resolving.
+  void Shutdown();
+
+ private:
+  struct Actor {
+    std::string owner;
+    ActorInfo info;
+    bool known = false;          // info holds a current answer (ALIVE with an address, or DEAD)
+    bool resolving = false;
+    int64_t next_sequence = 1;
+    int32_t incarnation = -1;
+    std::deque<std::shared_ptr<TaskSpec>> waiting;  // calls waiting for an address
+  };
+  void Ready(const std::string& actor_id, std::shared_ptr<TaskSpec> spec);
+  // Sends waiting calls when the address is known, or starts resolving it. REQUIRES: mu_ held.
+  void FlushLocked(const std::string& actor_id, Actor& actor, std::vector<std::shared_ptr<TaskSpec>>& send,
+                   std::string& address);
+  void Send(const std::string& address, std::vector<std::shared_ptr<TaskSpec>> specs);
+  void Resolve(const std::string& actor_id);
+  void Fail(const TaskSpec& spec, const std::string& message, const ObjectValue* creation_error = nullptr);
+
+  const std::string caller_id_;
+  const std::string own_address_;
+  ObjectTable* table_;
+  Channels* channels_;
+  Resolver resolve_;
+  std::mutex mu_;
+  std::condition_variable idle_;
+  std::map<std::string, Actor> actors_;  // guarded by mu_
+  int threads_ = 0;                      // resolver threads running; guarded by mu_
+  bool stopping_ = false;                // guarded by mu_
+};
+
+}  // namespace torus::core

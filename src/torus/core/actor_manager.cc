@@ -1,0 +1,292 @@
+#include "torus/core/actor_manager.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "torus/core/ids.h"
+
+namespace torus::core {
+namespace {
+
+constexpr int64_t kWaitEndMs = 30'000;
+
+}  // namespace
+
+ActorManager::Tracked::Tracked(ActorManager* m, grpc::ClientContext* ctx) : m_(m), ctx_(ctx) {
+  std::lock_guard<std::mutex> lock(m_->mu_);
+  if (m_->stopping_) ctx_->TryCancel();
+  m_->calls_.insert(ctx_);
+}
+
+ActorManager::Tracked::~Tracked() {
+  std::lock_guard<std::mutex> lock(m_->mu_);
+  m_->calls_.erase(ctx_);
+}
+
+ActorManager::ActorManager(Options options, Channels* channels, std::function<std::vector<LeaseNode>()> nodes)
+    : options_(std::move(options)), channels_(channels), nodes_(std::move(nodes)) {}
+
+ActorManager::~ActorManager() { Shutdown(); }
+
+void ActorManager::Create(TaskSpec creation, ActorOptions options) {
+  const std::string id = creation.actor_id();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto actor = std::make_unique<Actor>();
+  actor->creation = std::move(creation);
+  actor->options = std::move(options);
+  actor->info.set_state(ActorInfo::PENDING_CREATION);
+  if (stopping_) {
+    actor->info.set_state(ActorInfo::DEAD);
+    actor->info.set_death_cause("its owner is shutting down");
+    actors_[id] = std::move(actor);
+    return;
+  }
+  Actor& a = *actor;
+  actors_[id] = std::move(actor);
+  a.thread = std::thread([this, id] { Live(id); });
+}
+
+absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const TaskShape& shape) {
+  std::vector<std::string> candidates;
+  std::vector<std::string> totals;
+  for (const LeaseNode& n : nodes_()) {
+    if (!ShapeFits(shape.resources, n.total)) {
+      totals.push_back(absl::StrCat(n.node_id, " ", FormatShape(n.total)));
+    } else if (n.agent_address == options_.local_agent) {
+      candidates.insert(candidates.begin(), n.agent_address);
+    } else {
+      candidates.push_back(n.agent_address);
+    }
+  }
+  if (candidates.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("no node can ever hold an actor of ",
+                                                      FormatShape(shape.resources), "; nodes have ",
+                                                      absl::StrJoin(totals, ", ")));
+  }
+  std::string last_error;
+  // Busy nodes are asked again in turn until one grants; nodes that can never hold it are dropped.
+  while (!candidates.empty()) {
+    for (size_t i = 0; i < candidates.size();) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) return absl::CancelledError("its owner is shutting down");
+      }
+      LeaseRequest request;
+      request.set_job_id(options_.job_id);
+      for (const auto& [k, v] : shape.resources) (*request.mutable_resources())[k] = v;
+      for (const auto& [k, v] : shape.env) (*request.mutable_env())[k] = v;
+      request.set_working_dir(shape.working_dir);
+      request.set_holder_pid(options_.holder_pid);
+      request.set_holder_boot_id(options_.holder_boot_id);
+      request.set_wait_ms(candidates.size() == 1 ? options_.lease_wait_ms : 200);
+      grpc::ClientContext ctx;
+      channels_->Authorize(ctx);
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(request.wait_ms() + 90'000));
+      LeaseReply reply;
+      grpc::Status s;
+      {
+        Tracked tracked(this, &ctx);
+        s = channels_->Leases(candidates[i])->RequestWorkerLease(&ctx, request, &reply);
+      }
+      if (s.ok()) return std::make_pair(candidates[i], reply);
+      last_error = absl::StrCat(candidates[i], ": ", s.error_message());
+      if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+        ++i;
+      } else if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                 s.error_message().find("task worker") != std::string::npos) {
+        return absl::UnavailableError(s.error_message());  // the worker cannot start: no point elsewhere
+      } else {
+        candidates.erase(candidates.begin() + static_cast<long>(i));
+      }
+    }
+  }
+  return absl::FailedPreconditionError(absl::StrCat("no node could lease a worker for it; the last said ", last_error));
+}
+
+void ActorManager::SetState(Actor& actor, ActorInfo::State state) {
+  actor.info.set_state(state);
+  changed_.notify_all();
+}
+
+void ActorManager::Live(const std::string& actor_id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Actor& actor = *actors_.at(actor_id);
+  while (true) {
+    if (stopping_ || actor.killed) {
+      actor.info.set_death_cause(actor.killed ? "it was killed (torus.kill)" : "its owner is shutting down");
+      SetState(actor, ActorInfo::DEAD);
+      return;
+    }
+    const TaskShape shape = actor.options.shape;
+    lock.unlock();
+    auto lease = LeaseFor(shape);
+    lock.lock();
+    if (!lease.ok()) {
+      actor.info.set_death_cause(absl::StrCat("it could not be placed: ", lease.status().message()));
+      SetState(actor, ActorInfo::DEAD);
+      return;
+    }
+    if (actor.killed || stopping_) {
+      // Killed (or the owner stopping) while its worker was being leased.
+      lock.unlock();
+      ReturnLease(lease->first, lease->second.lease_id(), true);
+      lock.lock();
+      continue;
+    }
+    actor.agent = lease->first;
+    actor.lease_id = lease->second.lease_id();
+    const std::string address = lease->second.worker_address();
+    TaskSpec creation = actor.creation;
+    creation.set_attempt(actor.info.incarnation());
+    lock.unlock();
+    // Build the instance.
+    grpc::ClientContext ctx;
+    channels_->Authorize(ctx);
+    PushTaskRequest request;
+    *request.mutable_task() = creation;
+    PushTaskReply reply;
+    grpc::Status pushed;
+    {
+      Tracked tracked(this, &ctx);
+      pushed = channels_->Worker(address)->PushTask(&ctx, request, &reply);
+    }
+    lock.lock();
+    if (pushed.ok() && reply.returns_size() > 0 && reply.returns(0).format() == "error") {
+      // The constructor raised: the actor is dead with that error (no restart, as in Ray).
+      *actor.info.mutable_creation_error() = reply.returns(0);
+      actor.info.set_death_cause("its constructor raised an exception");
+      const std::string agent = actor.agent, lease_id = actor.lease_id;
+      SetState(actor, ActorInfo::DEAD);
+      lock.unlock();
+      ReturnLease(agent, lease_id, true);
+      return;
+    }
+    std::string how;
+    if (pushed.ok() && (actor.killed || stopping_)) {
+      const std::string agent = actor.agent, lease_id = actor.lease_id;
+      actor.lease_id.clear();
+      lock.unlock();
+      ReturnLease(agent, lease_id, true);
+      lock.lock();
+      continue;
+    }
+    if (pushed.ok()) {
+      actor.info.set_address(address);
+      SetState(actor, ActorInfo::ALIVE);
+      const std::string agent = actor.agent, lease_id = actor.lease_id;
+      lock.unlock();
+      // Until the lease ends: its worker exited, or it was returned (a kill).
+      while (how.empty()) {
+        grpc::ClientContext wait_ctx;
+        channels_->Authorize(wait_ctx);
+        wait_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kWaitEndMs + 10'000));
+        WaitLeaseEndRequest wait;
+        wait.set_lease_id(lease_id);
+        wait.set_wait_ms(kWaitEndMs);
+        WaitLeaseEndReply ended;
+        grpc::Status s;
+        {
+          Tracked tracked(this, &wait_ctx);
+          s = channels_->Leases(agent)->WaitLeaseEnd(&wait_ctx, wait, &ended);
+        }
+        if (s.ok() && ended.ended()) {
+          how = ended.how();
+        } else if (!s.ok() && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+          how = absl::StrCat("its node's agent at ", agent, " cannot be reached (", s.error_message(), ")");
+        }
+        std::lock_guard<std::mutex> check(mu_);
+        if (how.empty() && stopping_) how = "its owner is shutting down";
+      }
+      lock.lock();
+    } else {
+      how = absl::StrCat("its worker failed while the actor was being created (", pushed.error_message(), ")");
+      const std::string agent = actor.agent, lease_id = actor.lease_id;
+      lock.unlock();
+      ReturnLease(agent, lease_id, true);
+      lock.lock();
+    }
+    actor.info.clear_address();
+    actor.lease_id.clear();
+    const int max = actor.options.max_restarts;
+    if (actor.killed || stopping_ || (max >= 0 && actor.info.restarts() >= max)) {
+      actor.info.set_death_cause(actor.killed ? "it was killed (torus.kill)"
+                                 : stopping_  ? "its owner is shutting down"
+                                              : absl::StrCat("its worker ", how.rfind("its worker ", 0) == 0
+                                                                                ? how.substr(11)
+                                                                                : how));
+      SetState(actor, ActorInfo::DEAD);
+      return;
+    }
+    actor.info.set_restarts(actor.info.restarts() + 1);
+    actor.info.set_incarnation(actor.info.incarnation() + 1);
+    SetState(actor, ActorInfo::RESTARTING);
+  }
+}
+
+ActorInfo ActorManager::Resolve(const std::string& actor_id, int64_t wait_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = actors_.find(actor_id);
+  if (it == actors_.end()) {
+    ActorInfo unknown;
+    unknown.set_state(ActorInfo::DEAD);
+    unknown.set_death_cause("its owner does not know it (the owner restarted, or the actor was never created)");
+    return unknown;
+  }
+  Actor& actor = *it->second;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(wait_ms, 0));
+  while (actor.info.state() == ActorInfo::PENDING_CREATION || actor.info.state() == ActorInfo::RESTARTING) {
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+  }
+  return actor.info;
+}
+
+absl::Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
+  std::string agent, lease_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = actors_.find(actor_id);
+    if (it == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", Hex(actor_id), " is owned here"));
+    if (no_restart) {
+      // Dead from now on for every caller; its worker goes next.
+      it->second->killed = true;
+      it->second->info.set_death_cause("it was killed (torus.kill)");
+      it->second->info.clear_address();
+      SetState(*it->second, ActorInfo::DEAD);
+    }
+    agent = it->second->agent;
+    lease_id = it->second->lease_id;
+    changed_.notify_all();
+  }
+  if (!lease_id.empty()) ReturnLease(agent, lease_id, true);
+  return absl::OkStatus();
+}
+
+void ActorManager::ReturnLease(const std::string& agent, const std::string& lease_id, bool kill) {
+  grpc::ClientContext ctx;
+  channels_->Authorize(ctx);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  ReturnLeaseRequest request;
+  request.set_lease_id(lease_id);
+  request.set_kill_worker(kill);
+  ReturnLeaseReply reply;
+  channels_->Leases(agent)->ReturnWorkerLease(&ctx, request, &reply);
+}
+
+void ActorManager::Shutdown() {
+  std::vector<std::pair<std::string, std::string>> leases;
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& [id, actor] : actors_) {
+      if (!actor->lease_id.empty()) leases.emplace_back(actor->agent, actor->lease_id);
+      if (actor->thread.joinable()) threads.push_back(std::move(actor->thread));
+    }
+    for (grpc::ClientContext* ctx : calls_) ctx->TryCancel();
+    changed_.notify_all();
+  }
+  for (const auto& [agent, lease_id] : leases) ReturnLease(agent, lease_id, true);
+  for (std::thread& t : threads) t.join();
+}
+
+}  // namespace torus::core

@@ -1,0 +1,94 @@
+// ActorManager: the actors this process owns (created). Each actor gets a worker of its own, leased from an agent
+// for the actor's resources (the local agent first, then the nodes whose totals can hold it) and held for the actor's
+// life; the creation task builds the instance there, and the actor is ALIVE at that worker's address. When the worker
+// dies (the agent says how its lease ended), the actor is restarted on a new lease — a new process, its state
+// built again by the constructor — up to `max_restarts` times (-1: forever), then it is DEAD with the cause. A killed
+// actor is DEAD at once; every actor dies with its owner (the agents end the leases of a holder that exited).
+//
+// Thread-safety: thread-safe. Each actor's life runs on a thread of its own.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "torus/core.grpc.pb.h"
+#include "torus/core/object_table.h"
+#include "torus/core/task_submitter.h"
+
+namespace torus::core {
+
+struct ActorOptions {
+  TaskShape shape;
+  int max_restarts = 0;
+};
+
+class ActorManager {
+ public:
+  struct Options {
+    std::string job_id;
+    std::string local_agent;
+    std::string own_address;
+    int64_t holder_pid = 0;
+    std::string holder_boot_id;
+    int64_t lease_wait_ms = 10'000;
+  };
+  // `channels` is owned by the caller; `nodes()` gives the nodes leases may come from.
+  ActorManager(Options options, Channels* channels, std::function<std::vector<LeaseNode>()> nodes);
+  ~ActorManager();
+
+  // Registers actor `creation.actor_id()` and starts creating it.
+  void Create(TaskSpec creation, ActorOptions options);
+  // What this owner knows of an actor, waiting up to `wait_ms` while it is being created or restarted. NotFound
+  // state (DEAD, "unknown actor") for one it does not own.
+  ActorInfo Resolve(const std::string& actor_id, int64_t wait_ms);
+  // Stops the actor's worker; with `no_restart` (or no restarts left) it is DEAD. NotFound for an unknown actor.
+  absl::Status Kill(const std::string& actor_id, bool no_restart);
+  // Kills every actor and waits for their threads.
+  void Shutdown();
+
+ private:
+  struct Actor {
+    TaskSpec creation;
+    ActorOptions options;
+    ActorInfo info;
+    std::string agent;       // of its current lease
+    std::string lease_id;
+    bool killed = false;     // no restart after the current worker
+    std::thread thread;
+  };
+  void Live(const std::string& actor_id);
+  // Leases a worker for the actor: OK with (agent, grant), or the reason none can be had.
+  absl::StatusOr<std::pair<std::string, LeaseReply>> LeaseFor(const TaskShape& shape);
+  void SetState(Actor& actor, ActorInfo::State state);
+  void ReturnLease(const std::string& agent, const std::string& lease_id, bool kill);
+
+  // Registers a call's context while it runs, so that Shutdown can cancel it.
+  class Tracked {
+   public:
+    Tracked(ActorManager* m, grpc::ClientContext* ctx);
+    ~Tracked();
+
+   private:
+    ActorManager* m_;
+    grpc::ClientContext* ctx_;
+  };
+
+  const Options options_;
+  Channels* channels_;
+  std::set<grpc::ClientContext*> calls_;  // guarded by mu_
+  std::function<std::vector<LeaseNode>()> nodes_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, std::unique_ptr<Actor>> actors_;  // guarded by mu_
+  bool stopping_ = false;                                  // guarded by mu_
+};
+
+}  // namespace torus::core

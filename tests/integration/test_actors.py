@@ -1,0 +1,152 @@
+"""Actors from Python against a real `torus up` cluster: state, call order, handles passed around, restarts after
+kill -9, torus.kill, constructor errors, and actors dying with their driver."""
+
+import json
+
+from conftest import pid_alive, wait_until
+from test_tasks import cluster, driver_json, run_driver  # noqa: F401 - the module's cluster fixture
+
+
+def test_an_actor_keeps_state_and_runs_calls_in_order(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, torus
+        torus.init()
+
+        @torus.remote
+        class Log:
+            def __init__(self, first):
+                self.items = [first]
+            def add(self, x):
+                self.items.append(x)
+                return len(self.items)
+            def items_(self):
+                return self.items
+            def whoami(self):
+                ctx = torus.get_runtime_context()
+                return ctx.get_actor_id()
+
+        @torus.remote
+        def add_from_task(log, x):
+            return torus.get(log.add.remote(x))
+
+        log = Log.remote("start")
+        sizes = torus.get([log.add.remote(i) for i in range(200)])
+        from_task = torus.get(add_from_task.remote(log, "task"))
+        print(json.dumps({"sizes_in_order": sizes == list(range(2, 202)), "items": torus.get(log.items_.remote())[:4],
+                          "from_task": from_task, "actor_id": len(torus.get(log.whoami.remote()))}))
+    """)
+    assert result == {"sizes_in_order": True, "items": ["start", 0, 1, 2], "from_task": 202, "actor_id": 32}
+
+
+def test_a_killed_worker_restarts_the_actor_until_its_restarts_are_spent(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, os, signal, time, torus
+        torus.init()
+
+        @torus.remote(max_restarts=1)
+        class Counter:
+            def __init__(self):
+                self.n = 0
+            def incr(self):
+                self.n += 1
+                return self.n
+            def pid(self):
+                return os.getpid()
+
+        c = Counter.remote()
+        out = {"before": torus.get([c.incr.remote() for _ in range(3)])}
+        first = torus.get(c.pid.remote())
+        os.kill(first, signal.SIGKILL)
+        # The restarted actor starts from its constructor again.
+        deadline = time.time() + 60
+        while True:
+            try:
+                out["after_restart"] = torus.get(c.incr.remote())
+                break
+            except torus.exceptions.ActorDiedError:
+                assert time.time() < deadline
+                time.sleep(0.1)
+        second = torus.get(c.pid.remote())
+        out["new_process"] = second != first
+        os.kill(second, signal.SIGKILL)
+        time.sleep(1)
+        try:
+            torus.get(c.incr.remote(), timeout=60)
+        except torus.exceptions.ActorDiedError as e:
+            out["dead"] = str(e)
+        print(json.dumps(out))
+    """)
+    assert result["before"] == [1, 2, 3]
+    assert result["after_restart"] == 1
+    assert result["new_process"] is True
+    assert result["dead"].startswith("the actor is dead: its worker was killed by signal 9 (SIGKILL)"), result
+
+
+def test_kill_and_a_failing_constructor_leave_the_actor_dead_with_the_reason(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, torus
+        torus.init()
+
+        @torus.remote(max_restarts=5)
+        class A:
+            def ping(self):
+                return "pong"
+
+        @torus.remote
+        class Broken:
+            def __init__(self):
+                raise KeyError("missing config")
+            def ping(self):
+                return "pong"
+
+        a = A.remote()
+        out = {"ping": torus.get(a.ping.remote())}
+        torus.kill(a)
+        try:
+            torus.get(a.ping.remote())
+        except torus.exceptions.ActorDiedError as e:
+            out["killed"] = str(e)
+        try:
+            torus.get(Broken.remote().ping.remote())
+        except torus.exceptions.ActorDiedError as e:
+            out["broken"] = [isinstance(e.cause, KeyError), "missing config" in str(e)]
+        try:
+            A.options(max_concurrency=4).remote()
+        except ValueError as e:
+            out["concurrency"] = str(e)
+        print(json.dumps(out))
+    """)
+    assert result == {"ping": "pong", "killed": "the actor is dead: it was killed (torus.kill)",
+                      "broken": [True, True],
+                      "concurrency": "max_concurrency: actors run one call at a time in this version (1)"}
+
+
+def test_actors_die_with_their_driver(cluster, tmp_path):
+    pid_file = tmp_path / "actor.pid"
+    rc, out, err = run_driver(cluster, tmp_path, f"""
+        import os, torus
+        torus.init()
+
+        @torus.remote
+        class Holder:
+            def pid(self):
+                return os.getpid()
+
+        h = Holder.remote()
+        with open({str(pid_file)!r}, "w") as f:
+            f.write(str(torus.get(h.pid.remote())))
+        os._exit(0)
+    """)
+    assert rc == 0, err
+    actor_pid = int(pid_file.read_text())
+    wait_until(lambda: not pid_alive(actor_pid), 15, message=f"the dead driver's actor (pid {actor_pid}) to stop")
+
+
+def test_sixteen_tpu_actors_all_reduce_over_the_slice(cluster, tmp_path):
+    from conftest import REPO
+    rc, out, err = run_driver(cluster, tmp_path, (REPO / "examples" / "actors_allreduce.py").read_text(), timeout=300)
+    assert rc == 0, f"stdout:\n{out}\nstderr:\n{err}"
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["sums"] == [136.0] * 16
+    assert len({(node, chips) for node, chips in result["placements"]}) == 16
+    assert {chips for _, chips in result["placements"]} == {"0", "1", "2", "3"}
