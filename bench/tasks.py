@@ -5,6 +5,7 @@ Starts a one-node torus cluster (`torus start --head`, in a temp dir) and a Dask
 processes as the machine has cores (one thread each), then measures, for each:
   - sync task round trip: `get(f.remote())` one after another (p50, p99);
   - async throughput: N tasks submitted, then all results gathered (tasks/s, end to end);
+  - actor method calls: sync round trip (p50) and async calls/s;
   - put + get of a numpy array in the same process.
 Prints a table with torus/Dask ratios (for times lower is better; for throughput higher is better).
 
@@ -54,6 +55,25 @@ def bench_torus(args):
         t0 = time.perf_counter()
         torus.get([f.remote(i) for i in range(args.async_tasks)])
         async_rate = args.async_tasks / (time.perf_counter() - t0)
+        @torus.remote
+        class Counter:
+            def __init__(self):
+                self.n = 0
+
+            def incr(self):
+                self.n += 1
+                return self.n
+
+        c = Counter.remote()
+        torus.get(c.incr.remote())
+        actor_sync = []
+        for _ in range(args.sync):
+            t0 = time.perf_counter()
+            torus.get(c.incr.remote())
+            actor_sync.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        torus.get([c.incr.remote() for _ in range(args.async_tasks)])
+        actor_async = args.async_tasks / (time.perf_counter() - t0)
         arr = np.random.default_rng(0).random(args.array_mb * (1 << 20) // 8)
         t0 = time.perf_counter()
         ref = torus.put(arr)
@@ -63,9 +83,19 @@ def bench_torus(args):
         get_s = time.perf_counter() - t0
         assert np.array_equal(arr, back)
         torus.shutdown()
-        return {"sync_p50": pct(sync, 50), "sync_p99": pct(sync, 99), "async": async_rate, "put": put_s, "get": get_s}
+        return {"sync_p50": pct(sync, 50), "sync_p99": pct(sync, 99), "async": async_rate, "put": put_s, "get": get_s,
+                "actor_sync_p50": pct(actor_sync, 50), "actor_async": actor_async}
     finally:
         subprocess.run([binary, "down"], env=env, capture_output=True)
+
+
+class _DaskCounter:
+    def __init__(self):
+        self.n = 0
+
+    def incr(self):
+        self.n += 1
+        return self.n
 
 
 def bench_dask(args):
@@ -87,6 +117,17 @@ def bench_dask(args):
         t0 = time.perf_counter()
         client.gather(client.map(f, range(args.async_tasks), pure=False))
         async_rate = args.async_tasks / (time.perf_counter() - t0)
+        counter = client.submit(_DaskCounter, actor=True).result()
+        counter.incr().result()
+        actor_sync = []
+        for _ in range(args.sync):
+            t0 = time.perf_counter()
+            counter.incr().result()
+            actor_sync.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for f in [counter.incr() for _ in range(args.async_tasks)]:
+            f.result()
+        actor_async = args.async_tasks / (time.perf_counter() - t0)
         arr = np.random.default_rng(0).random(args.array_mb * (1 << 20) // 8)
         t0 = time.perf_counter()
         fut = client.scatter(arr)
@@ -95,7 +136,8 @@ def bench_dask(args):
         back = fut.result()
         get_s = time.perf_counter() - t0
         assert np.array_equal(arr, back)
-        return {"sync_p50": pct(sync, 50), "sync_p99": pct(sync, 99), "async": async_rate, "put": put_s, "get": get_s}
+        return {"sync_p50": pct(sync, 50), "sync_p99": pct(sync, 99), "async": async_rate, "put": put_s, "get": get_s,
+                "actor_sync_p50": pct(actor_sync, 50), "actor_async": actor_async}
     finally:
         client.close()
         cluster.close()
@@ -115,16 +157,18 @@ def main():
         print("Dask (python3-distributed) is not installed: torus only")
     rows = [("sync task round trip p50", "sync_p50", "ms", 1e3), ("sync task round trip p99", "sync_p99", "ms", 1e3),
             ("async tasks, submit -> all gathered", "async", "tasks/s", 1),
+            ("actor call round trip p50", "actor_sync_p50", "ms", 1e3),
+            ("async actor calls, submit -> all gathered", "actor_async", "calls/s", 1),
             (f"put of a {args.array_mb} MB numpy array", "put", "ms", 1e3),
             (f"get of it (same process)", "get", "ms", 1e3)]
-    print(f"| {'measure':40} | {'torus':>12} | {'Dask':>12} | torus/Dask |")
-    print(f"|{'-' * 42}|{'-' * 14}|{'-' * 14}|-----------:|")
+    print(f"| {'measure':42} | {'torus':>18} | {'Dask':>18} | torus/Dask |")
+    print(f"|{'-' * 44}|{'-' * 20}|{'-' * 20}|-----------:|")
     for label, key, unit, scale in rows:
         tv = t[key] * scale
         dv = d[key] * scale if d else None
         ratio = f"{tv / dv:.2f}" if dv else "-"
         dtext = f"{dv:,.2f} {unit}" if dv is not None else "-"
-        print(f"| {label:40} | {tv:>9,.2f} {unit:<2} | {dtext:>12} | {ratio:>10} |")
+        print(f"| {label:42} | {f'{tv:,.2f} {unit}':>18} | {dtext:>18} | {ratio:>10} |")
 
 
 if __name__ == "__main__":
