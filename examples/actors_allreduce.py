@@ -1,6 +1,6 @@
-"""16 actors, one per TPU chip of a v6e 4x4 slice, join torch.distributed and all-reduce a tensor.
+"""16 actors, each holding one TPU chip, join torch.distributed and all-reduce a tensor.
 
-Run it on a cluster with such a slice (the demo's `torus up examples/clusters/local.yaml`, or a real one):
+Run it on a cluster with 16 TPU chips (the demo's `torus up examples/clusters/local.yaml`, or a v6e 4x4 slice):
 
     /usr/bin/python3 examples/actors_allreduce.py
 
