@@ -4,7 +4,7 @@ import inspect
 
 from torus import _runtime
 from torus import _serialization as ser
-from torus._remote import _arg, _check_options, _resources, _runtime_env
+from torus._remote import _resources, _runtime_env, _wire_args
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "runtime_env", "name",
                   "namespace", "lifetime", "max_task_retries", "max_concurrency", "label_selector",
@@ -58,8 +58,7 @@ class ActorClass:
         # Actors hold no CPU unless asked (as in Ray, where 1 CPU is for placement only).
         resources = _resources(dict(opts, num_cpus=opts.get("num_cpus", 0)))
         env, working_dir = _runtime_env(opts)
-        wire_args = [_arg(a) for a in args]
-        wire_args.append(("v", ser.dumps(kwargs), ser.FORMAT_PICKLE))
+        wire_args = _wire_args(args, kwargs)
         actor_id = state.core.create_actor(_runtime._core_new_task_id(), f"{self._name}.__init__", self._function_id,
                                            self._blob, wire_args, resources, env, working_dir,
                                            int(opts.get("max_restarts", 0)))
@@ -106,8 +105,7 @@ class ActorMethod:
 
     def remote(self, *args, **kwargs):
         state = _runtime._state_or_init()
-        wire_args = [_arg(a) for a in args]
-        wire_args.append(("v", ser.dumps(kwargs), ser.FORMAT_PICKLE))
+        wire_args = _wire_args(args, kwargs)
         h = self._handle
         ids = state.core.call_actor(h._actor_id, h._owner, _runtime._core_new_task_id(),
                                     f"{h._class_name}.{self._name}", self._name, wire_args, self._num_returns)

@@ -92,8 +92,7 @@ class RemoteFunction:
             self._function_id = _runtime.function_id(self._blob)
         resources = _resources(opts)
         env, working_dir = _runtime_env(opts)
-        wire_args = [_arg(a) for a in args]
-        wire_args.append(("v", ser.dumps(kwargs), ser.FORMAT_PICKLE))
+        wire_args = _wire_args(args, kwargs)
         num_returns = opts.get("num_returns", 1)
         max_retries = opts.get("max_retries", 3)
         ids = state.core.submit(_runtime._core_new_task_id(), opts.get("name") or self._name, self._function_id,
@@ -101,6 +100,13 @@ class RemoteFunction:
                                 bool(opts.get("retry_exceptions", False)))
         refs = [_runtime.ObjectRef(i, state.core.address) for i in ids]
         return refs[0] if num_returns == 1 else refs
+
+
+def _wire_args(args, kwargs):
+    """Positional arguments (refs as refs), then the keyword arguments as one value."""
+    wire = [_arg(a) for a in args]
+    wire.append(("v", ser.dumps(kwargs), ser.FORMAT_PICKLE))
+    return wire
 
 
 def _arg(a):
