@@ -4,7 +4,7 @@ import inspect
 
 from torus import _runtime
 from torus import _serialization as ser
-from torus._remote import _resources, _runtime_env, _wire_args
+from torus._remote import _placement, _resources, _runtime_env, _wire_args
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "runtime_env", "name",
                   "namespace", "lifetime", "max_task_retries", "max_concurrency", "label_selector",
@@ -15,7 +15,7 @@ def _check_actor_options(opts):
     unknown = set(opts) - _ACTOR_OPTIONS
     if unknown:
         raise ValueError(f"unknown actor options {sorted(unknown)}; accepted: {sorted(_ACTOR_OPTIONS)}")
-    for unsupported in ("name", "namespace", "label_selector", "scheduling_strategy", "accelerator_type"):
+    for unsupported in ("name", "namespace", "accelerator_type"):
         if opts.get(unsupported):
             raise ValueError(f"{unsupported}: not supported for actors yet")
     if opts.get("lifetime") not in (None, "non_detached"):
@@ -58,10 +58,11 @@ class ActorClass:
         # Actors hold no CPU unless asked (as in Ray, where 1 CPU is for placement only).
         resources = _resources(dict(opts, num_cpus=opts.get("num_cpus", 0)))
         env, working_dir = _runtime_env(opts)
+        selector, strategy = _placement(opts)
         wire_args = _wire_args(args, kwargs)
         actor_id = state.core.create_actor(_runtime._core_new_task_id(), f"{self._name}.__init__", self._function_id,
                                            self._blob, wire_args, resources, env, working_dir,
-                                           int(opts.get("max_restarts", 0)))
+                                           int(opts.get("max_restarts", 0)), selector, strategy)
         methods = [n for n, _ in inspect.getmembers(self._cls, callable) if not n.startswith("__")]
         return ActorHandle(actor_id, state.core.address, self._name, methods)
 

@@ -51,13 +51,36 @@ def _runtime_env(opts):
     return dict(env_vars), env.get("working_dir") or ""
 
 
+def _placement(opts):
+    """(label_selector, strategy) for the core: the selector checked as placement groups check theirs, the strategy
+    as "" (default), "SPREAD", "NODE:<id>" or "NODE_SOFT:<id>"."""
+    from torus.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    selector = opts.get("label_selector") or {}
+    if not isinstance(selector, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                 for k, v in selector.items()):
+        raise ValueError(f"label_selector: a dict of label key -> expression strings is required, got {selector!r}")
+    if selector:
+        _runtime._import_core().check_label_selector(selector)
+    strategy = opts.get("scheduling_strategy")
+    if strategy in (None, "DEFAULT"):
+        wire = ""
+    elif strategy == "SPREAD":
+        wire = "SPREAD"
+    elif isinstance(strategy, NodeAffinitySchedulingStrategy):
+        wire = ("NODE_SOFT:" if strategy.soft else "NODE:") + strategy.node_id
+    else:
+        raise ValueError(f"scheduling_strategy: accepted are \"DEFAULT\", \"SPREAD\" and "
+                         f"torus.util.scheduling_strategies.NodeAffinitySchedulingStrategy; got {strategy!r}")
+    return dict(selector), wire
+
+
 def _check_options(opts):
     unknown = set(opts) - _TASK_OPTIONS
     if unknown:
         raise ValueError(f"unknown options {sorted(unknown)}; accepted: {sorted(_TASK_OPTIONS)}")
-    for unsupported in ("label_selector", "scheduling_strategy", "accelerator_type"):
-        if opts.get(unsupported):
-            raise ValueError(f"{unsupported}: not supported for tasks yet")
+    if opts.get("accelerator_type"):
+        raise ValueError("accelerator_type: not supported for tasks yet; use label_selector "
+                         "{\"torus.io/accelerator-type\": \"TPU-V6E\"}")
     num_returns = opts.get("num_returns", 1)
     if not isinstance(num_returns, int) or num_returns < 1:
         raise ValueError(f"num_returns: a positive integer is required, got {num_returns!r}")
@@ -92,12 +115,13 @@ class RemoteFunction:
             self._function_id = _runtime.function_id(self._blob)
         resources = _resources(opts)
         env, working_dir = _runtime_env(opts)
+        selector, strategy = _placement(opts)
         wire_args = _wire_args(args, kwargs)
         num_returns = opts.get("num_returns", 1)
         max_retries = opts.get("max_retries", 3)
         ids = state.core.submit(_runtime._core_new_task_id(), opts.get("name") or self._name, self._function_id,
                                 self._blob, wire_args, num_returns, resources, env, working_dir, max_retries,
-                                bool(opts.get("retry_exceptions", False)))
+                                bool(opts.get("retry_exceptions", False)), selector, strategy)
         refs = [_runtime.ObjectRef(i, state.core.address) for i in ids]
         return refs[0] if num_returns == 1 else refs
 

@@ -338,9 +338,10 @@ def nodes():
     state = _state_or_init()
     state.core.refresh_nodes()
     out = []
-    for node_id, agent, total in state.core.nodes():
+    for node_id, agent, total, labels in state.core.nodes():
         out.append({"NodeID": node_id, "Alive": True, "NodeManagerAddress": agent.rsplit(":", 1)[0],
-                    "AgentAddress": agent, "Resources": {k: v / 10000 for k, v in total.items()}})
+                    "AgentAddress": agent, "Resources": {k: v / 10000 for k, v in total.items()},
+                    "Labels": dict(labels)})
     return out
 
 

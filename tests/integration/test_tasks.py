@@ -276,3 +276,58 @@ def test_init_without_a_cluster_starts_one_and_shutdown_stops_it(tmp_path):
         assert leftovers == [], f"processes of the local cluster are left: {leftovers}"
     finally:
         t.cleanup()
+
+
+def test_label_selectors_and_node_affinity_choose_where_tasks_and_actors_run(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, torus
+        from torus.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        torus.init()
+
+        @torus.remote(resources={"TPU": 1})
+        def where():
+            return torus.get_runtime_context().get_node_id()
+
+        @torus.remote
+        def slow_where():
+            import time
+            time.sleep(2)  # long enough that every lease is granted before a task ends
+            return torus.get_runtime_context().get_node_id()
+
+        @torus.remote
+        class Here:
+            def where(self):
+                return torus.get_runtime_context().get_node_id()
+
+        nodes = torus.nodes()
+        out = {}
+        third = torus.get([where.options(label_selector={"ray.io/tpu-worker-id": "2"}).remote() for _ in range(6)])
+        worker_ids = {n["NodeID"]: n["Labels"].get("torus.io/tpu-worker-id") for n in nodes}
+        out["selector"] = sorted({worker_ids[node] for node in third})
+        head = [n["NodeID"] for n in nodes if n["Resources"].get("TPU", 0) == 0][0]
+        pinned = Here.options(scheduling_strategy=NodeAffinitySchedulingStrategy(head)).remote()
+        out["affinity"] = torus.get(pinned.where.remote()) == head
+        spread = torus.get([slow_where.options(scheduling_strategy="SPREAD").remote() for _ in range(10)])
+        out["spread_nodes"] = len(set(spread))
+        try:
+            torus.get(where.options(label_selector={"torus.io/tpu-worker-id": "in(7,8)"}).remote(), timeout=60)
+        except torus.exceptions.TaskUnschedulableError as e:
+            out["no_match"] = str(e)
+        try:
+            where.options(label_selector={"team": "in()"}).remote()
+        except ValueError as e:
+            out["bad"] = str(e)
+        try:
+            torus.get(Here.options(scheduling_strategy=NodeAffinitySchedulingStrategy("nope")).remote().where.remote(),
+                      timeout=60)
+        except torus.exceptions.ActorDiedError as e:
+            out["gone"] = str(e)
+        print(json.dumps(out))
+    """)
+    assert result["selector"] == ["2"]
+    assert result["affinity"] is True
+    assert result["spread_nodes"] == 5  # every node of the cluster, not the driver's first
+    assert result["no_match"] == 'no alive node matches the label selector {"torus.io/tpu-worker-id": "in(7,8)"}'
+    assert result["bad"].startswith('label selector for "team": position '), result["bad"]
+    assert result["gone"] == ("the actor is dead: it could not be placed: node nope (its node affinity) is not an "
+                              "alive node of the cluster")

@@ -46,22 +46,9 @@ void ActorManager::Create(TaskSpec creation, ActorOptions options) {
 }
 
 absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const TaskShape& shape) {
-  std::vector<std::string> candidates;
-  std::vector<std::string> totals;
-  for (const LeaseNode& n : nodes_()) {
-    if (!ShapeFits(shape.resources, n.total)) {
-      totals.push_back(absl::StrCat(n.node_id, " ", FormatShape(n.total)));
-    } else if (n.agent_address == options_.local_agent) {
-      candidates.insert(candidates.begin(), n.agent_address);
-    } else {
-      candidates.push_back(n.agent_address);
-    }
-  }
-  if (candidates.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("no node can ever hold an actor of ",
-                                                      FormatShape(shape.resources), "; nodes have ",
-                                                      absl::StrJoin(totals, ", ")));
-  }
+  Candidates c = LeaseCandidates(shape, nodes_(), options_.local_agent, "an actor");
+  if (c.agents.empty()) return absl::FailedPreconditionError(c.unschedulable);
+  std::vector<std::string> candidates = std::move(c.agents);
   std::string last_error;
   // Busy nodes are asked again in turn until one grants; nodes that can never hold it are dropped.
   while (!candidates.empty()) {

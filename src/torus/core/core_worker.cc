@@ -116,7 +116,10 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
                                                                          .own_address = w->address_,
                                                                          .holder_pid = getpid(),
                                                                          .holder_boot_id = BootId()},
-                                                  &w->table_, &w->channels_);
+                                                  &w->table_, &w->channels_, [self = w.get()] {
+                                                    self->RefreshNodes().IgnoreError();
+                                                    return self->nodes();
+                                                  });
   CoreWorker* self = w.get();
   w->actors_ = std::make_unique<ActorManager>(ActorManager::Options{.job_id = w->options_.job_id,
                                                                     .local_agent = w->options_.local_agent,
@@ -185,7 +188,8 @@ absl::StatusOr<std::vector<LeaseNode>> FetchNodes(const std::string& head_addres
     if (n.state() != torus::rpc::ALIVE || n.info().agent_port() == 0) continue;
     nodes.push_back(LeaseNode{.node_id = n.info().node_id(),
                               .agent_address = absl::StrCat(n.info().address(), ":", n.info().agent_port()),
-                              .total = {n.info().resources_total().begin(), n.info().resources_total().end()}});
+                              .total = {n.info().resources_total().begin(), n.info().resources_total().end()},
+                              .labels = {n.info().labels().begin(), n.info().labels().end()}});
   }
   return nodes;
 }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "torus/core/core_worker.h"
+#include "torus/common/label_selector.h"
 #include "torus/core/ids.h"
 
 namespace py = pybind11;
@@ -68,6 +69,10 @@ py::list ArgsList(const torus::core::TaskSpec& spec) {
 PYBIND11_MODULE(_torus_core, m) {
   m.doc() = "torus core worker (internal)";
   m.def("new_task_id", [] { return py::bytes(torus::core::NewTaskId()); });
+  m.def("check_label_selector", [](const std::map<std::string, std::string>& selector) {
+    auto parsed = torus::LabelSelector::Parse(selector);
+    if (!parsed.ok()) throw py::value_error(std::string(parsed.status().message()));
+  });
   m.def("cluster_nodes", [](const std::string& head_address, const std::string& token) {
     absl::StatusOr<std::vector<torus::core::LeaseNode>> nodes;
     {
@@ -76,7 +81,7 @@ PYBIND11_MODULE(_torus_core, m) {
     }
     if (!nodes.ok()) Raise(nodes.status());
     py::list out;
-    for (const auto& n : *nodes) out.append(py::make_tuple(n.node_id, n.agent_address, n.total));
+    for (const auto& n : *nodes) out.append(py::make_tuple(n.node_id, n.agent_address, n.total, n.labels));
     return out;
   });
 
@@ -111,14 +116,14 @@ PYBIND11_MODULE(_torus_core, m) {
       .def("nodes",
            [](CoreWorker& w) {
              py::list out;
-             for (const auto& n : w.nodes()) out.append(py::make_tuple(n.node_id, n.agent_address, n.total));
+             for (const auto& n : w.nodes()) out.append(py::make_tuple(n.node_id, n.agent_address, n.total, n.labels));
              return out;
            })
       .def("submit",
            [](CoreWorker& w, py::bytes task_id, std::string name, py::bytes function_id, py::bytes function,
               py::list args, int num_returns, std::map<std::string, int64_t> resources,
               std::map<std::string, std::string> env, std::string working_dir, int max_retries,
-              bool retry_exceptions) {
+              bool retry_exceptions, std::map<std::string, std::string> label_selector, std::string strategy) {
              torus::core::TaskSpec spec;
              spec.set_task_id(std::string(task_id));
              spec.set_name(std::move(name));
@@ -127,7 +132,11 @@ PYBIND11_MODULE(_torus_core, m) {
              spec.set_num_returns(num_returns);
              AddArgs(spec, args);
              torus::core::TaskOptions options{
-                 .shape = {.resources = std::move(resources), .env = std::move(env), .working_dir = std::move(working_dir)},
+                 .shape = {.resources = std::move(resources),
+                           .env = std::move(env),
+                           .working_dir = std::move(working_dir),
+                           .label_selector = std::move(label_selector),
+                           .strategy = std::move(strategy)},
                  .max_retries = max_retries,
                  .retry_exceptions = retry_exceptions};
              std::vector<std::string> ids;
@@ -142,7 +151,8 @@ PYBIND11_MODULE(_torus_core, m) {
       .def("create_actor",
            [](CoreWorker& w, py::bytes task_id, std::string name, py::bytes function_id, py::bytes function,
               py::list args, std::map<std::string, int64_t> resources, std::map<std::string, std::string> env,
-              std::string working_dir, int max_restarts) {
+              std::string working_dir, int max_restarts, std::map<std::string, std::string> label_selector,
+              std::string strategy) {
              torus::core::TaskSpec spec;
              spec.set_task_id(std::string(task_id));
              spec.set_name(std::move(name));
@@ -150,7 +160,11 @@ PYBIND11_MODULE(_torus_core, m) {
              spec.set_function(std::string(function));
              AddArgs(spec, args);
              torus::core::ActorOptions options{
-                 .shape = {.resources = std::move(resources), .env = std::move(env), .working_dir = std::move(working_dir)},
+                 .shape = {.resources = std::move(resources),
+                           .env = std::move(env),
+                           .working_dir = std::move(working_dir),
+                           .label_selector = std::move(label_selector),
+                           .strategy = std::move(strategy)},
                  .max_restarts = max_restarts};
              py::gil_scoped_release release;
              return py::bytes(w.CreateActor(std::move(spec), std::move(options)));

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "torus/common/label_selector.h"
 #include "torus/core/args.h"
 #include "torus/core/ids.h"
 
@@ -29,9 +30,64 @@ bool ShapeFits(const std::map<std::string, int64_t>& want, const std::map<std::s
 std::string TaskShape::Key() const {
   std::string key;
   for (const auto& [k, v] : resources) absl::StrAppend(&key, k, "=", v, ";");
-  absl::StrAppend(&key, "|", working_dir, "|");
+  absl::StrAppend(&key, "|", working_dir, "|", strategy, "|");
   for (const auto& [k, v] : env) absl::StrAppend(&key, k, "=", v, "\n");
+  absl::StrAppend(&key, "|");
+  for (const auto& [k, v] : label_selector) absl::StrAppend(&key, k, "=", v, "\n");
   return key;
+}
+
+Candidates LeaseCandidates(const TaskShape& shape, const std::vector<LeaseNode>& nodes, const std::string& local_agent,
+                           const std::string& what) {
+  Candidates out;
+  auto selector = LabelSelector::Parse(shape.label_selector);
+  if (!selector.ok()) {
+    out.unschedulable = std::string(selector.status().message());
+    return out;
+  }
+  std::string pinned;
+  bool soft = false;
+  if (shape.strategy.rfind("NODE:", 0) == 0) pinned = shape.strategy.substr(5);
+  if (shape.strategy.rfind("NODE_SOFT:", 0) == 0) {
+    pinned = shape.strategy.substr(10);
+    soft = true;
+  }
+  std::vector<std::string> totals;
+  int matching = 0;
+  bool pinned_seen = false;
+  for (const LeaseNode& n : nodes) {
+    if (!pinned.empty() && !soft && n.node_id != pinned) continue;
+    pinned_seen = pinned_seen || n.node_id == pinned;
+    Labels labels(n.labels.begin(), n.labels.end());
+    if (!selector->Matches(labels)) continue;
+    ++matching;
+    if (!ShapeFits(shape.resources, n.total)) {
+      totals.push_back(absl::StrCat(n.node_id, " ", FormatShape(n.total)));
+      continue;
+    }
+    const bool first = !pinned.empty() ? n.node_id == pinned
+                                       : shape.strategy != "SPREAD" && n.agent_address == local_agent;
+    if (first) {
+      out.agents.insert(out.agents.begin(), n.agent_address);
+    } else {
+      out.agents.push_back(n.agent_address);
+    }
+  }
+  if (!out.agents.empty()) return out;
+  if (!pinned.empty() && !soft && !pinned_seen) {
+    out.unschedulable = absl::StrCat("node ", pinned, " (its node affinity) is not an alive node of the cluster");
+  } else if (nodes.empty()) {
+    out.unschedulable = absl::StrCat("no node can ever hold ", what, ": the cluster has no nodes");
+  } else if (matching == 0) {
+    std::vector<std::string> parts;
+    for (const auto& [k, v] : shape.label_selector) parts.push_back(absl::StrCat("\"", k, "\": \"", v, "\""));
+    out.unschedulable = absl::StrCat("no alive node matches the label selector {", absl::StrJoin(parts, ", "), "}",
+                                     pinned.empty() ? "" : absl::StrCat(" on node ", pinned));
+  } else {
+    out.unschedulable = absl::StrCat("no node can ever hold ", what, " of ", FormatShape(shape.resources),
+                                     "; nodes have ", absl::StrJoin(totals, ", "));
+  }
+  return out;
 }
 
 std::shared_ptr<grpc::Channel> Channels::Get(const std::string& address) {
@@ -68,8 +124,9 @@ std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
 
 void Channels::Authorize(grpc::ClientContext& ctx) const { ctx.AddMetadata("authorization", "Bearer " + token_); }
 
-TaskSubmitter::TaskSubmitter(Options options, ObjectTable* table, Channels* channels)
-    : options_(std::move(options)), table_(table), channels_(channels) {
+TaskSubmitter::TaskSubmitter(Options options, ObjectTable* table, Channels* channels,
+                             std::function<std::vector<LeaseNode>()> refresh_nodes)
+    : options_(std::move(options)), table_(table), channels_(channels), refresh_nodes_(std::move(refresh_nodes)) {
   idle_thread_ = std::thread([this] { IdleLoop(); });
 }
 
@@ -163,6 +220,20 @@ void TaskSubmitter::Enqueue(std::shared_ptr<Task> task) {
 }
 
 void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
+  // A shape with nowhere to go is looked at again with the head's current nodes first (they may have joined).
+  bool refresh = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = shapes_.find(task->options.shape.Key());
+    refresh = !stopping_ && refresh_nodes_ &&
+              (it == shapes_.end() ? LeaseCandidates(task->options.shape, nodes_, options_.local_agent, "a task").agents.empty()
+                                   : it->second.candidates.empty());
+  }
+  if (refresh) {
+    std::vector<LeaseNode> nodes = refresh_nodes_();
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes_ = std::move(nodes);
+  }
   std::vector<std::shared_ptr<Task>> failed;
   std::string fail_message;
   std::string fail_format = "unschedulable";
@@ -177,25 +248,11 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
     const std::string key = task->options.shape.Key();
     auto [it, fresh] = shapes_.try_emplace(key);
     Shape& shape = it->second;
-    if (fresh) {
+    if (failed.empty() && (fresh || shape.candidates.empty())) {
       shape.shape = task->options.shape;
-      std::vector<std::string> totals;
-      for (const LeaseNode& n : nodes_) {
-        if (!ShapeFits(shape.shape.resources, n.total)) {
-          totals.push_back(absl::StrCat(n.node_id, " ", FormatShape(n.total)));
-          continue;
-        }
-        if (n.agent_address == options_.local_agent) {
-          shape.candidates.insert(shape.candidates.begin(), n.agent_address);
-        } else {
-          shape.candidates.push_back(n.agent_address);
-        }
-      }
-      if (shape.candidates.empty()) {
-        fail_message = absl::StrCat("no node can ever hold a task of ", FormatShape(shape.shape.resources),
-                                    nodes_.empty() ? ": the cluster has no nodes"
-                                                   : absl::StrCat("; nodes have ", absl::StrJoin(totals, ", ")));
-      }
+      Candidates c = LeaseCandidates(shape.shape, nodes_, options_.local_agent, "a task");
+      shape.candidates = std::move(c.agents);
+      fail_message = std::move(c.unschedulable);
     }
     if (!failed.empty()) {
       // stopping

@@ -35,6 +35,7 @@ struct LeaseNode {
   std::string node_id;
   std::string agent_address;               // host:port of its LeaseService
   std::map<std::string, int64_t> total;    // fixed point
+  std::map<std::string, std::string> labels;
 };
 
 // {"CPU": 1, "TPU": 4}, from fixed-point amounts.
@@ -46,8 +47,22 @@ struct TaskShape {
   std::map<std::string, int64_t> resources;  // fixed point
   std::map<std::string, std::string> env;
   std::string working_dir;
+  std::map<std::string, std::string> label_selector;  // key -> expression, as for placement groups
+  // Where to run: "" (the local node first, then the others), "SPREAD" (every matching node in turn), or
+  // "NODE:<id>" (only that node) / "NODE_SOFT:<id>" (that node first).
+  std::string strategy;
   std::string Key() const;
 };
+
+// The agents a shape may be leased from, in the order to ask them (the local one first unless the strategy says
+// otherwise), or why there is none: "no node can ever hold a task of {...}; nodes have ...", "no node matches the
+// label selector ...". `what` names the work ("a task", "an actor").
+struct Candidates {
+  std::vector<std::string> agents;
+  std::string unschedulable;
+};
+Candidates LeaseCandidates(const TaskShape& shape, const std::vector<LeaseNode>& nodes, const std::string& local_agent,
+                           const std::string& what);
 
 struct TaskOptions {
   TaskShape shape;
@@ -88,8 +103,10 @@ class TaskSubmitter {
     int pipeline_depth = 1;
     int64_t lease_idle_ms = 50;   // an idle lease is returned after this long
   };
-  // `table` and `channels` are owned by the caller and outlive the submitter.
-  TaskSubmitter(Options options, ObjectTable* table, Channels* channels);
+  // `table` and `channels` are owned by the caller and outlive the submitter. `refresh_nodes` (may be empty) reloads
+  // the node list from the head; it is asked before a shape is declared unschedulable.
+  TaskSubmitter(Options options, ObjectTable* table, Channels* channels,
+                std::function<std::vector<LeaseNode>()> refresh_nodes = {});
   ~TaskSubmitter();
 
   // The nodes leases may come from (replaces the list).
@@ -160,6 +177,7 @@ class TaskSubmitter {
   ObjectTable* table_;
   Channels* channels_;
   mutable std::mutex mu_;
+  std::function<std::vector<LeaseNode>()> refresh_nodes_;
   std::vector<LeaseNode> nodes_;          // guarded by mu_
   std::map<std::string, Shape> shapes_;   // by TaskShape::Key(); guarded by mu_
   Counts counts_;                         // guarded by mu_
