@@ -1,11 +1,13 @@
-"""16 actors, each holding one TPU chip, join torch.distributed and all-reduce a tensor.
+"""A slice placement group on a v6e 4x4, and 16 actors — one per chip, pinned to the slice's bundles — that join
+torch.distributed and all-reduce a tensor.
 
-Run it on a cluster with 16 TPU chips (the demo's `torus up examples/clusters/local.yaml`, or a v6e 4x4 slice):
+Run it on a cluster with a v6e 4x4 slice (the demo's `torus up examples/clusters/local.yaml`, or a real one):
 
     /usr/bin/python3 examples/actors_allreduce.py
 
-Each actor holds {"TPU": 1}: its worker starts with TPU_VISIBLE_CHIPS naming its own chip (and the bounds variables
-that make libtpu use only that chip). The chips here are simulated, so the collective runs on the CPU with gloo; on
+The slice is reserved whole and atomically (one bundle per host, in TPU worker id order); each actor holds
+{"TPU": 1} inside its host's bundle: its worker starts with TPU_VISIBLE_CHIPS naming its own chip (and the bounds
+variables that make libtpu use only that chip). The chips here are simulated, so the collective runs on the CPU with gloo; on
 real TPUs the same program uses XLA's collectives:
 
     # import torch_xla.distributed.xla_backend
@@ -17,8 +19,11 @@ import os
 import socket
 
 import torus
+from torus.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+from torus.util.tpu import slice_placement_group
 
 WORLD = 16
+CHIPS_PER_HOST = 4
 
 
 @torus.remote(resources={"TPU": 1})
@@ -45,12 +50,21 @@ class Member:
 
 def main():
     torus.init()
-    members = [Member.remote(rank) for rank in range(WORLD)]
+    pg = slice_placement_group(topology="4x4", accelerator_version="v6e")
+    torus.get(pg.ready(), timeout=120)
+    members = [
+        Member.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+            pg, placement_group_bundle_index=rank // CHIPS_PER_HOST)).remote(rank)
+        for rank in range(WORLD)
+    ]
     port = torus.get(members[0].free_port.remote())
     results = torus.get([m.all_reduce.remote(port) for m in members], timeout=240)
     for rank, (total, node, chips) in enumerate(results):
         print(f"rank {rank:2d}: node {node} chip {chips}: all_reduce sum = {total}")
-    print(json.dumps({"sums": [r[0] for r in results], "placements": [[r[1], r[2]] for r in results]}))
+    slice_hosts = sorted({b["node_id"] for b in pg.table()["bundles"]})
+    print(json.dumps({"sums": [r[0] for r in results], "placements": [[r[1], r[2]] for r in results],
+                      "slice_hosts": slice_hosts}))
+    torus.util.remove_placement_group(pg)
 
 
 if __name__ == "__main__":

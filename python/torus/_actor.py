@@ -58,11 +58,11 @@ class ActorClass:
         # Actors hold no CPU unless asked (as in Ray, where 1 CPU is for placement only).
         resources = _resources(dict(opts, num_cpus=opts.get("num_cpus", 0)))
         env, working_dir = _runtime_env(opts)
-        selector, strategy = _placement(opts)
+        selector, strategy, group, bundle = _placement(opts)
         wire_args = _wire_args(args, kwargs)
         actor_id = state.core.create_actor(_runtime._core_new_task_id(), f"{self._name}.__init__", self._function_id,
                                            self._blob, wire_args, resources, env, working_dir,
-                                           int(opts.get("max_restarts", 0)), selector, strategy)
+                                           int(opts.get("max_restarts", 0)), selector, strategy, group, bundle)
         methods = [n for n, _ in inspect.getmembers(self._cls, callable) if not n.startswith("__")]
         return ActorHandle(actor_id, state.core.address, self._name, methods)
 

@@ -52,9 +52,9 @@ def _runtime_env(opts):
 
 
 def _placement(opts):
-    """(label_selector, strategy) for the core: the selector checked as placement groups check theirs, the strategy
-    as "" (default), "SPREAD", "NODE:<id>" or "NODE_SOFT:<id>"."""
-    from torus.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    """(label_selector, strategy, placement group id, bundle index) for the core: the selector checked as placement
+    groups check theirs, the strategy as "" (default), "SPREAD", "NODE:<id>" or "NODE_SOFT:<id>"."""
+    from torus.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
     selector = opts.get("label_selector") or {}
     if not isinstance(selector, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                  for k, v in selector.items()):
@@ -62,6 +62,8 @@ def _placement(opts):
     if selector:
         _runtime._import_core().check_label_selector(selector)
     strategy = opts.get("scheduling_strategy")
+    if isinstance(strategy, PlacementGroupSchedulingStrategy):
+        return dict(selector), "", strategy.placement_group.id, strategy.placement_group_bundle_index
     if strategy in (None, "DEFAULT"):
         wire = ""
     elif strategy == "SPREAD":
@@ -69,9 +71,10 @@ def _placement(opts):
     elif isinstance(strategy, NodeAffinitySchedulingStrategy):
         wire = ("NODE_SOFT:" if strategy.soft else "NODE:") + strategy.node_id
     else:
-        raise ValueError(f"scheduling_strategy: accepted are \"DEFAULT\", \"SPREAD\" and "
-                         f"torus.util.scheduling_strategies.NodeAffinitySchedulingStrategy; got {strategy!r}")
-    return dict(selector), wire
+        raise ValueError(f"scheduling_strategy: accepted are \"DEFAULT\", \"SPREAD\", "
+                         f"NodeAffinitySchedulingStrategy and PlacementGroupSchedulingStrategy "
+                         f"(torus.util.scheduling_strategies); got {strategy!r}")
+    return dict(selector), wire, "", -1
 
 
 def _check_options(opts):
@@ -115,13 +118,13 @@ class RemoteFunction:
             self._function_id = _runtime.function_id(self._blob)
         resources = _resources(opts)
         env, working_dir = _runtime_env(opts)
-        selector, strategy = _placement(opts)
+        selector, strategy, group, bundle = _placement(opts)
         wire_args = _wire_args(args, kwargs)
         num_returns = opts.get("num_returns", 1)
         max_retries = opts.get("max_retries", 3)
         ids = state.core.submit(_runtime._core_new_task_id(), opts.get("name") or self._name, self._function_id,
                                 self._blob, wire_args, num_returns, resources, env, working_dir, max_retries,
-                                bool(opts.get("retry_exceptions", False)), selector, strategy)
+                                bool(opts.get("retry_exceptions", False)), selector, strategy, group, bundle)
         refs = [_runtime.ObjectRef(i, state.core.address) for i in ids]
         return refs[0] if num_returns == 1 else refs
 

@@ -142,7 +142,7 @@ def test_actors_die_with_their_driver(cluster, tmp_path):
     wait_until(lambda: not pid_alive(actor_pid), 15, message=f"the dead driver's actor (pid {actor_pid}) to stop")
 
 
-def test_sixteen_tpu_actors_all_reduce_over_the_slice(cluster, tmp_path):
+def test_sixteen_tpu_actors_pinned_to_a_slice_placement_group_all_reduce(cluster, tmp_path):
     from conftest import REPO
     rc, out, err = run_driver(cluster, tmp_path, (REPO / "examples" / "actors_allreduce.py").read_text(), timeout=300)
     assert rc == 0, f"stdout:\n{out}\nstderr:\n{err}"
@@ -150,3 +150,6 @@ def test_sixteen_tpu_actors_all_reduce_over_the_slice(cluster, tmp_path):
     assert result["sums"] == [136.0] * 16
     assert len({(node, chips) for node, chips in result["placements"]}) == 16
     assert {chips for _, chips in result["placements"]} == {"0", "1", "2", "3"}
+    # Ranks 4k..4k+3 on the host of bundle k: the slice's hosts, in worker id order.
+    hosts = [node for node, _ in result["placements"]]
+    assert hosts == [h for h in result["slice_hosts"] for _ in range(4)], hosts

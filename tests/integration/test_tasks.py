@@ -331,3 +331,47 @@ def test_label_selectors_and_node_affinity_choose_where_tasks_and_actors_run(clu
     assert result["bad"].startswith('label selector for "team": position '), result["bad"]
     assert result["gone"] == ("the actor is dead: it could not be placed: node nope (its node affinity) is not an "
                               "alive node of the cluster")
+
+
+def test_tasks_run_inside_placement_group_bundles(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, torus
+        from torus.util import placement_group, remove_placement_group
+        from torus.util.scheduling_strategies import PlacementGroupSchedulingStrategy as InGroup
+        torus.init()
+
+        @torus.remote
+        def where():
+            return torus.get_runtime_context().get_node_id()
+
+        pg = placement_group([{"CPU": 1}, {"CPU": 1}], strategy="STRICT_SPREAD")
+        torus.get(pg.ready(), timeout=60)
+        nodes = [b["node_id"] for b in pg.table()["bundles"]]
+        out = {
+            "pinned": [torus.get(where.options(scheduling_strategy=InGroup(pg, i)).remote()) for i in (0, 1)] == nodes,
+            "any": set(torus.get([where.options(scheduling_strategy=InGroup(pg)).remote() for _ in range(4)]))
+                   <= set(nodes),
+            "distinct": len(set(nodes)) == 2,
+        }
+        for name, opts in [("too_big", {"num_cpus": 2, "scheduling_strategy": InGroup(pg, 0)}),
+                           ("no_bundle", {"scheduling_strategy": InGroup(pg, 5)})]:
+            try:
+                torus.get(where.options(**opts).remote(), timeout=60)
+            except torus.exceptions.TaskUnschedulableError as e:
+                out[name] = str(e)
+        never = placement_group([{"CPU": 1000}])
+        out["never_ready"] = never.wait(0.5)
+        remove_placement_group(never)
+        remove_placement_group(pg)
+        try:
+            torus.get(pg.ready(), timeout=30)
+        except torus.exceptions.TaskUnschedulableError as e:
+            out["removed"] = str(e)
+        print(json.dumps(out))
+    """)
+    assert result["pinned"] is True and result["any"] is True and result["distinct"] is True
+    assert result["too_big"].endswith(' holds {"CPU": 1}; the lease asks for {"CPU": 2}'), result["too_big"]
+    assert result["no_bundle"].startswith("placement group pg-") and result["no_bundle"].endswith(
+        " has no bundle 5 (it has 2)"), result["no_bundle"]
+    assert result["never_ready"] is False
+    assert result["removed"].startswith("placement group pg-") and " is REMOVED" in result["removed"], result

@@ -1,5 +1,6 @@
-"""torus.util: scheduling strategies (as ray.util.scheduling_strategies)."""
+"""torus.util: placement groups, scheduling strategies and TPU helpers (as ray.util)."""
 
-from torus.util import scheduling_strategies
+from torus.util import scheduling_strategies, tpu
+from torus.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 
-__all__ = ["scheduling_strategies"]
+__all__ = ["PlacementGroup", "placement_group", "remove_placement_group", "scheduling_strategies", "tpu"]

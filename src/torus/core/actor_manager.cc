@@ -1,6 +1,8 @@
 #include "torus/core/actor_manager.h"
 
 #include "absl/strings/str_cat.h"
+#include <optional>
+
 #include "absl/strings/str_join.h"
 #include "torus/core/ids.h"
 
@@ -22,8 +24,9 @@ ActorManager::Tracked::~Tracked() {
   m_->calls_.erase(ctx_);
 }
 
-ActorManager::ActorManager(Options options, Channels* channels, std::function<std::vector<LeaseNode>()> nodes)
-    : options_(std::move(options)), channels_(channels), nodes_(std::move(nodes)) {}
+ActorManager::ActorManager(Options options, Channels* channels, std::function<std::vector<LeaseNode>()> nodes,
+                           TaskSubmitter::BundleFetcher bundles)
+    : options_(std::move(options)), channels_(channels), nodes_(std::move(nodes)), bundles_(std::move(bundles)) {}
 
 ActorManager::~ActorManager() { Shutdown(); }
 
@@ -46,9 +49,20 @@ void ActorManager::Create(TaskSpec creation, ActorOptions options) {
 }
 
 absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const TaskShape& shape) {
-  Candidates c = LeaseCandidates(shape, nodes_(), options_.local_agent, "an actor");
+  std::optional<std::vector<BundleLocation>> bundles;
+  if (!shape.placement_group.empty()) {
+    if (!bundles_) return absl::FailedPreconditionError("placement groups are not available");
+    auto fetched = bundles_(shape.placement_group, [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return stopping_;
+    });
+    if (!fetched.ok()) return absl::FailedPreconditionError(fetched.status().message());
+    bundles = *std::move(fetched);
+  }
+  Candidates c = LeaseCandidates(shape, nodes_(), options_.local_agent, "an actor", bundles ? &*bundles : nullptr);
   if (c.agents.empty()) return absl::FailedPreconditionError(c.unschedulable);
   std::vector<std::string> candidates = std::move(c.agents);
+  std::vector<int> candidate_bundles = std::move(c.bundles);
   std::string last_error;
   // Busy nodes are asked again in turn until one grants; nodes that can never hold it are dropped.
   while (!candidates.empty()) {
@@ -65,6 +79,11 @@ absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const 
       request.set_holder_pid(options_.holder_pid);
       request.set_holder_boot_id(options_.holder_boot_id);
       request.set_wait_ms(candidates.size() == 1 ? options_.lease_wait_ms : 200);
+      if (candidate_bundles[i] >= 0) {
+        const BundleLocation* where = bundles ? FindBundle(*bundles, candidate_bundles[i]) : nullptr;
+        request.set_group_id(where ? where->ledger_group : shape.placement_group);
+        request.set_bundle_index(where ? where->ledger_index : candidate_bundles[i]);
+      }
       grpc::ClientContext ctx;
       channels_->Authorize(ctx);
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(request.wait_ms() + 90'000));
@@ -83,6 +102,7 @@ absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const 
         return absl::UnavailableError(s.error_message());  // the worker cannot start: no point elsewhere
       } else {
         candidates.erase(candidates.begin() + static_cast<long>(i));
+        candidate_bundles.erase(candidate_bundles.begin() + static_cast<long>(i));
       }
     }
   }

@@ -40,8 +40,10 @@ class ActorManager {
     std::string holder_boot_id;
     int64_t lease_wait_ms = 10'000;
   };
-  // `channels` is owned by the caller; `nodes()` gives the nodes leases may come from.
-  ActorManager(Options options, Channels* channels, std::function<std::vector<LeaseNode>()> nodes);
+  // `channels` is owned by the caller; `nodes()` gives the nodes leases may come from; `bundles` where a placement
+  // group's bundles are (for actors placed in one).
+  ActorManager(Options options, Channels* channels, std::function<std::vector<LeaseNode>()> nodes,
+               TaskSubmitter::BundleFetcher bundles = {});
   ~ActorManager();
 
   // Registers actor `creation.actor_id()` and starts creating it.
@@ -85,6 +87,7 @@ class ActorManager {
   Channels* channels_;
   std::set<grpc::ClientContext*> calls_;  // guarded by mu_
   std::function<std::vector<LeaseNode>()> nodes_;
+  TaskSubmitter::BundleFetcher bundles_;
   std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::string, std::unique_ptr<Actor>> actors_;  // guarded by mu_

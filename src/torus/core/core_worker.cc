@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "torus/core/groups.h"
 #include "torus/core/ids.h"
 #include "torus/head.grpc.pb.h"
 
@@ -116,9 +117,15 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
                                                                          .own_address = w->address_,
                                                                          .holder_pid = getpid(),
                                                                          .holder_boot_id = BootId()},
-                                                  &w->table_, &w->channels_, [self = w.get()] {
+                                                  &w->table_, &w->channels_,
+                                                  [self = w.get()] {
                                                     self->RefreshNodes().IgnoreError();
                                                     return self->nodes();
+                                                  },
+                                                  [self = w.get()](const std::string& group,
+                                                                   const std::function<bool()>& stop) {
+                                                    return WaitForBundles(self->channels_, self->options_.head_address,
+                                                                          group, stop);
                                                   });
   CoreWorker* self = w.get();
   w->actors_ = std::make_unique<ActorManager>(ActorManager::Options{.job_id = w->options_.job_id,
@@ -126,7 +133,11 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
                                                                     .own_address = w->address_,
                                                                     .holder_pid = getpid(),
                                                                     .holder_boot_id = BootId()},
-                                              &w->channels_, [self] { return self->nodes(); });
+                                              &w->channels_, [self] { return self->nodes(); },
+                                              [self](const std::string& group, const std::function<bool()>& stop) {
+                                                return WaitForBundles(self->channels_, self->options_.head_address,
+                                                                      group, stop);
+                                              });
   w->caller_ = std::make_unique<ActorCaller>(
       absl::StrCat(w->address_, "/", Hex(NewTaskId())), w->address_, &w->table_, &w->channels_,
       [self](const std::string& actor_id, const std::string& owner, int64_t wait_ms) {
@@ -165,6 +176,11 @@ void CoreWorker::Shutdown() {
     r.reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping"));
   }
   if (submitter_) submitter_->Shutdown();
+  {
+    // Group watchers ask the head every 2 s at most: let them see the stop.
+    std::unique_lock<std::mutex> lock(mu_);
+    exec_cv_.wait_for(lock, std::chrono::seconds(3), [this] { return group_watchers_ == 0; });
+  }
   if (caller_) caller_->Shutdown();
   if (actors_) actors_->Shutdown();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
@@ -277,6 +293,27 @@ grpc::Status CoreWorker::HandleKillActor(const KillActorRequest& request) {
   absl::Status s = actors_->Kill(request.actor_id(), request.no_restart());
   if (!s.ok()) return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(s.message()));
   return grpc::Status::OK;
+}
+
+std::string CoreWorker::WhenGroupReady(const std::string& group, Value ready) {
+  std::string id = PutObjectId();
+  table_.AddPending(id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++group_watchers_;
+  }
+  std::thread([this, group, id, ready = std::move(ready)]() mutable {
+    auto bundles = WaitForBundles(channels_, options_.head_address, group, [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return stopping_;
+    });
+    table_.Put(id, bundles.ok() ? std::move(ready)
+                                : Value{.data = std::string(bundles.status().message()), .format = "unschedulable"});
+    std::lock_guard<std::mutex> lock(mu_);
+    --group_watchers_;
+    exec_cv_.notify_all();
+  }).detach();
+  return id;
 }
 
 std::string CoreWorker::Put(Value value) {

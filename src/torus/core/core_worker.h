@@ -76,6 +76,11 @@ class CoreWorker {
   ActorInfo ResolveActor(const std::string& actor_id, const std::string& owner_address, int64_t wait_ms);
   absl::Status KillActor(const std::string& actor_id, const std::string& owner_address, bool no_restart);
 
+  // An object that becomes `ready` once placement group `group` is CREATED, or an "unschedulable" value saying why
+  // it never will be (REMOVED, FAILED). Returns its id.
+  std::string WhenGroupReady(const std::string& group, Value ready);
+  Channels& channels() { return channels_; }
+
   // Stores a value this process owns; returns its id.
   std::string Put(Value value);
   // Each ref's value, waiting up to `timeout_ms` (< 0: forever). DeadlineExceeded naming how many are not ready;
@@ -137,6 +142,7 @@ class CoreWorker {
   };
   std::map<std::string, CallerOrder> callers_;  // guarded by mu_
   bool stopping_ = false;                                             // guarded by mu_
+  int group_watchers_ = 0;                                            // WhenGroupReady threads; guarded by mu_
 };
 
 }  // namespace torus::core

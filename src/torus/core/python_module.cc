@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "torus/core/core_worker.h"
 #include "torus/common/label_selector.h"
+#include "torus/core/groups.h"
 #include "torus/core/ids.h"
 
 namespace py = pybind11;
@@ -66,6 +67,35 @@ py::list ArgsList(const torus::core::TaskSpec& spec) {
 
 }  // namespace
 
+py::dict GroupDict(const torus::rpc::PlacementGroupView& v) {
+  py::dict d;
+  d["id"] = v.id();
+  d["name"] = v.name();
+  d["kind"] = v.kind();
+  d["state"] = v.state();
+  d["reason"] = v.reason();
+  py::list bundles;
+  for (const auto& b : v.bundles()) {
+    py::dict bd;
+    bd["index"] = b.index();
+    bd["node_id"] = b.node_id();
+    bd["slice_name"] = b.slice_name();
+    bd["worker_id"] = b.worker_id();
+    bd["chips"] = std::vector<int>(b.chips().begin(), b.chips().end());
+    std::map<std::string, double> resources;
+    for (const auto& [k, amount] : b.resources()) resources[k] = static_cast<double>(amount) / 10000.0;
+    bd["resources"] = resources;
+    bundles.append(bd);
+  }
+  d["bundles"] = bundles;
+  return d;
+}
+
+py::dict GroupOrRaise(const absl::StatusOr<torus::rpc::PlacementGroupView>& v) {
+  if (!v.ok()) Raise(v.status());
+  return GroupDict(*v);
+}
+
 PYBIND11_MODULE(_torus_core, m) {
   m.doc() = "torus core worker (internal)";
   m.def("new_task_id", [] { return py::bytes(torus::core::NewTaskId()); });
@@ -123,7 +153,8 @@ PYBIND11_MODULE(_torus_core, m) {
            [](CoreWorker& w, py::bytes task_id, std::string name, py::bytes function_id, py::bytes function,
               py::list args, int num_returns, std::map<std::string, int64_t> resources,
               std::map<std::string, std::string> env, std::string working_dir, int max_retries,
-              bool retry_exceptions, std::map<std::string, std::string> label_selector, std::string strategy) {
+              bool retry_exceptions, std::map<std::string, std::string> label_selector, std::string strategy,
+              std::string placement_group, int bundle_index) {
              torus::core::TaskSpec spec;
              spec.set_task_id(std::string(task_id));
              spec.set_name(std::move(name));
@@ -136,7 +167,9 @@ PYBIND11_MODULE(_torus_core, m) {
                            .env = std::move(env),
                            .working_dir = std::move(working_dir),
                            .label_selector = std::move(label_selector),
-                           .strategy = std::move(strategy)},
+                           .strategy = std::move(strategy),
+                           .placement_group = std::move(placement_group),
+                           .bundle_index = bundle_index},
                  .max_retries = max_retries,
                  .retry_exceptions = retry_exceptions};
              std::vector<std::string> ids;
@@ -152,7 +185,7 @@ PYBIND11_MODULE(_torus_core, m) {
            [](CoreWorker& w, py::bytes task_id, std::string name, py::bytes function_id, py::bytes function,
               py::list args, std::map<std::string, int64_t> resources, std::map<std::string, std::string> env,
               std::string working_dir, int max_restarts, std::map<std::string, std::string> label_selector,
-              std::string strategy) {
+              std::string strategy, std::string placement_group, int bundle_index) {
              torus::core::TaskSpec spec;
              spec.set_task_id(std::string(task_id));
              spec.set_name(std::move(name));
@@ -164,7 +197,9 @@ PYBIND11_MODULE(_torus_core, m) {
                            .env = std::move(env),
                            .working_dir = std::move(working_dir),
                            .label_selector = std::move(label_selector),
-                           .strategy = std::move(strategy)},
+                           .strategy = std::move(strategy),
+                           .placement_group = std::move(placement_group),
+                           .bundle_index = bundle_index},
                  .max_restarts = max_restarts};
              py::gil_scoped_release release;
              return py::bytes(w.CreateActor(std::move(spec), std::move(options)));
@@ -215,6 +250,70 @@ PYBIND11_MODULE(_torus_core, m) {
                s = w.KillActor(std::string(actor_id), owner, no_restart);
              }
              if (!s.ok()) Raise(s);
+           })
+      .def("create_placement_group",
+           [](CoreWorker& w, std::string name, std::string strategy,
+              std::vector<std::map<std::string, int64_t>> bundles,
+              std::vector<std::map<std::string, std::string>> selectors, double timeout_s) {
+             torus::rpc::PlacementGroupSpec spec;
+             spec.set_name(std::move(name));
+             spec.set_strategy(std::move(strategy));
+             spec.set_timeout_s(timeout_s);
+             for (size_t i = 0; i < bundles.size(); ++i) {
+               auto* b = spec.add_bundles();
+               for (const auto& [k, v] : bundles[i]) (*b->mutable_resources())[k] = v;
+               if (i < selectors.size()) {
+                 for (const auto& [k, v] : selectors[i]) (*b->mutable_label_selector())[k] = v;
+               }
+             }
+             absl::StatusOr<torus::rpc::PlacementGroupView> view;
+             {
+               py::gil_scoped_release release;
+               view = torus::core::CreateGroup(w.channels(), w.options().head_address, spec);
+             }
+             return GroupOrRaise(view);
+           })
+      .def("reserve_slices",
+           [](CoreWorker& w, std::string name, std::string accelerator_type, std::string topology, int num_slices,
+              std::map<std::string, int64_t> resources_per_bundle, bool per_chip,
+              std::map<std::string, std::string> label_selector, double timeout_s) {
+             torus::rpc::SliceGroupSpec spec;
+             spec.set_name(std::move(name));
+             spec.mutable_primary()->set_accelerator_type(std::move(accelerator_type));
+             spec.mutable_primary()->set_topology(std::move(topology));
+             spec.mutable_primary()->set_num_slices(num_slices);
+             for (const auto& [k, v] : label_selector) (*spec.mutable_primary()->mutable_label_selector())[k] = v;
+             spec.set_per_chip(per_chip);
+             for (const auto& [k, v] : resources_per_bundle) (*spec.mutable_resources_per_bundle())[k] = v;
+             spec.set_timeout_s(timeout_s);
+             absl::StatusOr<torus::rpc::PlacementGroupView> view;
+             {
+               py::gil_scoped_release release;
+               view = torus::core::ReserveSlices(w.channels(), w.options().head_address, spec);
+             }
+             return GroupOrRaise(view);
+           })
+      .def("get_placement_group",
+           [](CoreWorker& w, std::string id, int64_t wait_ms) {
+             absl::StatusOr<torus::rpc::PlacementGroupView> view;
+             {
+               py::gil_scoped_release release;
+               view = torus::core::GetGroup(w.channels(), w.options().head_address, id, wait_ms);
+             }
+             return GroupOrRaise(view);
+           })
+      .def("remove_placement_group",
+           [](CoreWorker& w, std::string id) {
+             absl::Status s;
+             {
+               py::gil_scoped_release release;
+               s = torus::core::RemoveGroup(w.channels(), w.options().head_address, id);
+             }
+             if (!s.ok()) Raise(s);
+           })
+      .def("group_ready_ref",
+           [](CoreWorker& w, std::string id, py::bytes ready) {
+             return py::bytes(w.WhenGroupReady(id, Value{.data = std::string(ready), .format = "pickle5"}));
            })
       .def("put",
            [](CoreWorker& w, py::bytes data, std::string format) {

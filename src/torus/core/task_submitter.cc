@@ -34,12 +34,42 @@ std::string TaskShape::Key() const {
   for (const auto& [k, v] : env) absl::StrAppend(&key, k, "=", v, "\n");
   absl::StrAppend(&key, "|");
   for (const auto& [k, v] : label_selector) absl::StrAppend(&key, k, "=", v, "\n");
+  absl::StrAppend(&key, "|", placement_group, "#", bundle_index);
   return key;
 }
 
+const BundleLocation* FindBundle(const std::vector<BundleLocation>& bundles, int index) {
+  for (const BundleLocation& b : bundles) {
+    if (b.index == index) return &b;
+  }
+  return nullptr;
+}
+
 Candidates LeaseCandidates(const TaskShape& shape, const std::vector<LeaseNode>& nodes, const std::string& local_agent,
-                           const std::string& what) {
+                           const std::string& what, const std::vector<BundleLocation>* bundles) {
   Candidates out;
+  if (!shape.placement_group.empty()) {
+    // Inside a placement group: the agents holding its bundles (the chosen one, or each in turn).
+    int seen = 0;
+    for (const BundleLocation& b : bundles ? *bundles : std::vector<BundleLocation>{}) {
+      if (shape.bundle_index >= 0 && b.index != shape.bundle_index) continue;
+      ++seen;
+      for (const LeaseNode& n : nodes) {
+        if (n.node_id != b.node_id) continue;
+        out.agents.push_back(n.agent_address);
+        out.bundles.push_back(b.index);
+      }
+    }
+    if (out.agents.empty()) {
+      const size_t count = bundles ? bundles->size() : 0;
+      out.unschedulable =
+          seen == 0 && shape.bundle_index >= 0
+              ? absl::StrCat("placement group ", shape.placement_group, " has no bundle ", shape.bundle_index, " (it has ",
+                             count, ")")
+              : absl::StrCat("the nodes of placement group ", shape.placement_group, "'s bundles are not alive");
+    }
+    return out;
+  }
   auto selector = LabelSelector::Parse(shape.label_selector);
   if (!selector.ok()) {
     out.unschedulable = std::string(selector.status().message());
@@ -72,6 +102,7 @@ Candidates LeaseCandidates(const TaskShape& shape, const std::vector<LeaseNode>&
     } else {
       out.agents.push_back(n.agent_address);
     }
+    out.bundles.push_back(-1);
   }
   if (!out.agents.empty()) return out;
   if (!pinned.empty() && !soft && !pinned_seen) {
@@ -125,8 +156,12 @@ std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
 void Channels::Authorize(grpc::ClientContext& ctx) const { ctx.AddMetadata("authorization", "Bearer " + token_); }
 
 TaskSubmitter::TaskSubmitter(Options options, ObjectTable* table, Channels* channels,
-                             std::function<std::vector<LeaseNode>()> refresh_nodes)
-    : options_(std::move(options)), table_(table), channels_(channels), refresh_nodes_(std::move(refresh_nodes)) {
+                             std::function<std::vector<LeaseNode>()> refresh_nodes, BundleFetcher bundles)
+    : options_(std::move(options)),
+      table_(table),
+      channels_(channels),
+      refresh_nodes_(std::move(refresh_nodes)),
+      fetch_bundles_(std::move(bundles)) {
   idle_thread_ = std::thread([this] { IdleLoop(); });
 }
 
@@ -219,7 +254,43 @@ void TaskSubmitter::Enqueue(std::shared_ptr<Task> task) {
   ResolveOwnedArgs(table_, options_.own_address, spec, [this, task] { Queue(task); });
 }
 
+void TaskSubmitter::FetchBundles(const std::string& group) {
+  auto bundles = fetch_bundles_(group, [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  });
+  std::vector<std::shared_ptr<Task>> waiting;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    group_bundles_.insert_or_assign(group, bundles);
+    waiting.swap(waiting_for_group_[group]);
+    --fetchers_;
+    calls_done_.notify_all();
+  }
+  for (auto& t : waiting) Queue(t);
+}
+
 void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
+  // A task in a placement group waits until the group is created and its bundles' places are known.
+  if (const std::string& group = task->options.shape.placement_group; !group.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_ && !group_bundles_.contains(group)) {
+      auto& waiting = waiting_for_group_[group];
+      waiting.push_back(task);
+      if (waiting.size() == 1) {
+        if (!fetch_bundles_) {
+          group_bundles_.insert_or_assign(group, absl::FailedPreconditionError("placement groups are not available"));
+        } else {
+          ++fetchers_;
+          std::thread([this, group] { FetchBundles(group); }).detach();
+          return;
+        }
+      } else {
+        return;
+      }
+      waiting.clear();
+    }
+  }
   // A shape with nowhere to go is looked at again with the head's current nodes first (they may have joined).
   bool refresh = false;
   {
@@ -250,9 +321,20 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
     Shape& shape = it->second;
     if (failed.empty() && (fresh || shape.candidates.empty())) {
       shape.shape = task->options.shape;
-      Candidates c = LeaseCandidates(shape.shape, nodes_, options_.local_agent, "a task");
+      const std::vector<BundleLocation>* bundles = nullptr;
+      std::string group_error;
+      if (!shape.shape.placement_group.empty()) {
+        const auto& known = group_bundles_.at(shape.shape.placement_group);
+        if (known.ok()) {
+          bundles = &*known;
+        } else {
+          group_error = std::string(known.status().message());
+        }
+      }
+      Candidates c = LeaseCandidates(shape.shape, nodes_, options_.local_agent, "a task", bundles);
       shape.candidates = std::move(c.agents);
-      fail_message = std::move(c.unschedulable);
+      shape.candidate_bundles = std::move(c.bundles);
+      fail_message = group_error.empty() ? std::move(c.unschedulable) : group_error;
     }
     if (!failed.empty()) {
       // stopping
@@ -277,7 +359,9 @@ void TaskSubmitter::RequestLeasesLocked(const std::string& key, Shape& shape) {
   const int want =
       std::min<int>(static_cast<int>(shape.queue.size()) - spare, options_.max_lease_requests);
   while (shape.lease_requests < want && !shape.candidates.empty()) {
-    const std::string agent = shape.candidates[shape.next_candidate++ % shape.candidates.size()];
+    const size_t at = shape.next_candidate++ % shape.candidates.size();
+    const std::string agent = shape.candidates[at];
+    const int bundle = shape.candidate_bundles[at];
     ++shape.lease_requests;
     auto ctx = std::make_shared<grpc::ClientContext>();
     channels_->Authorize(*ctx);
@@ -291,16 +375,22 @@ void TaskSubmitter::RequestLeasesLocked(const std::string& key, Shape& shape) {
     request->set_holder_pid(options_.holder_pid);
     request->set_holder_boot_id(options_.holder_boot_id);
     request->set_wait_ms(options_.lease_wait_ms);
+    if (bundle >= 0) {
+      const auto& known = group_bundles_.at(shape.shape.placement_group);
+      const BundleLocation* where = known.ok() ? FindBundle(*known, bundle) : nullptr;
+      request->set_group_id(where ? where->ledger_group : shape.shape.placement_group);
+      request->set_bundle_index(where ? where->ledger_index : bundle);
+    }
     auto reply = std::make_shared<LeaseReply>();
-    channels_->Leases(agent)->async()->RequestWorkerLease(ctx.get(), request.get(), reply.get(),
-                                                          [this, key, agent, ctx, request, reply](grpc::Status status) {
-                                                            OnLease(key, agent, status, *reply);
-                                                            Done(ctx);
-                                                          });
+    channels_->Leases(agent)->async()->RequestWorkerLease(
+        ctx.get(), request.get(), reply.get(), [this, key, agent, bundle, ctx, request, reply](grpc::Status status) {
+          OnLease(key, agent, bundle, status, *reply);
+          Done(ctx);
+        });
   }
 }
 
-void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, const grpc::Status& status,
+void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, int bundle, const grpc::Status& status,
                             const LeaseReply& reply) {
   std::vector<Push> pushes;
   std::vector<std::shared_ptr<Task>> failed;
@@ -331,7 +421,13 @@ void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, co
                (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
                 status.error_message().find("task worker") == std::string::npos)) {
       // This node cannot hold the shape, or its agent is gone: the others may.
-      std::erase(shape.candidates, agent);
+      for (size_t i = 0; i < shape.candidates.size(); ++i) {
+        if (shape.candidates[i] == agent && shape.candidate_bundles[i] == bundle) {
+          shape.candidates.erase(shape.candidates.begin() + static_cast<long>(i));
+          shape.candidate_bundles.erase(shape.candidate_bundles.begin() + static_cast<long>(i));
+          break;
+        }
+      }
       if (shape.candidates.empty()) {
         format = "unschedulable";
         message = absl::StrCat("no node could lease a worker for ", FormatShape(shape.shape.resources),
@@ -505,7 +601,7 @@ void TaskSubmitter::Shutdown() {
     channels_->Leases(lease.agent)->ReturnWorkerLease(&ctx, request, &reply);
   }
   std::unique_lock<std::mutex> lock(mu_);
-  calls_done_.wait_for(lock, std::chrono::seconds(2), [this] { return calls_.empty(); });
+  calls_done_.wait_for(lock, std::chrono::seconds(3), [this] { return calls_.empty() && fetchers_ == 0; });
 }
 
 TaskSubmitter::Counts TaskSubmitter::counts() const {

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/core.grpc.pb.h"
 #include "torus/core/object_table.h"
@@ -51,18 +52,34 @@ struct TaskShape {
   // Where to run: "" (the local node first, then the others), "SPREAD" (every matching node in turn), or
   // "NODE:<id>" (only that node) / "NODE_SOFT:<id>" (that node first).
   std::string strategy;
+  // Inside a placement group (its id): in bundle `bundle_index`, or in any of its bundles (-1).
+  std::string placement_group;
+  int bundle_index = -1;
   std::string Key() const;
 };
+
+// Where a placement group's bundle is: its node, and its key in that agent's ledger (a slice group keeps each
+// slice's bundles as its own ledger group "<id>/<slice>", indexed from 0 in the group's order).
+struct BundleLocation {
+  int index = 0;
+  std::string node_id;
+  std::string ledger_group;
+  int ledger_index = 0;
+};
+const BundleLocation* FindBundle(const std::vector<BundleLocation>& bundles, int index);
 
 // The agents a shape may be leased from, in the order to ask them (the local one first unless the strategy says
 // otherwise), or why there is none: "no node can ever hold a task of {...}; nodes have ...", "no node matches the
 // label selector ...". `what` names the work ("a task", "an actor").
+// With a placement group, `bundles` are where its bundles are, and each candidate is an agent and the bundle there
+// to lease inside (`bundles[i]`; -1 for no bundle).
 struct Candidates {
   std::vector<std::string> agents;
+  std::vector<int> bundles;
   std::string unschedulable;
 };
 Candidates LeaseCandidates(const TaskShape& shape, const std::vector<LeaseNode>& nodes, const std::string& local_agent,
-                           const std::string& what);
+                           const std::string& what, const std::vector<BundleLocation>* bundles = nullptr);
 
 struct TaskOptions {
   TaskShape shape;
@@ -104,9 +121,12 @@ class TaskSubmitter {
     int64_t lease_idle_ms = 50;   // an idle lease is returned after this long
   };
   // `table` and `channels` are owned by the caller and outlive the submitter. `refresh_nodes` (may be empty) reloads
-  // the node list from the head; it is asked before a shape is declared unschedulable.
+  // the node list from the head; it is asked before a shape is declared unschedulable. `bundles(group, stop)` waits
+  // until a placement group is created and says where its bundles are (may be empty: no placement groups).
+  using BundleFetcher =
+      std::function<absl::StatusOr<std::vector<BundleLocation>>(const std::string&, const std::function<bool()>&)>;
   TaskSubmitter(Options options, ObjectTable* table, Channels* channels,
-                std::function<std::vector<LeaseNode>()> refresh_nodes = {});
+                std::function<std::vector<LeaseNode>()> refresh_nodes = {}, BundleFetcher bundles = {});
   ~TaskSubmitter();
 
   // The nodes leases may come from (replaces the list).
@@ -147,6 +167,7 @@ class TaskSubmitter {
     std::deque<std::shared_ptr<Task>> queue;
     int lease_requests = 0;
     std::vector<std::string> candidates;  // agent addresses
+    std::vector<int> candidate_bundles;   // the bundle to lease inside at each (-1: none)
     size_t next_candidate = 0;
     std::map<std::string, Lease> leases;  // held, by lease id
   };
@@ -156,7 +177,10 @@ class TaskSubmitter {
   void Queue(std::shared_ptr<Task> task);
   // Asks for leases while the queue has more tasks than requests in flight. REQUIRES: mu_ held.
   void RequestLeasesLocked(const std::string& key, Shape& shape);
-  void OnLease(const std::string& key, const std::string& agent, const grpc::Status& status, const LeaseReply& reply);
+  void OnLease(const std::string& key, const std::string& agent, int bundle, const grpc::Status& status,
+               const LeaseReply& reply);
+  // Learns where a placement group's bundles are (on a thread of its own), then queues the tasks that wait for it.
+  void FetchBundles(const std::string& group);
   // Gives queued tasks to held leases with room (REQUIRES: mu_ held); the caller sends them with Send, unlocked.
   void DispatchLocked(const std::string& key, Shape& shape, std::vector<Push>& pushes);
   void Send(std::vector<Push> pushes);
@@ -178,6 +202,11 @@ class TaskSubmitter {
   Channels* channels_;
   mutable std::mutex mu_;
   std::function<std::vector<LeaseNode>()> refresh_nodes_;
+  BundleFetcher fetch_bundles_;
+  // Placement groups: where their bundles are, or why they cannot be used; tasks waiting for that answer.
+  std::map<std::string, absl::StatusOr<std::vector<BundleLocation>>> group_bundles_;  // guarded by mu_
+  std::map<std::string, std::vector<std::shared_ptr<Task>>> waiting_for_group_;      // guarded by mu_
+  int fetchers_ = 0;                                                                   // guarded by mu_
   std::vector<LeaseNode> nodes_;          // guarded by mu_
   std::map<std::string, Shape> shapes_;   // by TaskShape::Key(); guarded by mu_
   Counts counts_;                         // guarded by mu_

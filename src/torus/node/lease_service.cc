@@ -29,7 +29,9 @@ grpc::Status LeaseServiceImpl::RequestWorkerLease(grpc::ServerContext* ctx, cons
                .working_dir = request->working_dir(),
                .holder_pid = static_cast<pid_t>(request->holder_pid()),
                .holder_boot_id = request->holder_boot_id(),
-               .wait_ms = std::clamp<int64_t>(request->wait_ms(), 0, kMaxWaitMs)};
+               .wait_ms = std::clamp<int64_t>(request->wait_ms(), 0, kMaxWaitMs),
+               .group_id = request->group_id(),
+               .bundle_index = request->bundle_index()};
   for (const auto& [name, amount] : request->resources()) {
     if (amount < 0) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -133,6 +133,51 @@ std::optional<std::string> WorkerLeases::TryHoldLocked(const std::string& lease_
   return std::nullopt;
 }
 
+std::optional<std::string> WorkerLeases::TryHoldInBundleLocked(const LeaseAsk& ask, LedgerBundle& held,
+                                                              std::string& never) {
+  const std::string which = absl::StrCat("bundle ", ask.bundle_index, " of group ", ask.group_id);
+  std::optional<LedgerEntry> entry;
+  for (LedgerEntry& e : ledger_->Entries()) {
+    if (e.group_id == ask.group_id && e.bundle.index == ask.bundle_index) entry = std::move(e);
+  }
+  if (!entry || !entry->committed || entry->released) {
+    never = absl::StrCat(which, " is not held on this node", entry && entry->released ? " (released)" : "");
+    return never;
+  }
+  if (!entry->bundle.resources.Contains(ask.resources)) {
+    never = absl::StrCat(which, " holds ", entry->bundle.resources.ToJson(), "; the lease asks for ",
+                         ask.resources.ToJson());
+    return never;
+  }
+  BundleUse& use = bundle_use_[{ask.group_id, ask.bundle_index}];
+  ResourceSet left = entry->bundle.resources;
+  left.Subtract(use.used);
+  if (!left.Contains(ask.resources)) {
+    return absl::StrCat(which, " has ", left.ToJson(), " left beside its other leases");
+  }
+  held = LedgerBundle{.index = ask.bundle_index, .resources = ask.resources};
+  const int64_t tpu = ask.resources.GetFixed(kResourceTpu) / kResourceScale;
+  if (tpu > 0) {
+    // An aligned block among the bundle's chips that its other leases do not hold.
+    std::vector<bool> busy(static_cast<size_t>(devices_.chips), true);
+    for (int chip : entry->bundle.chips) {
+      if (chip >= 0 && chip < devices_.chips && !use.chips.contains(chip)) busy[static_cast<size_t>(chip)] = false;
+    }
+    auto block = AllocateChipBlock(busy, static_cast<int>(tpu));
+    if (!block.ok()) return absl::StrCat(which, ": ", block.status().message());
+    held.chips = *block;
+  }
+  const int64_t gpu = ask.resources.GetFixed(kResourceGpu) / kResourceScale;
+  for (int g : entry->bundle.gpus) {
+    if (static_cast<int64_t>(held.gpus.size()) < gpu && !use.gpus.contains(g)) held.gpus.push_back(g);
+  }
+  if (static_cast<int64_t>(held.gpus.size()) < gpu) return absl::StrCat(which, ": no ", gpu, " free GPUs");
+  use.used.Add(ask.resources);
+  use.chips.insert(held.chips.begin(), held.chips.end());
+  use.gpus.insert(held.gpus.begin(), held.gpus.end());
+  return std::nullopt;
+}
+
 absl::StatusOr<LeaseGrant> WorkerLeases::Request(const LeaseAsk& ask) {
   if (absl::Status s = ValidateJobId(ask.job_id); !s.ok()) return s;
   for (const auto& [k, v] : ask.env) {
@@ -141,7 +186,7 @@ absl::StatusOr<LeaseGrant> WorkerLeases::Request(const LeaseAsk& ask) {
     }
   }
   for (const auto& [name, amount] : ask.resources.amounts()) {
-    if (amount > ledger_->total().GetFixed(name)) {
+    if (ask.group_id.empty() && amount > ledger_->total().GetFixed(name)) {
       return absl::FailedPreconditionError(absl::StrCat("this node has ", FormatFixed(ledger_->total().GetFixed(name)),
                                                         " ", name, " in all; the lease asks for ",
                                                         FormatFixed(amount)));
@@ -167,8 +212,13 @@ absl::StatusOr<LeaseGrant> WorkerLeases::Request(const LeaseAsk& ask) {
       --waiting_;
       return absl::UnavailableError("the agent is stopping");
     }
-    short_of = TryHoldLocked(lease_id, ask, held);
+    std::string never;
+    short_of = ask.group_id.empty() ? TryHoldLocked(lease_id, ask, held) : TryHoldInBundleLocked(ask, held, never);
     if (!short_of) break;
+    if (!never.empty()) {
+      --waiting_;
+      return absl::FailedPreconditionError(never);
+    }
     // Bundles the head releases do not signal this wait: look again at least every 50 ms.
     const auto next = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -185,10 +235,14 @@ absl::StatusOr<LeaseGrant> WorkerLeases::Request(const LeaseAsk& ask) {
                        .job_id = ask.job_id,
                        .resources = ask.resources,
                        .chips = held.chips,
+                       .gpus = held.gpus,
                        .holder_pid = ask.holder_pid,
-                       .granted_ms = WallMs()},
+                       .granted_ms = WallMs(),
+                       .group_id = ask.group_id,
+                       .bundle_index = ask.bundle_index},
               .holder_boot_id = ask.holder_boot_id,
-              .pool_key = held.chips.empty() && held.gpus.empty() ? PoolKey(ask) : ""};
+              .pool_key = held.chips.empty() && held.gpus.empty() && ask.group_id.empty() ? PoolKey(ask) : "",
+              .bundle = {ask.group_id, ask.bundle_index}};
   Worker* worker = nullptr;
   if (!lease.pool_key.empty()) {
     auto pool = idle_.find(lease.pool_key);
@@ -202,7 +256,11 @@ absl::StatusOr<LeaseGrant> WorkerLeases::Request(const LeaseAsk& ask) {
   if (worker == nullptr) {
     auto started = StartWorkerLocked(lock, ask, lease_id, held);
     if (!started.ok()) {
-      ledger_->Release(kLeaseGroupPrefix + lease_id, {});
+      if (ask.group_id.empty()) {
+        ledger_->Release(kLeaseGroupPrefix + lease_id, {});
+      } else {
+        UnuseLocked(lease.bundle, ask.resources, held.chips, held.gpus);
+      }
       changed_.notify_all();
       if (on_ledger_change_) on_ledger_change_();
       return started.status();
@@ -240,16 +298,18 @@ absl::StatusOr<WorkerLeases::Worker*> WorkerLeases::StartWorkerLocked(std::uniqu
   spec.env_set["TORUS_WORKER_ID"] = worker_id;
   spec.env_set["TORUS_JOB_ID"] = ask.job_id;
   const bool holds_devices = !held.chips.empty() || !held.gpus.empty();
-  if (holds_devices) {
-    spec.group_id = kLeaseGroupPrefix + lease_id;
-    spec.bundle_index = 0;
-    if (auto bound = ledger_->Bind(spec.group_id, 0, worker_id); !bound.ok()) return bound.status();
+  const bool in_bundle = !ask.group_id.empty();
+  if (in_bundle || holds_devices) {
+    // Bound to its bundle: the chips stay held until it exited, and a released bundle stops it.
+    spec.group_id = in_bundle ? ask.group_id : kLeaseGroupPrefix + lease_id;
+    spec.bundle_index = in_bundle ? ask.bundle_index : 0;
+    if (auto bound = ledger_->Bind(spec.group_id, *spec.bundle_index, worker_id); !bound.ok()) return bound.status();
   }
   std::map<std::string, std::string> inherited = devices_.base_env;
   for (const auto& [k, v] : spec.env_set) inherited[k] = v;
   auto device_env = BundleDeviceEnv(devices_, held.chips, held.gpus, spec.env_set, inherited);
   if (!device_env.ok()) {
-    if (holds_devices) ledger_->Unbind(worker_id);
+    if (in_bundle || holds_devices) ledger_->Unbind(worker_id);
     return absl::FailedPreconditionError(absl::StrCat("the lease's devices: ", device_env.status().message()));
   }
   for (const auto& [k, v] : device_env->set) spec.env_set[k] = v;
@@ -258,14 +318,16 @@ absl::StatusOr<WorkerLeases::Worker*> WorkerLeases::StartWorkerLocked(std::uniqu
     spec.env_unset.push_back(k);
   }
   Worker& worker = workers_by_id_[worker_id];
-  worker = Worker{.worker_id = worker_id, .pool_key = holds_devices ? "" : PoolKey(ask), .starting = true};
+  worker = Worker{.worker_id = worker_id,
+                  .pool_key = holds_devices || in_bundle ? "" : PoolKey(ask),
+                  .starting = true};
   // The supervisor's exit callback takes mu_: start without it.
   lock.unlock();
   auto started = workers_->Start(spec);
   lock.lock();
   if (!started.ok()) {
     workers_by_id_.erase(worker_id);
-    if (holds_devices) ledger_->Unbind(worker_id);
+    if (in_bundle || holds_devices) ledger_->Unbind(worker_id);
     return absl::UnavailableError(absl::StrCat("cannot start a task worker: ", started.status().message()));
   }
   worker.pid = started->pid;
@@ -312,8 +374,14 @@ void WorkerLeases::EndLeaseLocked(const std::string& lease_id_ref, bool kill_wor
   const Lease lease = std::move(it->second);
   leases_.erase(it);
   worker_lease_.erase(lease.info.worker_id);
-  // A device worker is bound to the bundle: the bundle stays held until it has exited.
-  BundleLedger::Released released = ledger_->Release(kLeaseGroupPrefix + lease_id, {});
+  // A device worker is bound to the bundle: the bundle stays held until it has exited. A lease inside a placement
+  // group's bundle gives its share back; the bundle is the head's.
+  BundleLedger::Released released;
+  if (lease.bundle.first.empty()) {
+    released = ledger_->Release(kLeaseGroupPrefix + lease_id, {});
+  } else {
+    UnuseLocked(lease.bundle, lease.info.resources, lease.info.chips, lease.info.gpus);
+  }
   auto w = workers_by_id_.find(lease.info.worker_id);
   const bool pool = w != workers_by_id_.end() && !w->second.exited && !kill_worker && !lease.pool_key.empty() &&
                     static_cast<int>(idle_[lease.pool_key].size()) < options_.max_idle_workers;
@@ -327,6 +395,16 @@ void WorkerLeases::EndLeaseLocked(const std::string& lease_id_ref, bool kill_wor
     if (other != lease.info.worker_id) workers_->Stop(other, kStopGraceMicros).IgnoreError();
   }
   changed_.notify_all();
+}
+
+void WorkerLeases::UnuseLocked(const std::pair<std::string, int>& bundle, const ResourceSet& resources,
+                               const std::vector<int>& chips, const std::vector<int>& gpus) {
+  auto it = bundle_use_.find(bundle);
+  if (it == bundle_use_.end()) return;
+  it->second.used.Subtract(resources);
+  for (int c : chips) it->second.chips.erase(c);
+  for (int g : gpus) it->second.gpus.erase(g);
+  if (it->second.used.empty() && it->second.chips.empty() && it->second.gpus.empty()) bundle_use_.erase(it);
 }
 
 absl::Status WorkerLeases::Announce(const std::string& worker_id, int port, pid_t pid) {

@@ -61,6 +61,11 @@ struct LeaseAsk {
   pid_t holder_pid = 0;                      // watched when holder_boot_id is this machine's
   std::string holder_boot_id;
   int64_t wait_ms = 0;                       // how long to wait for resources to free up
+  // A lease inside a bundle of a placement group this agent holds committed (group_id set): it takes its resources
+  // and chips from what the bundle holds (less the bundle's other leases), and its worker is stopped when the
+  // bundle is released.
+  std::string group_id;
+  int bundle_index = -1;
 };
 
 struct LeaseGrant {
@@ -79,8 +84,11 @@ struct LeaseInfo {
   pid_t worker_pid = 0;
   ResourceSet resources;
   std::vector<int> chips;
+  std::vector<int> gpus;
   pid_t holder_pid = 0;
   int64_t granted_ms = 0;  // Unix ms
+  std::string group_id;    // a lease inside a placement group's bundle: the group and the bundle's index
+  int bundle_index = -1;
 };
 
 struct WorkerLeasesOptions {
@@ -142,10 +150,20 @@ class WorkerLeases {
     LeaseInfo info;
     std::string holder_boot_id;
     std::string pool_key;
+    std::pair<std::string, int> bundle;  // (group, index) of a lease inside a bundle; group "" otherwise
+  };
+  // What leases inside one bundle hold of it.
+  struct BundleUse {
+    ResourceSet used;
+    std::set<int> chips;
+    std::set<int> gpus;
   };
 
   // Holds the resources and devices of `ask` as lease `lease_id` if they fit now; the reason when they do not.
   std::optional<std::string> TryHoldLocked(const std::string& lease_id, const LeaseAsk& ask, LedgerBundle& held);
+  // The same inside a bundle: NotFound-like reasons come back through `never` (the bundle is not held here, or can
+  // never hold the ask). REQUIRES: mu_ held.
+  std::optional<std::string> TryHoldInBundleLocked(const LeaseAsk& ask, LedgerBundle& held, std::string& never);
   // Starts a worker for a lease; returns it once it announced, or an error. REQUIRES: lock held (released while
   // waiting).
   absl::StatusOr<Worker*> StartWorkerLocked(std::unique_lock<std::mutex>& lock, const LeaseAsk& ask,
@@ -153,6 +171,9 @@ class WorkerLeases {
   // Releases a lease's bundle; stops what must stop; remembers `how` it ended. REQUIRES: mu_ held.
   void EndLeaseLocked(const std::string& lease_id, bool kill_worker, const std::string& how);
   void WatchLoop();
+  // Gives a bundle lease's share back to its bundle. REQUIRES: mu_ held.
+  void UnuseLocked(const std::pair<std::string, int>& bundle, const ResourceSet& resources,
+                   const std::vector<int>& chips, const std::vector<int>& gpus);
 
   BundleLedger* ledger_;
   WorkerSupervisor* workers_;
@@ -167,6 +188,7 @@ class WorkerLeases {
   std::map<std::string, Worker> workers_by_id_;          // every live lease worker; guarded by mu_
   std::map<std::string, std::vector<std::string>> idle_;  // pool key -> idle worker ids; guarded by mu_
   std::map<std::string, std::string> worker_lease_;      // worker id -> its lease; guarded by mu_
+  std::map<std::pair<std::string, int>, BundleUse> bundle_use_;  // guarded by mu_
   std::map<std::string, std::string> ended_;             // lease id -> how it ended (the last 1000); guarded by mu_
   std::deque<std::string> ended_order_;                  // guarded by mu_
   int waiting_ = 0;                                      // requests waiting for resources; guarded by mu_

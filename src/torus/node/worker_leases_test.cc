@@ -218,6 +218,46 @@ TEST_F(WorkerLeasesTest, IdlePooledWorkersAreStoppedAfterTheirTime) {
   EXPECT_TRUE(WaitFor([&] { return supervisor_->RunningCount() == 0; }));
 }
 
+TEST_F(WorkerLeasesTest, LeasesInsideAPlacementGroupBundleShareItsChipsAndEndWithIt) {
+  Make("sleep 30");
+  ResourceSet bundle;
+  bundle.Set(kResourceCpu, 2);
+  bundle.Set(kResourceTpu, 4);
+  ASSERT_TRUE(ledger_->Prepare("pg-1", 1, {{.index = 0, .resources = bundle, .chips = {0, 1, 2, 3}}}, 60'000'000).ok());
+  ASSERT_TRUE(ledger_->Commit("pg-1", 1).ok());
+  LeaseAsk in = Ask(1, 1);
+  in.group_id = "pg-1";
+  in.bundle_index = 0;
+  auto first = leases_->Request(in);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = leases_->Request(in);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first->chips, (std::vector<int>{0}));
+  EXPECT_EQ(second->chips, (std::vector<int>{1}));
+  EXPECT_EQ(EnvOf(second->worker_id, "TPU_VISIBLE_CHIPS"), "1");
+  // The bundle's two CPUs are taken: a third waits, then says what is left.
+  in.wait_ms = 20;
+  auto third = leases_->Request(in);
+  ASSERT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(third.status().message().find("bundle 0 of group pg-1 has {\"TPU\": 2} left"), std::string::npos)
+      << third.status();
+  // The host's own availability is the bundle's business: the ledger did not change.
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 6 * kResourceScale);
+  LeaseAsk elsewhere = in;
+  elsewhere.bundle_index = 5;
+  EXPECT_EQ(leases_->Request(elsewhere).status().message(), "bundle 5 of group pg-1 is not held on this node");
+  LeaseAsk too_big = Ask(1, 8);
+  too_big.group_id = "pg-1";
+  too_big.bundle_index = 0;
+  EXPECT_EQ(leases_->Request(too_big).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Releasing the bundle stops its lease workers; their leases end.
+  BundleLedger::Released released = ledger_->Release("pg-1", {});
+  EXPECT_EQ(released.workers.size(), 2u);
+  for (const std::string& w : released.workers) ASSERT_TRUE(supervisor_->Stop(w, 0).ok());
+  EXPECT_TRUE(WaitFor([&] { return leases_->Leases().empty(); }));
+  EXPECT_TRUE(WaitFor([&] { return ledger_->BusyChips().empty(); }));
+}
+
 TEST(LeaseNamesTest, LeaseGroupsAndOwnersAreRecognised) {
   EXPECT_TRUE(IsLeaseGroup("lease:00ab"));
   EXPECT_FALSE(IsLeaseGroup("pg-lease:1"));
