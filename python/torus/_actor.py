@@ -20,8 +20,9 @@ def _check_actor_options(opts):
             raise ValueError(f"{unsupported}: not supported for actors yet")
     if opts.get("lifetime") not in (None, "non_detached"):
         raise ValueError(f"lifetime: only 'non_detached' actors are supported yet, got {opts['lifetime']!r}")
-    if opts.get("max_concurrency", 1) != 1:
-        raise ValueError("max_concurrency: actors run one call at a time in this version (1)")
+    concurrency = opts.get("max_concurrency")
+    if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
+        raise ValueError(f"max_concurrency: a positive integer is required, got {concurrency!r}")
     if opts.get("max_task_retries", 0) != 0:
         raise ValueError("max_task_retries: calls are not retried in this version (0)")
     restarts = opts.get("max_restarts", 0)
@@ -46,14 +47,16 @@ class ActorClass:
         merged = dict(self._options)
         merged.update(options)
         copy = ActorClass(self._cls, merged)
-        copy._blob, copy._function_id = self._blob, self._function_id
+        if merged.get("max_concurrency") == self._options.get("max_concurrency"):
+            copy._blob, copy._function_id = self._blob, self._function_id
         return copy
 
     def remote(self, *args, **kwargs):
         state = _runtime._state_or_init()
         opts = self._options
         if self._blob is None:
-            self._blob = ser.dumps(self._cls)
+            # The worker gets the class and how many calls it takes at once.
+            self._blob = ser.dumps((self._cls, {"max_concurrency": opts.get("max_concurrency")}))
             self._function_id = _runtime.function_id(self._blob)
         # Actors hold no CPU unless asked (as in Ray, where 1 CPU is for placement only).
         resources = _resources(dict(opts, num_cpus=opts.get("num_cpus", 0)))

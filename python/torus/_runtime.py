@@ -1,6 +1,7 @@
 """The process's connection to a torus cluster: one core worker (C++, module _torus_core) per process."""
 
 import atexit
+import contextvars
 import hashlib
 import os
 import shutil
@@ -16,6 +17,8 @@ from torus import exceptions
 from torus import _serialization as ser
 
 _lock = threading.RLock()
+# (task id, name) of the task or actor call running in this thread or coroutine.
+current_task = contextvars.ContextVar("torus_current_task", default=None)
 _state = None  # the _State of this process once initialized
 
 
@@ -43,8 +46,6 @@ class _State:
         self.token = token
         self.local_cluster = local_cluster  # (torus binary, TORUS_TEMP_DIR) of a cluster this process started
         self.is_worker = is_worker
-        self.current_task_id = None
-        self.current_task_name = None
         self.actor_id = None  # in an actor's worker
 
 

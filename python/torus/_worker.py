@@ -1,8 +1,13 @@
 """A task worker: `python3 -m torus._worker`, started by an agent for a lease. It runs the tasks pushed to it, one at
 a time, and answers each with its return values (or its error)."""
 
+import asyncio
+import concurrent.futures
+import inspect
 import os
 import sys
+import threading
+import time
 import traceback
 
 from torus import _runtime
@@ -37,15 +42,51 @@ class _FunctionUnknown(Exception):
     pass
 
 
-_actor = None  # the instance, in an actor's worker
+_actor = None     # the instance, in an actor's worker
+_executor = None  # how its calls run when it takes more than one at a time: a _Threads or an _AsyncLoop
 
 
-def _run(core, functions, task):
-    global _actor
+class _Threads:
+    """A threaded actor (max_concurrency > 1): calls start in order and run on up to that many threads."""
+
+    def __init__(self, n):
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=n, thread_name_prefix="torus-actor")
+
+    def submit(self, core, functions, task):
+        self.pool.submit(lambda: core.finish_task(task["task_id"], _run(core, functions, task)))
+
+
+class _AsyncLoop:
+    """An async actor (it has `async def` methods): calls run as tasks of one event loop, up to max_concurrency at
+    once; a call's coroutine yields the loop to the others at each await."""
+
+    def __init__(self, n):
+        self.loop = asyncio.new_event_loop()
+        self.limit = None
+        self.n = n
+        threading.Thread(target=self._serve, name="torus-actor-loop", daemon=True).start()
+
+    def _serve(self):
+        asyncio.set_event_loop(self.loop)
+        self.limit = asyncio.Semaphore(self.n)
+        self.loop.run_forever()
+
+    def submit(self, core, functions, task):
+        async def call():
+            async with self.limit:
+                returns = await _run_async(core, functions, task)
+            core.finish_task(task["task_id"], returns)
+        while self.limit is None:
+            time.sleep(0.001)
+        asyncio.run_coroutine_threadsafe(call(), self.loop)
+
+
+def _prepare(core, functions, task):
+    """(callable, args, kwargs) of a task, or the returns it fails with at once."""
     name = task["name"]
     if task["method"]:
         if _actor is None:
-            return [_error_value(name, RuntimeError("this worker holds no actor"), "RuntimeError: no actor")]
+            return None, [_error_value(name, RuntimeError("this worker holds no actor"), "RuntimeError: no actor")]
         fn = getattr(_actor, task["method"])
     else:
         fid = task["function_id"]
@@ -55,36 +96,75 @@ def _run(core, functions, task):
                 raise _FunctionUnknown()
             fn = ser.loads(task["function"])
             functions[fid] = fn
-    state = _runtime._state
-    state.current_task_id = task["task_id"]
-    state.current_task_name = name
-    num_returns = task["num_returns"]
     try:
-        try:
-            values = [_resolve(core, *arg) for arg in task["args"]]
-        except exceptions.TaskError as dep:
-            # A dependency failed: this task fails with that error.
-            return [(ser.dumps(dep), ser.FORMAT_ERROR)]
-        except exceptions.TorusError as dep:
-            return [_error_value(name, dep, f"{type(dep).__name__}: {dep}")]
-        kwargs = values.pop() if values else {}
-        result = fn(*values, **kwargs)
+        values = [_resolve(core, *arg) for arg in task["args"]]
+    except exceptions.TaskError as dep:
+        # A dependency failed: this task fails with that error.
+        return None, [(ser.dumps(dep), ser.FORMAT_ERROR)]
+    except exceptions.TorusError as dep:
+        return None, [_error_value(name, dep, f"{type(dep).__name__}: {dep}")]
+    kwargs = values.pop() if values else {}
+    return (fn, values, kwargs), None
+
+
+def _returns(task, result):
+    num_returns = task["num_returns"]
+    if num_returns == 1:
+        return [(ser.dumps(result), ser.FORMAT_PICKLE)]
+    result = tuple(result)
+    if len(result) != num_returns:
+        raise ValueError(f"{task['name']} returned {len(result)} values; num_returns is {num_returns}")
+    return [(ser.dumps(r), ser.FORMAT_PICKLE) for r in result]
+
+
+def _create(task, fn, values, kwargs):
+    """Builds the actor's instance; sets up how its calls run."""
+    global _actor, _executor
+    cls, options = fn if isinstance(fn, tuple) else (fn, {})
+    _actor = cls(*values, **kwargs)
+    _runtime._state.actor_id = task["actor_id"]
+    is_async = any(inspect.iscoroutinefunction(getattr(cls, n, None)) for n in dir(cls) if not n.startswith("__"))
+    concurrency = options.get("max_concurrency")
+    if is_async:
+        _executor = _AsyncLoop(concurrency or 1000)
+    elif concurrency and concurrency > 1:
+        _executor = _Threads(concurrency)
+    return [(ser.dumps(None), ser.FORMAT_PICKLE)]
+
+
+def _run(core, functions, task):
+    name = task["name"]
+    token = _runtime.current_task.set((task["task_id"], name))
+    try:
+        call, failed = _prepare(core, functions, task)
+        if failed is not None:
+            return failed
+        fn, values, kwargs = call
         if task["actor_creation"]:
-            _actor = result
-            state.actor_id = task["actor_id"]
-            return [(ser.dumps(None), ser.FORMAT_PICKLE)]
-        if num_returns == 1:
-            return [(ser.dumps(result), ser.FORMAT_PICKLE)]
-        result = tuple(result)
-        if len(result) != num_returns:
-            raise ValueError(f"{name} returned {len(result)} values; num_returns is {num_returns}")
-        return [(ser.dumps(r), ser.FORMAT_PICKLE) for r in result]
+            return _create(task, fn, values, kwargs)
+        return _returns(task, fn(*values, **kwargs))
+    except _FunctionUnknown:
+        raise
     except Exception as e:  # noqa: BLE001 - any error of the user's function is the task's result
-        tb = traceback.format_exc()
-        return [_error_value(name, e, tb)]
+        return [_error_value(name, e, traceback.format_exc())]
     finally:
-        state.current_task_id = None
-        state.current_task_name = None
+        _runtime.current_task.reset(token)
+
+
+async def _run_async(core, functions, task):
+    name = task["name"]
+    _runtime.current_task.set((task["task_id"], name))
+    try:
+        call, failed = _prepare(core, functions, task)
+        if failed is not None:
+            return failed
+        fn, values, kwargs = call
+        result = fn(*values, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return _returns(task, result)
+    except Exception as e:  # noqa: BLE001
+        return [_error_value(name, e, traceback.format_exc())]
 
 
 def main():
@@ -94,6 +174,9 @@ def main():
     while True:
         task = core.next_task(1000)
         if task is None:
+            continue
+        if _executor is not None and task["method"]:
+            _executor.submit(core, functions, task)
             continue
         try:
             returns = _run(core, functions, task)

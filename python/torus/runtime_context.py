@@ -16,11 +16,12 @@ class RuntimeContext:
         return self._state.node_id
 
     def get_task_id(self):
-        tid = self._state.current_task_id
-        return tid.hex() if tid else None
+        current = _runtime.current_task.get()
+        return current[0].hex() if current else None
 
     def get_task_name(self):
-        return self._state.current_task_name
+        current = _runtime.current_task.get()
+        return current[1] if current else None
 
     def get_worker_id(self):
         return os.environ.get("TORUS_WORKER_ID")

@@ -111,14 +111,14 @@ def test_kill_and_a_failing_constructor_leave_the_actor_dead_with_the_reason(clu
         except torus.exceptions.ActorDiedError as e:
             out["broken"] = [isinstance(e.cause, KeyError), "missing config" in str(e)]
         try:
-            A.options(max_concurrency=4).remote()
+            A.options(max_concurrency=0).remote()
         except ValueError as e:
             out["concurrency"] = str(e)
         print(json.dumps(out))
     """)
     assert result == {"ping": "pong", "killed": "the actor is dead: it was killed (torus.kill)",
                       "broken": [True, True],
-                      "concurrency": "max_concurrency: actors run one call at a time in this version (1)"}
+                      "concurrency": "max_concurrency: a positive integer is required, got 0"}
 
 
 def test_actors_die_with_their_driver(cluster, tmp_path):
@@ -153,3 +153,51 @@ def test_sixteen_tpu_actors_pinned_to_a_slice_placement_group_all_reduce(cluster
     # Ranks 4k..4k+3 on the host of bundle k: the slice's hosts, in worker id order.
     hosts = [node for node, _ in result["placements"]]
     assert hosts == [h for h in result["slice_hosts"] for _ in range(4)], hosts
+
+
+def test_threaded_and_async_actors_run_calls_at_the_same_time(cluster, tmp_path):
+    # A call that waits for a later call's signal finishes only if the two run at once.
+    result = driver_json(cluster, tmp_path, """
+        import asyncio, json, threading, torus
+        torus.init()
+
+        @torus.remote(max_concurrency=2)
+        class Threaded:
+            def __init__(self):
+                self.event = threading.Event()
+            def wait(self):
+                return self.event.wait(timeout=20)
+            def signal(self):
+                self.event.set()
+                return torus.get_runtime_context().get_task_name()
+
+        @torus.remote
+        class Async:
+            def __init__(self):
+                self.event = None
+            async def wait(self):
+                self.event = self.event or asyncio.Event()
+                await asyncio.wait_for(self.event.wait(), timeout=20)
+                return "woken"
+            async def signal(self):
+                self.event = self.event or asyncio.Event()
+                self.event.set()
+                return torus.get_runtime_context().get_task_name()
+
+        @torus.remote
+        class Serial:
+            def __init__(self):
+                self.event = threading.Event()
+            def wait(self):
+                return self.event.wait(timeout=1)
+            def signal(self):
+                self.event.set()
+
+        t, a, s = Threaded.remote(), Async.remote(), Serial.remote()
+        waits = [t.wait.remote(), a.wait.remote(), s.wait.remote()]
+        names = torus.get([t.signal.remote(), a.signal.remote()])
+        s.signal.remote()
+        print(json.dumps({"woken": torus.get(waits, timeout=60), "names": names}))
+    """)
+    # The serial actor ran its wait to its timeout before the signal: calls one at a time.
+    assert result == {"woken": [True, "woken", False], "names": ["__main__.Threaded.signal", "__main__.Async.signal"]}
