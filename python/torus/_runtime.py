@@ -334,6 +334,18 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     return ready, [r for r in refs if r not in taken]
 
 
+def cancel(ref, *, force=False, recursive=True):
+    """Cancels the task that returns `ref`: a queued one is dropped; a running one gets KeyboardInterrupt (with
+    force=True its worker is killed). `get` then raises TaskCancelledError. Only tasks this process submitted;
+    a finished task is left as it is."""
+    if not isinstance(ref, ObjectRef):
+        raise TypeError(f"torus.cancel takes an ObjectRef, got {type(ref).__name__}")
+    state = _state_or_init()
+    if ref._owner != state.core.address:
+        raise ValueError("torus.cancel: only tasks submitted by this process can be cancelled")
+    state.core.cancel(ref._id[:16], bool(force))
+
+
 def nodes():
     """The cluster's alive nodes, as ray.nodes() lists them."""
     state = _state_or_init()

@@ -30,6 +30,8 @@ def error_from(data, fmt):
         return exceptions.WorkerCrashedError(data.decode("utf-8", "replace"))
     if fmt == "unschedulable":
         return exceptions.TaskUnschedulableError(data.decode("utf-8", "replace"))
+    if fmt == "cancelled":
+        return exceptions.TaskCancelledError(data.decode("utf-8", "replace") or "the task was cancelled (torus.cancel)")
     if fmt == "actor_died":
         return exceptions.ActorDiedError(data.decode("utf-8", "replace"))
     if fmt == "actor_creation_failed":

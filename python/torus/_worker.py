@@ -5,6 +5,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import os
+import signal
 import sys
 import threading
 import time
@@ -145,6 +146,8 @@ def _run(core, functions, task):
         return _returns(task, fn(*values, **kwargs))
     except _FunctionUnknown:
         raise
+    except KeyboardInterrupt:
+        return [(b"", "cancelled")]
     except Exception as e:  # noqa: BLE001 - any error of the user's function is the task's result
         return [_error_value(name, e, traceback.format_exc())]
     finally:
@@ -167,22 +170,44 @@ async def _run_async(core, functions, task):
         return [_error_value(name, e, traceback.format_exc())]
 
 
+_main_task = None  # the id of the task running on the main thread
+
+
+def _interrupt(task_id):
+    # torus.cancel of the task on the main thread: KeyboardInterrupt there. A real SIGINT to that thread, so that a
+    # blocking call (sleep, a socket read) is interrupted too.
+    if task_id == _main_task:
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+
 def main():
+    global _main_task
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     state = _runtime._init_worker()
     core = state.core
+    core.set_cancel_handler(_interrupt)
     functions = {}
     while True:
-        task = core.next_task(1000)
+        try:
+            task = core.next_task(1000)
+        except KeyboardInterrupt:
+            continue  # a cancel that came after its task ended
         if task is None:
             continue
         if _executor is not None and task["method"]:
             _executor.submit(core, functions, task)
             continue
         try:
-            returns = _run(core, functions, task)
+            _main_task = task["task_id"]
+            try:
+                returns = _run(core, functions, task)
+            finally:
+                _main_task = None
         except _FunctionUnknown:
             core.finish_task(task["task_id"], [], function_unknown=True)
             continue
+        except KeyboardInterrupt:
+            returns = [(b"", "cancelled")]
         sys.stdout.flush()
         sys.stderr.flush()
         core.finish_task(task["task_id"], returns)

@@ -66,3 +66,7 @@ class ActorDiedError(TorusError):
     def __init__(self, message, cause=None):
         super().__init__(message)
         self.cause = cause
+
+
+class TaskCancelledError(TorusError):
+    """The task was cancelled with torus.cancel."""

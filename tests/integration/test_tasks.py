@@ -375,3 +375,63 @@ def test_tasks_run_inside_placement_group_bundles(cluster, tmp_path):
         " has no bundle 5 (it has 2)"), result["no_bundle"]
     assert result["never_ready"] is False
     assert result["removed"].startswith("placement group pg-") and " is REMOVED" in result["removed"], result
+
+
+def test_cancel_drops_a_queued_task_and_interrupts_or_kills_a_running_one(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, os, time, torus
+        torus.init()
+        marks = os.path.abspath("marks")
+        os.makedirs(marks)
+
+        @torus.remote(resources={"TPU": 4}, label_selector={"ray.io/tpu-worker-id": "0"})
+        def hold(tag, seconds):
+            with open(os.path.join(marks, tag), "w") as f:
+                f.write(str(os.getpid()))
+            try:
+                time.sleep(seconds)
+            except KeyboardInterrupt:
+                with open(os.path.join(marks, tag + ".interrupted"), "w"):
+                    pass
+                raise
+            return tag
+
+        def started(tag):
+            while not os.path.exists(os.path.join(marks, tag)):
+                time.sleep(0.02)
+            return int(open(os.path.join(marks, tag)).read() or 0)
+
+        out = {}
+        running = hold.remote("a", 60)
+        started("a")
+        queued = hold.remote("b", 60)  # the host's 4 chips are held by "a": "b" waits for a lease
+        torus.cancel(queued)
+        torus.cancel(running)
+        for name, ref in (("queued", queued), ("running", running)):
+            try:
+                torus.get(ref, timeout=30)
+            except torus.exceptions.TaskCancelledError as e:
+                out[name] = str(e)
+        out["interrupted"] = os.path.exists(os.path.join(marks, "a.interrupted"))
+        out["b_started"] = os.path.exists(os.path.join(marks, "b"))
+        forced = hold.options(max_retries=3).remote("c", 60)
+        pid = started("c")
+        torus.cancel(forced, force=True)
+        try:
+            torus.get(forced, timeout=30)
+        except torus.exceptions.TaskCancelledError as e:
+            out["forced"] = str(e)
+        deadline = time.time() + 15
+        while time.time() < deadline and os.path.exists(f"/proc/{pid}"):
+            time.sleep(0.05)
+        out["killed"] = not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
+        out["after"] = torus.get(hold.remote("d", 0), timeout=60)
+        done = hold.remote("e", 0)
+        torus.get(done)
+        torus.cancel(done)
+        out["finished_stays"] = torus.get(done)
+        print(json.dumps(out))
+    """)
+    assert result == {"queued": "the task was cancelled (torus.cancel)", "running": "the task was cancelled (torus.cancel)",
+                      "interrupted": True, "b_started": False, "forced": "the task was cancelled (torus.cancel)",
+                      "killed": True, "after": "d", "finished_stays": "e"}

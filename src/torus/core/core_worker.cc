@@ -72,6 +72,17 @@ class Service final : public CoreWorkerService::CallbackService {
     }
     return reactor;
   }
+  grpc::ServerUnaryReactor* CancelTask(grpc::CallbackServerContext* ctx, const CancelTaskRequest* request,
+                                       CancelTaskReply* reply) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (!Authorized(ctx, token_)) {
+      reactor->Finish(Unauthenticated());
+    } else {
+      reply->set_found(worker_->HandleCancel(request->task_id()));
+      reactor->Finish(grpc::Status::OK);
+    }
+    return reactor;
+  }
   grpc::ServerUnaryReactor* GetObject(grpc::CallbackServerContext* ctx, const GetObjectRequest* request,
                                       GetObjectReply* reply) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -469,6 +480,33 @@ grpc::Status CoreWorker::HandleGetObject(const GetObjectRequest& request, GetObj
   }
   reply->set_status(state == ObjectState::kPending ? GetObjectReply::PENDING : GetObjectReply::FREED);
   return grpc::Status::OK;
+}
+
+void CoreWorker::SetCancelHandler(std::function<void(const std::string&)> handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancel_handler_ = std::move(handler);
+}
+
+bool CoreWorker::HandleCancel(const std::string& task_id) {
+  std::function<void(const std::string&)> handler;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!running_.contains(task_id)) return false;
+    // Not started yet: dropped here, answered as cancelled.
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      if (it->spec.task_id() != task_id) continue;
+      pending_.erase(it);
+      Running r = running_.at(task_id);
+      running_.erase(task_id);
+      ObjectValue* v = r.reply->add_returns();
+      v->set_format("cancelled");
+      r.reactor->Finish(grpc::Status::OK);
+      return true;
+    }
+    handler = cancel_handler_;
+  }
+  if (handler) handler(task_id);
+  return true;
 }
 
 std::optional<Execution> CoreWorker::NextTask(int64_t timeout_ms) {

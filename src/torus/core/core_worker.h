@@ -12,6 +12,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -109,6 +110,11 @@ class CoreWorker {
   void HandlePush(grpc::ServerUnaryReactor* reactor, const PushTaskRequest& request, PushTaskReply* reply);
   grpc::Status HandleGetObject(const GetObjectRequest& request, GetObjectReply* reply);
   ActorInfo HandleResolveActor(const ResolveActorRequest& request);
+  bool HandleCancel(const std::string& task_id);
+  // Executor side: called (on an RPC thread) with the id of a running task to interrupt.
+  void SetCancelHandler(std::function<void(const std::string&)> handler);
+  // Cancels a task this process submitted (see TaskSubmitter::Cancel).
+  bool CancelTask(const std::string& task_id, bool force) { return submitter_->Cancel(task_id, force); }
   grpc::Status HandleKillActor(const KillActorRequest& request);
 
  private:
@@ -143,6 +149,7 @@ class CoreWorker {
   std::map<std::string, CallerOrder> callers_;  // guarded by mu_
   bool stopping_ = false;                                             // guarded by mu_
   int group_watchers_ = 0;                                            // WhenGroupReady threads; guarded by mu_
+  std::function<void(const std::string&)> cancel_handler_;            // guarded by mu_
 };
 
 }  // namespace torus::core

@@ -375,6 +375,23 @@ PYBIND11_MODULE(_torus_core, m) {
              w.FinishTask(std::string(task_id), std::move(values), function_unknown);
            },
            py::arg("task_id"), py::arg("returns"), py::arg("function_unknown") = false)
+      .def("cancel",
+           [](CoreWorker& w, py::bytes task_id, bool force) {
+             py::gil_scoped_release release;
+             return w.CancelTask(std::string(task_id), force);
+           })
+      .def("set_cancel_handler",
+           [](CoreWorker& w, py::function handler) {
+             auto shared = std::make_shared<py::function>(std::move(handler));
+             w.SetCancelHandler([shared](const std::string& task_id) {
+               py::gil_scoped_acquire acquire;
+               try {
+                 (*shared)(py::bytes(task_id));
+               } catch (py::error_already_set& e) {
+                 e.discard_as_unraisable("torus cancel handler");
+               }
+             });
+           })
       .def("counts",
            [](CoreWorker& w) {
              auto c = w.counts();

@@ -9,6 +9,9 @@
 #include "torus/core/ids.h"
 
 namespace torus::core {
+namespace {
+constexpr char kCancelled[] = "the task was cancelled (torus.cancel)";
+}  // namespace
 std::string FormatShape(const std::map<std::string, int64_t>& resources) {
   std::vector<std::string> parts;
   for (const auto& [name, fixed] : resources) {
@@ -244,6 +247,7 @@ void TaskSubmitter::Submit(TaskSpec spec, TaskOptions options) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++counts_.submitted;
+    live_.insert(spec.task_id());
   }
   auto task = std::make_shared<Task>(Task{.spec = std::move(spec), .options = std::move(options)});
   Enqueue(std::move(task));
@@ -271,6 +275,17 @@ void TaskSubmitter::FetchBundles(const std::string& group) {
 }
 
 void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
+  bool cancelled = false;
+  {
+    // Cancelled while it waited for its arguments (or before a retry).
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled = cancelled_.erase(task->spec.task_id()) > 0;
+    if (cancelled) ++counts_.failed;
+  }
+  if (cancelled) {
+    FailTask(*task, "cancelled", kCancelled);
+    return;
+  }
   // A task in a placement group waits until the group is created and its bundles' places are known.
   if (const std::string& group = task->options.shape.placement_group; !group.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -464,6 +479,8 @@ void TaskSubmitter::Send(std::vector<Push> pushes) {
     *request->mutable_task() = p.task->spec;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      pushed_[p.task->spec.task_id()] = Pushed{.key = p.key, .lease_id = p.lease.lease_id,
+                                               .worker_address = p.lease.worker_address};
       // The worker keeps functions by id: their code goes once.
       if (!sent_functions_[p.lease.worker_address].insert(p.task->spec.function_id()).second) {
         request->mutable_task()->clear_function();
@@ -495,6 +512,44 @@ void TaskSubmitter::Send(std::vector<Push> pushes) {
 
 void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id, std::shared_ptr<Task> task,
                              const grpc::Status& status, const PushTaskReply& reply) {
+  bool cancelled = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pushed_.erase(task->spec.task_id());
+    cancelled = cancelled_.erase(task->spec.task_id()) > 0;
+  }
+  const bool interrupted = !status.ok() || (reply.returns_size() > 0 && reply.returns(0).format() == "cancelled");
+  if (cancelled && interrupted) {
+    // Cancelled while it ran: no retry. Its worker, stopped by force, goes with its lease.
+    Lease dead;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counts_.failed;
+      auto shape = shapes_.find(key);
+      if (!status.ok() && shape != shapes_.end()) {
+        if (auto it = shape->second.leases.find(lease_id); it != shape->second.leases.end()) {
+          dead = it->second;
+          shape->second.leases.erase(it);
+        }
+      } else if (shape != shapes_.end()) {
+        if (auto it = shape->second.leases.find(lease_id); it != shape->second.leases.end() && --it->second.in_flight == 0) {
+          it->second.idle_since_ms = SteadyMs();
+        }
+      }
+    }
+    if (!dead.lease_id.empty()) ReturnLease(dead, true);
+    FailTask(*task, "cancelled", kCancelled);
+    std::vector<Push> pushes;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = shapes_.find(key); it != shapes_.end()) {
+        DispatchLocked(key, it->second, pushes);
+        RequestLeasesLocked(key, it->second);
+      }
+    }
+    Send(std::move(pushes));
+    return;
+  }
   const bool crashed = !status.ok();
   const bool app_error = !crashed && reply.returns_size() > 0 && reply.returns(0).format() == "error";
   const bool retry = (crashed || (app_error && task->options.retry_exceptions)) &&
@@ -537,6 +592,10 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
       std::lock_guard<std::mutex> lock(mu_);
       ++(app_error ? counts_.failed : counts_.finished);
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_.erase(task->spec.task_id());
+    }
     for (int i = 0; i < task->spec.num_returns(); ++i) {
       const ObjectValue& v = reply.returns(std::min(i, reply.returns_size() - 1));
       Value value{.data = v.data(), .format = v.format(), .buffers = {v.buffers().begin(), v.buffers().end()}};
@@ -554,7 +613,75 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
   Send(std::move(pushes));
 }
 
+bool TaskSubmitter::Cancel(const std::string& task_id, bool force) {
+  std::shared_ptr<Task> queued;
+  Pushed pushed;
+  bool running = false;
+  Lease kill;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!live_.contains(task_id)) return false;
+    auto take = [&](std::deque<std::shared_ptr<Task>>& q) {
+      for (auto it = q.begin(); it != q.end(); ++it) {
+        if ((*it)->spec.task_id() == task_id) {
+          queued = *it;
+          q.erase(it);
+          return;
+        }
+      }
+    };
+    for (auto& [key, shape] : shapes_) {
+      if (!queued) take(shape.queue);
+    }
+    for (auto& [group, tasks] : waiting_for_group_) {
+      for (auto it = tasks.begin(); !queued && it != tasks.end(); ++it) {
+        if ((*it)->spec.task_id() == task_id) {
+          queued = *it;
+          tasks.erase(it);
+          break;
+        }
+      }
+    }
+    if (queued) {
+      ++counts_.failed;
+    } else if (auto p = pushed_.find(task_id); p != pushed_.end()) {
+      running = true;
+      pushed = p->second;
+      cancelled_.insert(task_id);
+      auto shape = shapes_.find(pushed.key);
+      if (force && shape != shapes_.end()) {
+        if (auto l = shape->second.leases.find(pushed.lease_id); l != shape->second.leases.end()) {
+          kill = l->second;
+          shape->second.leases.erase(l);
+          sent_functions_.erase(kill.worker_address);
+        }
+      }
+    } else {
+      cancelled_.insert(task_id);  // waiting for its arguments: Queue fails it
+    }
+  }
+  if (queued) {
+    FailTask(*queued, "cancelled", kCancelled);
+  } else if (running && force) {
+    if (!kill.lease_id.empty()) ReturnLease(kill, true);
+  } else if (running) {
+    auto ctx = NewCall();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto request = std::make_shared<CancelTaskRequest>();
+    request->set_task_id(task_id);
+    auto reply = std::make_shared<CancelTaskReply>();
+    channels_->Worker(pushed.worker_address)
+        ->async()
+        ->CancelTask(ctx.get(), request.get(), reply.get(), [this, ctx, request, reply](grpc::Status) { Done(ctx); });
+  }
+  return true;
+}
+
 void TaskSubmitter::FailTask(const Task& task, const std::string& format, const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(task.spec.task_id());
+  }
   for (int i = 1; i <= task.spec.num_returns(); ++i) {
     table_->Put(ReturnObjectId(task.spec.task_id(), static_cast<uint32_t>(i)),
                 Value{.data = message, .format = format});

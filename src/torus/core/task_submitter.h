@@ -135,6 +135,11 @@ class TaskSubmitter {
   // are pending in the table until it finishes. A ref argument owned by this process is replaced by its value once
   // that is ready; refs owned elsewhere are passed on for the executor to fetch.
   void Submit(TaskSpec spec, TaskOptions options);
+  // Cancels a task: one still queued (or waiting for its arguments) fails "cancelled" now; one running is
+  // interrupted by its worker, or with `force` its worker is stopped — no retry either way. Returns whether the
+  // task was known (not finished).
+  bool Cancel(const std::string& task_id, bool force);
+
   // Cancels the calls in flight, returns every lease and waits (up to 2 s) for the calls to end. Tasks submitted
   // after it fail.
   void Shutdown();
@@ -214,6 +219,14 @@ class TaskSubmitter {
   bool stopping_ = false;                                 // guarded by mu_
   std::condition_variable calls_done_;
   std::map<std::string, std::set<std::string>> sent_functions_;  // worker address -> function ids; guarded by mu_
+  struct Pushed {
+    std::string key;
+    std::string lease_id;
+    std::string worker_address;
+  };
+  std::map<std::string, Pushed> pushed_;   // task id -> where it runs; guarded by mu_
+  std::set<std::string> cancelled_;        // task ids cancelled and not yet answered; guarded by mu_
+  std::set<std::string> live_;             // task ids submitted and not finished; guarded by mu_
   std::condition_variable idle_cv_;
   std::thread idle_thread_;
 };
