@@ -201,3 +201,41 @@ def test_threaded_and_async_actors_run_calls_at_the_same_time(cluster, tmp_path)
     """)
     # The serial actor ran its wait to its timeout before the signal: calls one at a time.
     assert result == {"woken": [True, "woken", False], "names": ["__main__.Threaded.signal", "__main__.Async.signal"]}
+
+
+def test_leases_held_by_a_driver_are_in_metrics(cluster, tmp_path):
+    import subprocess
+    import textwrap
+    from test_metrics import scrape
+    from test_tasks import PYTHON, python_env
+    go = tmp_path / "go"
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, time, torus
+        torus.init()
+
+        @torus.remote(resources={{"TPU": 1}})
+        class Held:
+            def ping(self):
+                return 1
+
+        held = [Held.remote() for _ in range(3)]
+        torus.get([h.ping.remote() for h in held])
+        print(torus.get_runtime_context().get_job_id(), flush=True)
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.05)
+    """))
+    proc = subprocess.Popen([PYTHON, str(script)], env=python_env(cluster), stdout=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    try:
+        job_id = proc.stdout.readline().strip()
+        assert job_id.startswith("driver-"), job_id
+
+        def leases():
+            return sum(v for (name, labels), v in scrape(cluster).items()
+                       if name == "torus_node_task_leases" and ("job_id", job_id) in labels)
+        assert wait_until(lambda: leases() == 3, 30, interval=0.5, message="3 leases of the driver in /metrics")
+    finally:
+        go.write_text("")
+        proc.wait(timeout=30)
+    wait_until(lambda: leases() == 0, 30, interval=0.5, message="the driver's leases to leave /metrics")

@@ -307,8 +307,12 @@ int Run(const NodeFlags& flags) {
   if (flags.metrics_period_ms > 0) {
     sampler = std::make_unique<torus::node::MetricsSampler>(
         &clock, torus::node::MetricsSamplerOptions{.node_id = identity->node_id, .period_ms = flags.metrics_period_ms},
-        torus::node::MakeHostMetricsSources(chips, gpus, !flags.no_nvml, options.env,
-                                            [&workers] { return workers.Running(); }),
+        [&] {
+          auto sources = torus::node::MakeHostMetricsSources(chips, gpus, !flags.no_nvml, options.env,
+                                                             [&workers] { return workers.Running(); });
+          sources.read_agent = [&leases] { return leases->Samples(); };
+          return sources;
+        }(),
         torus::node::MakeHeadMetricsSender(channel, token), [&agent] { return agent.incarnation(); });
     sampler->Start();
     spdlog::info("sampling metrics every {} ms", flags.metrics_period_ms);

@@ -181,6 +181,12 @@ const rpc::MetricsReport& MetricsSampler::SampleOnce() {
   SampleHost(workers);
   SampleTpus(workers);
   SampleGpus(workers);
+  if (sources_.read_agent) {
+    for (const AgentSample& a : sources_.read_agent()) {
+      Labels labels(a.labels.begin(), a.labels.end());
+      Add(a.name.c_str(), a.value, labels);
+    }
+  }
 
   for (const auto& [name, state] : states_) {
     rpc::MetricSourceStatus* status = report_.add_sources();

@@ -49,6 +49,13 @@
 
 namespace torus::node {
 
+// A sample of the agent's own state (e.g. its task leases).
+struct AgentSample {
+  std::string name;
+  double value = 0;
+  std::map<std::string, std::string> labels;
+};
+
 // Where samples come from; a function left empty means the source does not exist on this host.
 struct MetricsSources {
   std::string proc_root = "/proc";
@@ -58,6 +65,7 @@ struct MetricsSources {
   std::function<absl::StatusOr<metrics::PluginChips>()> read_device_plugin;  // when TPU_DEVICE_PLUGIN_ADDR is set
   std::function<absl::StatusOr<std::vector<metrics::GpuStats>>()> read_gpus;  // GPU hosts without --no-nvml
   std::function<std::vector<RunningWorker>()> list_workers;
+  std::function<std::vector<AgentSample>()> read_agent;  // the agent's own counts, every round
 };
 
 // The production sources for a host with `tpu_chips` chips and `gpus` GPUs, from the agent's environment

@@ -501,6 +501,25 @@ std::vector<LeaseInfo> WorkerLeases::Leases() const {
   return out;
 }
 
+std::vector<AgentSample> WorkerLeases::Samples() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, int> per_job;
+  for (const auto& [id, lease] : leases_) ++per_job[lease.info.job_id];
+  std::vector<AgentSample> out;
+  for (const auto& [job, n] : per_job) {
+    out.push_back({.name = "torus_node_task_leases", .value = static_cast<double>(n), .labels = {{"job_id", job}}});
+  }
+  int idle = 0;
+  for (const auto& [key, ids] : idle_) idle += static_cast<int>(ids.size());
+  out.push_back({.name = "torus_node_task_workers",
+                 .value = static_cast<double>(leases_.size()),
+                 .labels = {{"state", "leased"}}});
+  out.push_back(
+      {.name = "torus_node_task_workers", .value = static_cast<double>(idle), .labels = {{"state", "idle"}}});
+  out.push_back({.name = "torus_node_task_lease_requests_waiting", .value = static_cast<double>(waiting_)});
+  return out;
+}
+
 int WorkerLeases::IdleWorkers() const {
   std::lock_guard<std::mutex> lock(mu_);
   int n = 0;

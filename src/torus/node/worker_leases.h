@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "torus/common/resources.h"
 #include "torus/node/bundle_ledger.h"
+#include "torus/node/metrics_sampler.h"
 #include "torus/node/node_service.h"
 #include "torus/node/worker_supervisor.h"
 
@@ -133,6 +134,9 @@ class WorkerLeases {
   void Shutdown();
 
   std::vector<LeaseInfo> Leases() const;
+  // For /metrics: torus_node_task_leases{job_id} (leases held), torus_node_task_workers{state="leased"|"idle"} and
+  // torus_node_task_lease_requests_waiting.
+  std::vector<AgentSample> Samples() const;
   int IdleWorkers() const;
   int WaitingRequests() const;
 

@@ -41,6 +41,9 @@ const char* HelpOf(const std::string& name) {
       {"torus_gpu_memory_total_bytes", "GPU memory (NVML)."},
       {"torus_gpu_power_watts", "GPU power draw (NVML)."},
       {"torus_gpu_temperature_celsius", "GPU temperature (NVML)."},
+      {"torus_node_task_leases", "Worker leases held for tasks and actors, per job (agent)."},
+      {"torus_node_task_workers", "Task and actor worker processes of an agent: leased or idle in its pool."},
+      {"torus_node_task_lease_requests_waiting", "Lease requests an agent holds until resources free up."},
   };
   auto it = kHelp.find(name);
   return it == kHelp.end() ? "Sampled by agents." : it->second;
