@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what torus needs from Debian (once; later runs skip what is present) and builds it into build/.
-# Usage: scripts/setup.sh            (build type RelWithDebInfo; BUILD_DIR overrides the folder)
+# Usage: scripts/setup.sh            (build type RelWithDebInfo; BUILD_DIR overrides the folder; TORUS_BENCHMARKS=OFF
+#                                    leaves out the C++ benchmarks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,7 +46,8 @@ if [ "${WITH_BROWSER:-1}" = 1 ] && command -v npm >/dev/null 2>&1; then
 fi
 
 build_dir="${BUILD_DIR:-build}"
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
+  -DTORUS_BENCHMARKS="${TORUS_BENCHMARKS:-ON}" >/dev/null
 ninja -C "$build_dir" -j "$(nproc)"
 echo "setup: built into $build_dir/bin"
 
