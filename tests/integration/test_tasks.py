@@ -435,3 +435,13 @@ def test_cancel_drops_a_queued_task_and_interrupts_or_kills_a_running_one(cluste
     assert result == {"queued": "the task was cancelled (torus.cancel)", "running": "the task was cancelled (torus.cancel)",
                       "interrupted": True, "b_started": False, "forced": "the task was cancelled (torus.cancel)",
                       "killed": True, "after": "d", "finished_stays": "e"}
+
+
+def test_the_quickstart_example_runs(cluster, tmp_path):
+    rc, out, err = run_driver(cluster, tmp_path, (REPO / "examples" / "tasks_quickstart.py").read_text())
+    assert rc == 0, err
+    assert "squares: [0, 1, 4, 9, 16, 25, 36, 49, 64, 81]" in out
+    assert "sum in a task: 285" in out
+    assert "put, then used by a task: 998001" in out
+    assert "caught: a remote error keeps its type" in out
+    assert "TPU chips: [" in out
