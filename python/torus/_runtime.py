@@ -129,11 +129,30 @@ def _pick_local_agent(nodes):
     return mine[0]
 
 
-def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=False, _node_ip=None):
+def _print_output(core):
+    """The driver's copy of its workers' output: each line prefixed with where it came from, as Ray prints it."""
+    while True:
+        try:
+            item = core.next_output(500)
+        except Exception:  # noqa: BLE001 - the core is gone (shutdown)
+            return
+        if item is None:
+            if _state is None or _state.core is not core:
+                return
+            continue
+        source, text = item
+        sys.stdout.write(f"({source}) {text.decode('utf-8', 'replace')}\n")
+        sys.stdout.flush()
+
+
+def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=False, log_to_driver=True,
+         _node_ip=None):
     """Connects this process to a cluster, as ray.init does.
 
     address: None — the cluster of TORUS_ADDRESS or of this machine's latest session, else a new local one (head
     and agent) that lives as long as this process; "auto" — an existing one only; "host:port" — that head.
+    log_to_driver: print the output of this program's task and actor workers here, each line prefixed with
+    "(pid=..., node=...)".
     """
     global _state
     with _lock:
@@ -192,8 +211,10 @@ def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=
             node_id, agent = picked[0], picked[1]
         if node_ip is None:
             node_ip = agent.rsplit(":", 1)[0]
-        core = core_mod.CoreWorker(job_id, node_ip, head_address, agent, token)
+        core = core_mod.CoreWorker(job_id, node_ip, head_address, agent, token, "", bool(log_to_driver))
         _state = _State(core, job_id, node_id, head_address, token, local_cluster)
+        if log_to_driver:
+            threading.Thread(target=_print_output, args=(core,), name="torus-worker-output", daemon=True).start()
         os.environ.setdefault("TORUS_ADDRESS", head_address)
         return _state
 

@@ -445,3 +445,38 @@ def test_the_quickstart_example_runs(cluster, tmp_path):
     assert "put, then used by a task: 998001" in out
     assert "caught: a remote error keeps its type" in out
     assert "TPU chips: [" in out
+
+
+def test_workers_output_is_printed_by_the_driver_with_its_source(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import io, json, os, sys, time, torus
+        captured = io.StringIO()
+        real_stdout = sys.stdout
+        sys.stdout = captured
+        torus.init()
+
+        @torus.remote
+        def talk():
+            print("hello from a task", flush=True)
+            print("to stderr", file=sys.stderr, flush=True)
+            return os.getpid(), torus.get_runtime_context().get_node_id()
+
+        @torus.remote
+        class Talker:
+            def talk(self):
+                print("hello from an actor", flush=True)
+                return os.getpid()
+
+        pid, node = torus.get(talk.remote())
+        actor_pid = torus.get(Talker.remote().talk.remote())
+        deadline = time.time() + 30
+        while time.time() < deadline and not ("an actor" in captured.getvalue() and "stderr" in captured.getvalue()):
+            time.sleep(0.05)
+        lines = captured.getvalue().splitlines()
+        sys.stdout = real_stdout
+        print(json.dumps({"task": f"(pid={pid}, node={node}) hello from a task" in lines,
+                          "stderr": f"(pid={pid}, node={node}) to stderr" in lines,
+                          "actor": any(l.startswith(f"(pid={actor_pid}, ") and l.endswith(") hello from an actor")
+                                       for l in lines)}))
+    """)
+    assert result == {"task": True, "stderr": True, "actor": True}

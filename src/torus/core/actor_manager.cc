@@ -141,6 +141,9 @@ void ActorManager::Live(const std::string& actor_id) {
     }
     actor.agent = lease->first;
     actor.lease_id = lease->second.lease_id();
+    if (options_.on_worker) {
+      options_.on_worker(lease->first, lease->second.worker_id(), lease->second.worker_pid(), lease->second.node_id());
+    }
     const std::string address = lease->second.worker_address();
     TaskSpec creation = actor.creation;
     creation.set_attempt(actor.info.incarnation());

@@ -39,6 +39,8 @@ class ActorManager {
     int64_t holder_pid = 0;
     std::string holder_boot_id;
     int64_t lease_wait_ms = 10'000;
+    // Called with each leased worker's (agent, worker id, pid, node id).
+    std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> on_worker;
   };
   // `channels` is owned by the caller; `nodes()` gives the nodes leases may come from; `bundles` where a placement
   // group's bundles are (for actors placed in one).

@@ -127,7 +127,8 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
                                                                          .local_agent = w->options_.local_agent,
                                                                          .own_address = w->address_,
                                                                          .holder_pid = getpid(),
-                                                                         .holder_boot_id = BootId()},
+                                                                         .holder_boot_id = BootId(),
+                                                                         .on_worker = w->Follower()},
                                                   &w->table_, &w->channels_,
                                                   [self = w.get()] {
                                                     self->RefreshNodes().IgnoreError();
@@ -143,7 +144,8 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
                                                                     .local_agent = w->options_.local_agent,
                                                                     .own_address = w->address_,
                                                                     .holder_pid = getpid(),
-                                                                    .holder_boot_id = BootId()},
+                                                                    .holder_boot_id = BootId(),
+                                                                    .on_worker = w->Follower()},
                                               &w->channels_, [self] { return self->nodes(); },
                                               [self](const std::string& group, const std::function<bool()>& stop) {
                                                 return WaitForBundles(self->channels_, self->options_.head_address,
@@ -174,6 +176,13 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
 
 CoreWorker::~CoreWorker() { Shutdown(); }
 
+std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> CoreWorker::Follower() {
+  if (!options_.follow_output) return {};
+  return [this](const std::string& agent, const std::string& worker_id, int64_t pid, const std::string& node_id) {
+    output_.Follow(agent, worker_id, pid, node_id);
+  };
+}
+
 void CoreWorker::Shutdown() {
   std::map<std::string, Running> unanswered;
   {
@@ -187,6 +196,7 @@ void CoreWorker::Shutdown() {
     r.reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping"));
   }
   if (submitter_) submitter_->Shutdown();
+  output_.Stop();
   {
     // Group watchers ask the head every 2 s at most: let them see the stop.
     std::unique_lock<std::mutex> lock(mu_);

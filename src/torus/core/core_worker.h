@@ -26,6 +26,7 @@
 #include "torus/core/actor_caller.h"
 #include "torus/core/actor_manager.h"
 #include "torus/core/object_table.h"
+#include "torus/core/output_follower.h"
 #include "torus/core/task_submitter.h"
 
 namespace torus::core {
@@ -37,6 +38,7 @@ struct CoreWorkerOptions {
   std::string local_agent;            // host:port of this host's agent
   std::string token;
   std::string worker_id;              // set in a task worker: it announces itself to the local agent
+  bool follow_output = false;         // stream the output of the workers it leases (a driver's log_to_driver)
 };
 
 struct Ref {
@@ -101,6 +103,8 @@ class CoreWorker {
   void FinishTask(const std::string& task_id, std::vector<Value> returns, bool function_unknown = false);
 
   TaskSubmitter::Counts counts() const { return submitter_->counts(); }
+  // The next line of output of a worker this process leased (follow_output), waiting up to `timeout_ms`.
+  std::optional<OutputLine> NextOutput(int64_t timeout_ms) { return output_.Next(timeout_ms); }
   const ObjectTable& table() const { return table_; }
 
   // Returns leases, stops serving. Idempotent.
@@ -119,6 +123,8 @@ class CoreWorker {
 
  private:
   explicit CoreWorker(CoreWorkerOptions options);
+  // What leases report their workers to: the output follower, when this process follows output.
+  std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> Follower();
   // One fetch of a borrowed object from its owner, waiting up to `wait_ms` there.
   absl::StatusOr<std::optional<Value>> Fetch(const Ref& ref, int64_t wait_ms);
 
@@ -126,6 +132,7 @@ class CoreWorker {
   Channels channels_;
   ObjectTable table_;
   std::string address_;
+  OutputFollower output_{&channels_};
   std::unique_ptr<TaskSubmitter> submitter_;
   std::unique_ptr<ActorManager> actors_;
   std::unique_ptr<ActorCaller> caller_;

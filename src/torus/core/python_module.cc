@@ -117,7 +117,7 @@ PYBIND11_MODULE(_torus_core, m) {
 
   py::class_<CoreWorker>(m, "CoreWorker")
       .def(py::init([](std::string job_id, std::string node_ip, std::string head_address, std::string local_agent,
-                       std::string token, std::string worker_id) {
+                       std::string token, std::string worker_id, bool follow_output) {
              absl::StatusOr<std::unique_ptr<CoreWorker>> w;
              {
                py::gil_scoped_release release;
@@ -126,13 +126,14 @@ PYBIND11_MODULE(_torus_core, m) {
                                       .head_address = std::move(head_address),
                                       .local_agent = std::move(local_agent),
                                       .token = std::move(token),
-                                      .worker_id = std::move(worker_id)});
+                                      .worker_id = std::move(worker_id),
+                                      .follow_output = follow_output});
              }
              if (!w.ok()) Raise(w.status());
              return std::move(*w);
            }),
            py::arg("job_id"), py::arg("node_ip"), py::arg("head_address"), py::arg("local_agent"), py::arg("token"),
-           py::arg("worker_id") = "")
+           py::arg("worker_id") = "", py::arg("follow_output") = false)
       .def_property_readonly("address", &CoreWorker::address)
       .def("refresh_nodes",
            [](CoreWorker& w) {
@@ -391,6 +392,16 @@ PYBIND11_MODULE(_torus_core, m) {
                  e.discard_as_unraisable("torus cancel handler");
                }
              });
+           })
+      .def("next_output",
+           [](CoreWorker& w, int64_t timeout_ms) -> py::object {
+             std::optional<torus::core::OutputLine> line;
+             {
+               py::gil_scoped_release release;
+               line = w.NextOutput(timeout_ms);
+             }
+             if (!line) return py::none();
+             return py::make_tuple(line->source, py::bytes(line->text));
            })
       .def("counts",
            [](CoreWorker& w) {

@@ -459,6 +459,9 @@ void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, in
     }
   }
   for (const auto& t : failed) FailTask(*t, format, message);
+  if (status.ok() && format != "stopping" && options_.on_worker) {
+    options_.on_worker(agent, reply.worker_id(), reply.worker_pid(), reply.node_id());
+  }
   if (format == "stopping") {
     ReturnLease(Lease{.lease_id = reply.lease_id(), .agent = agent}, true);
   }

@@ -119,6 +119,8 @@ class TaskSubmitter {
     // wait although another lease could run it now.
     int pipeline_depth = 1;
     int64_t lease_idle_ms = 50;   // an idle lease is returned after this long
+    // Called with each granted lease's (agent, worker id, pid, node id), e.g. to follow its output.
+    std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> on_worker;
   };
   // `table` and `channels` are owned by the caller and outlive the submitter. `refresh_nodes` (may be empty) reloads
   // the node list from the head; it is asked before a shape is declared unschedulable. `bundles(group, stop)` waits
