@@ -47,6 +47,7 @@ class _State:
         self.local_cluster = local_cluster  # (torus binary, TORUS_TEMP_DIR) of a cluster this process started
         self.is_worker = is_worker
         self.actor_id = None  # in an actor's worker
+        self.printer = None   # (thread, stop event) printing the workers' output
 
 
 def _state_or_init():
@@ -129,16 +130,13 @@ def _pick_local_agent(nodes):
     return mine[0]
 
 
-def _print_output(core):
-    """The driver's copy of its workers' output: each line prefixed with where it came from, as Ray prints it."""
-    while True:
-        try:
-            item = core.next_output(500)
-        except Exception:  # noqa: BLE001 - the core is gone (shutdown)
-            return
+def _print_output(core, stop):
+    """The driver's copy of its workers' output: each line prefixed with where it came from, as Ray prints it.
+    shutdown() stops it and waits for it: a thread still inside the core when the interpreter finalizes would be
+    ended in the middle of C++ code."""
+    while not stop.is_set():
+        item = core.next_output(200)
         if item is None:
-            if _state is None or _state.core is not core:
-                return
             continue
         source, text = item
         sys.stdout.write(f"({source}) {text.decode('utf-8', 'replace')}\n")
@@ -214,7 +212,11 @@ def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=
         core = core_mod.CoreWorker(job_id, node_ip, head_address, agent, token, "", bool(log_to_driver))
         _state = _State(core, job_id, node_id, head_address, token, local_cluster)
         if log_to_driver:
-            threading.Thread(target=_print_output, args=(core,), name="torus-worker-output", daemon=True).start()
+            stop = threading.Event()
+            printer = threading.Thread(target=_print_output, args=(core, stop), name="torus-worker-output",
+                                       daemon=True)
+            printer.start()
+            _state.printer = (printer, stop)
         os.environ.setdefault("TORUS_ADDRESS", head_address)
         return _state
 
@@ -239,6 +241,10 @@ def shutdown():
         state, _state = _state, None
     if state is None:
         return
+    if state.printer is not None:
+        thread, stop = state.printer
+        stop.set()
+        thread.join(timeout=5)
     state.core.shutdown()
     if state.local_cluster:
         _stop_local_cluster(state.local_cluster)
