@@ -239,3 +239,57 @@ def test_leases_held_by_a_driver_are_in_metrics(cluster, tmp_path):
         go.write_text("")
         proc.wait(timeout=30)
     wait_until(lambda: leases() == 0, 30, interval=0.5, message="the driver's leases to leave /metrics")
+
+
+def test_an_actor_whose_agent_is_killed_restarts_on_another_node(torus, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import textwrap
+    from test_tasks import PYTHON, SPEC, python_env
+    torus.up(spec=SPEC)
+    go = tmp_path / "go"
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, os, time, torus
+        torus.init()
+
+        @torus.remote(resources={{"TPU": 1}}, max_restarts=1)
+        class Counter:
+            def __init__(self):
+                self.n = 0
+            def incr(self):
+                self.n += 1
+                return self.n, torus.get_runtime_context().get_node_id()
+
+        c = Counter.remote()
+        first = [torus.get(c.incr.remote()) for _ in range(3)]
+        print(first[-1][1], flush=True)
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.05)
+        deadline = time.time() + 60
+        while True:
+            try:
+                after = torus.get(c.incr.remote(), timeout=60)
+                break
+            except torus.exceptions.ActorDiedError:
+                assert time.time() < deadline
+                time.sleep(0.2)
+        print(json.dumps({{"before": first[-1], "after": after}}), flush=True)
+    """))
+    proc = subprocess.Popen([PYTHON, str(script)], env=python_env(torus), stdout=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    try:
+        node = proc.stdout.readline().strip()
+        os.kill(torus.pid_of(node), signal.SIGKILL)
+        go.write_text("")
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["before"] == [3, node]
+    # A new process on another node: its state built again by the constructor.
+    assert result["after"][0] == 1
+    assert result["after"][1] != node

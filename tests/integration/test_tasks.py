@@ -480,3 +480,32 @@ def test_workers_output_is_printed_by_the_driver_with_its_source(cluster, tmp_pa
                                        for l in lines)}))
     """)
     assert result == {"task": True, "stderr": True, "actor": True}
+
+
+def test_retry_exceptions_retries_a_raising_task_and_max_retries_bounds_it(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, os, torus
+        torus.init()
+        marks = os.path.abspath("tries")
+        os.makedirs(marks)
+
+        @torus.remote(retry_exceptions=True, max_retries=2)
+        def flaky(tag, fail_times):
+            n = len([f for f in os.listdir(marks) if f.startswith(tag)])
+            open(os.path.join(marks, f"{tag}-{n}"), "w").close()
+            if n < fail_times:
+                raise RuntimeError(f"{tag} try {n}")
+            return n
+
+        out = {"recovers": torus.get(flaky.remote("a", 2))}
+        try:
+            torus.get(flaky.remote("b", 5))
+        except RuntimeError as e:
+            out["gives_up"] = e.args[0]
+        try:
+            torus.get(flaky.options(retry_exceptions=False).remote("c", 1))
+        except RuntimeError as e:
+            out["no_retry"] = e.args[0]
+        print(json.dumps(out))
+    """)
+    assert result == {"recovers": 2, "gives_up": "b try 2", "no_retry": "c try 0"}
