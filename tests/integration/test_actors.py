@@ -293,3 +293,13 @@ def test_an_actor_whose_agent_is_killed_restarts_on_another_node(torus, tmp_path
     # A new process on another node: its state built again by the constructor.
     assert result["after"][0] == 1
     assert result["after"][1] != node
+
+
+def test_the_rl_loop_example_learns(cluster, tmp_path):
+    from conftest import REPO
+    rc, out, err = run_driver(cluster, tmp_path, (REPO / "examples" / "rl_loop.py").read_text(), timeout=300)
+    assert rc == 0, f"stdout:\n{out}\nstderr:\n{err}"
+    rewards = json.loads(out.strip().splitlines()[-1])["rewards"]
+    assert len(rewards) == 15
+    # Seeded: the learner's policy improves on the bandit through the weights it publishes.
+    assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.2, rewards
