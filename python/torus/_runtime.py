@@ -398,5 +398,12 @@ def _core_new_task_id():
     return _import_core().new_task_id()
 
 
+def available_resources():
+    """Resources of the alive nodes not held now — by placement groups, jobs, runs and task and actor leases —
+    summed from each node's agent."""
+    state = _state_or_init()
+    return {k: v / 10000 for k, v in state.core.available_resources().items()}
+
+
 def function_id(blob):
     return hashlib.sha256(blob).digest()

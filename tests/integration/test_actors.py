@@ -303,3 +303,34 @@ def test_the_rl_loop_example_learns(cluster, tmp_path):
     assert len(rewards) == 15
     # Seeded: the learner's policy improves on the bandit through the weights it publishes.
     assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.2, rewards
+
+
+def test_available_resources_drop_while_an_actor_holds_chips(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, time, torus
+        torus.init()
+
+        @torus.remote(resources={"TPU": 4})
+        class WholeHost:
+            def ping(self):
+                return 1
+
+        def tpu_free():
+            return torus.available_resources().get("TPU", 0)
+
+        def settle(want):
+            deadline = time.time() + 20
+            while tpu_free() != want and time.time() < deadline:
+                time.sleep(0.1)
+            return tpu_free()
+
+        total = torus.cluster_resources()["TPU"]
+        before = settle(total)
+        a = WholeHost.remote()
+        torus.get(a.ping.remote())
+        held = settle(total - 4)
+        torus.kill(a)
+        after = settle(total)
+        print(json.dumps({"total": total, "before": before, "held": held, "after": after}))
+    """)
+    assert result == {"total": 16.0, "before": 16.0, "held": 12.0, "after": 16.0}

@@ -10,6 +10,7 @@
 #include "torus/core/groups.h"
 #include "torus/core/ids.h"
 #include "torus/head.grpc.pb.h"
+#include "torus/node.grpc.pb.h"
 
 namespace torus::core {
 namespace {
@@ -238,6 +239,22 @@ absl::Status CoreWorker::RefreshNodes() {
   std::lock_guard<std::mutex> lock(mu_);
   nodes_ = *std::move(nodes);
   return absl::OkStatus();
+}
+
+std::map<std::string, int64_t> CoreWorker::AvailableResources() {
+  RefreshNodes().IgnoreError();
+  std::map<std::string, int64_t> total;
+  for (const LeaseNode& n : nodes()) {
+    auto stub = torus::rpc::NodeService::NewStub(channels_.Get(n.agent_address));
+    grpc::ClientContext ctx;
+    channels_.Authorize(ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    torus::rpc::GetLedgerRequest request;
+    torus::rpc::LedgerView ledger;
+    if (!stub->GetLedger(&ctx, request, &ledger).ok()) continue;
+    for (const auto& [name, amount] : ledger.resources_available()) total[name] += amount;
+  }
+  return total;
 }
 
 std::vector<LeaseNode> CoreWorker::nodes() const {

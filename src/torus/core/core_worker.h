@@ -63,6 +63,10 @@ class CoreWorker {
   const std::string& address() const { return address_; }
   const CoreWorkerOptions& options() const { return options_; }
 
+  // What every alive node has free now, summed, from each agent's own ledger (so leases count, which the head's
+  // view does not yet show). Nodes that do not answer within 2 s are left out.
+  std::map<std::string, int64_t> AvailableResources();
+
   // Reloads the node list from the head.
   absl::Status RefreshNodes();
   std::vector<LeaseNode> nodes() const;

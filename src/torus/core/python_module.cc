@@ -111,7 +111,9 @@ PYBIND11_MODULE(_torus_core, m) {
     }
     if (!nodes.ok()) Raise(nodes.status());
     py::list out;
-    for (const auto& n : *nodes) out.append(py::make_tuple(n.node_id, n.agent_address, n.total, n.labels));
+    for (const auto& n : *nodes) {
+      out.append(py::make_tuple(n.node_id, n.agent_address, n.total, n.labels));
+    }
     return out;
   });
 
@@ -147,7 +149,9 @@ PYBIND11_MODULE(_torus_core, m) {
       .def("nodes",
            [](CoreWorker& w) {
              py::list out;
-             for (const auto& n : w.nodes()) out.append(py::make_tuple(n.node_id, n.agent_address, n.total, n.labels));
+             for (const auto& n : w.nodes()) {
+               out.append(py::make_tuple(n.node_id, n.agent_address, n.total, n.labels));
+             }
              return out;
            })
       .def("submit",
@@ -392,6 +396,11 @@ PYBIND11_MODULE(_torus_core, m) {
                  e.discard_as_unraisable("torus cancel handler");
                }
              });
+           })
+      .def("available_resources",
+           [](CoreWorker& w) {
+             py::gil_scoped_release release;
+             return w.AvailableResources();
            })
       .def("next_output",
            [](CoreWorker& w, int64_t timeout_ms) -> py::object {
