@@ -2,8 +2,9 @@
 // a queue; the submitter asks agents for worker leases of that shape — the local agent first, then the other nodes
 // whose totals can hold it, in turn — and pushes the queued tasks to the leased workers, `pipeline_depth` at a
 // time to each. A lease with nothing to do is kept `lease_idle_ms` for the
-// next task of its shape, then returned. A worker is sent a function's code once; later tasks name it by id. Arguments that are objects this process owns are resolved first (the task waits in
-// its queue only once they are ready) and sent by value.
+// next task of its shape, then returned. A worker is sent a function's code once; later tasks name it by id.
+// Arguments that are objects this process owns are resolved first (the task waits in its queue only once they are
+// ready) and sent by value. Which agents to ask is LeaseCandidates (lease_candidates.h).
 //
 // Failures: a worker that dies mid-task (the push fails) is given back with its lease, and the task is retried up to
 // `max_retries` times, then its returns become "worker_crashed" values; an application error is retried only with
@@ -27,82 +28,16 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/core.grpc.pb.h"
+#include "torus/core/channels.h"
+#include "torus/core/lease_candidates.h"
 #include "torus/core/object_table.h"
 
 namespace torus::core {
-
-// A node that can lease workers.
-struct LeaseNode {
-  std::string node_id;
-  std::string agent_address;               // host:port of its LeaseService
-  std::map<std::string, int64_t> total;    // fixed point
-  std::map<std::string, std::string> labels;
-};
-
-// {"CPU": 1, "TPU": 4}, from fixed-point amounts.
-std::string FormatShape(const std::map<std::string, int64_t>& resources);
-// Whether `total` holds every amount of `want`.
-bool ShapeFits(const std::map<std::string, int64_t>& want, const std::map<std::string, int64_t>& total);
-
-struct TaskShape {
-  std::map<std::string, int64_t> resources;  // fixed point
-  std::map<std::string, std::string> env;
-  std::string working_dir;
-  std::map<std::string, std::string> label_selector;  // key -> expression, as for placement groups
-  // Where to run: "" (the local node first, then the others), "SPREAD" (every matching node in turn), or
-  // "NODE:<id>" (only that node) / "NODE_SOFT:<id>" (that node first).
-  std::string strategy;
-  // Inside a placement group (its id): in bundle `bundle_index`, or in any of its bundles (-1).
-  std::string placement_group;
-  int bundle_index = -1;
-  std::string Key() const;
-};
-
-// Where a placement group's bundle is: its node, and its key in that agent's ledger (a slice group keeps each
-// slice's bundles as its own ledger group "<id>/<slice>", indexed from 0 in the group's order).
-struct BundleLocation {
-  int index = 0;
-  std::string node_id;
-  std::string ledger_group;
-  int ledger_index = 0;
-};
-const BundleLocation* FindBundle(const std::vector<BundleLocation>& bundles, int index);
-
-// The agents a shape may be leased from, in the order to ask them (the local one first unless the strategy says
-// otherwise), or why there is none: "no node can ever hold a task of {...}; nodes have ...", "no node matches the
-// label selector ...". `what` names the work ("a task", "an actor").
-// With a placement group, `bundles` are where its bundles are, and each candidate is an agent and the bundle there
-// to lease inside (`bundles[i]`; -1 for no bundle).
-struct Candidates {
-  std::vector<std::string> agents;
-  std::vector<int> bundles;
-  std::string unschedulable;
-};
-Candidates LeaseCandidates(const TaskShape& shape, const std::vector<LeaseNode>& nodes, const std::string& local_agent,
-                           const std::string& what, const std::vector<BundleLocation>* bundles = nullptr);
 
 struct TaskOptions {
   TaskShape shape;
   int max_retries = 3;
   bool retry_exceptions = false;
-};
-
-// Where gRPC channels and stubs come from (one per address, kept), with the cluster token for each call.
-class Channels {
- public:
-  explicit Channels(std::string token) : token_(std::move(token)) {}
-  std::shared_ptr<grpc::Channel> Get(const std::string& address);
-  LeaseService::Stub* Leases(const std::string& address);
-  CoreWorkerService::Stub* Worker(const std::string& address);
-  void Authorize(grpc::ClientContext& ctx) const;
-
- private:
-  std::shared_ptr<grpc::Channel> GetLocked(const std::string& address);
-  const std::string token_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;                 // guarded by mu_
-  std::map<std::string, std::unique_ptr<LeaseService::Stub>> lease_stubs_;         // guarded by mu_
-  std::map<std::string, std::unique_ptr<CoreWorkerService::Stub>> worker_stubs_;  // guarded by mu_
 };
 
 class TaskSubmitter {

@@ -1,6 +1,8 @@
-#include "torus/core/task_submitter.h"
+#include "torus/core/lease_candidates.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
 
 namespace torus::core {
 namespace {

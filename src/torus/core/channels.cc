@@ -1,0 +1,39 @@
+#include "torus/core/channels.h"
+
+namespace torus::core {
+
+std::shared_ptr<grpc::Channel> Channels::Get(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return GetLocked(address);
+}
+
+LeaseService::Stub* Channels::Leases(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& stub = lease_stubs_[address];
+  if (!stub) stub = LeaseService::NewStub(GetLocked(address));
+  return stub.get();
+}
+
+CoreWorkerService::Stub* Channels::Worker(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& stub = worker_stubs_[address];
+  if (!stub) stub = CoreWorkerService::NewStub(GetLocked(address));
+  return stub.get();
+}
+
+std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
+  auto& channel = channels_[address];
+  if (!channel) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, -1);
+    args.SetInt(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, -1);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  }
+  return channel;
+}
+
+void Channels::Authorize(grpc::ClientContext& ctx) const { ctx.AddMetadata("authorization", "Bearer " + token_); }
+
+}  // namespace torus::core
