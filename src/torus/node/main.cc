@@ -233,8 +233,9 @@ int Run(const NodeFlags& flags) {
                                           // The packages it ran in may be evicted once nothing else uses them.
                                           if (auto* s = service_for_exits.load()) s->OnWorkerExited(exit.worker_id);
                                           // A released bundle is free once its last worker is gone.
-                                          if (ledger.Unbind(exit.worker_id) && agent_holder) {
-                                            agent_holder->NotifyLedgerChanged();
+                                          if (ledger.Unbind(exit.worker_id)) {
+                                            if (agent_holder) agent_holder->NotifyLedgerChanged();
+                                            if (auto* l = leases_for_exits.load()) l->LedgerChanged();
                                           }
                                           // Task workers are the agent's own: their leases end here.
                                           if (torus::node::IsLeaseOwner(exit.owner)) {
@@ -254,8 +255,9 @@ int Run(const NodeFlags& flags) {
                                      {.max_bytes = static_cast<uint64_t>(flags.package_cache_bytes)});
   torus::node::NodeServiceImpl service(
       &ledger, &workers, flags.node_ip, token,
-      [&agent_holder] {
+      [&agent_holder, &leases_for_exits] {
         if (agent_holder) agent_holder->NotifyLedgerChanged();
+        if (auto* l = leases_for_exits.load()) l->LedgerChanged();
       },
       &log_files, devices);
   service.SetPackageCache(&packages);

@@ -219,8 +219,9 @@ absl::StatusOr<LeaseGrant> WorkerLeases::Request(const LeaseAsk& ask) {
       --waiting_;
       return absl::FailedPreconditionError(never);
     }
-    // Bundles the head releases do not signal this wait: look again at least every 50 ms.
-    const auto next = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+    // Woken by leases ending and by LedgerChanged (the head's releases, workers' exits); a change that reaches the
+    // ledger another way (an expired prepare) is seen within a second.
+    const auto next = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1));
     if (std::chrono::steady_clock::now() >= deadline) {
       --waiting_;
       return absl::ResourceExhaustedError(
@@ -405,6 +406,11 @@ void WorkerLeases::UnuseLocked(const std::pair<std::string, int>& bundle, const 
   for (int c : chips) it->second.chips.erase(c);
   for (int g : gpus) it->second.gpus.erase(g);
   if (it->second.used.empty() && it->second.chips.empty() && it->second.gpus.empty()) bundle_use_.erase(it);
+}
+
+void WorkerLeases::LedgerChanged() {
+  std::lock_guard<std::mutex> lock(mu_);
+  changed_.notify_all();
 }
 
 absl::Status WorkerLeases::Announce(const std::string& worker_id, int port, pid_t pid) {

@@ -122,6 +122,9 @@ class WorkerLeases {
   absl::Status Return(const std::string& lease_id, bool kill_worker);
   // A worker this agent started says where it listens. NotFound for a worker it is not starting.
   absl::Status Announce(const std::string& worker_id, int port, pid_t pid);
+  // The ledger changed outside the leases (bundles prepared, committed or released; a bundle's worker gone): lease
+  // requests waiting for resources look again.
+  void LedgerChanged();
   // The supervisor saw a worker exit (any worker; others are ignored). `how` describes it ("exited with code 3").
   void OnWorkerExited(const std::string& worker_id, const std::string& how = "exited");
   // Waits up to `wait_ms` for a lease to end; returns how ("returned", or how its worker exited), or nullopt while it
