@@ -4,7 +4,7 @@ import inspect
 
 from torus import _runtime
 from torus import _serialization as ser
-from torus._remote import _placement, _resources, _runtime_env, _wire_args
+from torus._remote import Remote, _placement, _resources, _runtime_env, _wire_args
 
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "memory", "resources", "max_restarts", "runtime_env", "name",
                   "namespace", "lifetime", "max_task_retries", "max_concurrency", "label_selector",
@@ -30,43 +30,33 @@ def _check_actor_options(opts):
         raise ValueError(f"max_restarts: an integer >= -1 is required, got {restarts!r}")
 
 
-class ActorClass:
+class ActorClass(Remote):
+    _kind = "actor class"
+
     def __init__(self, cls, options):
         _check_actor_options(options)
-        self._cls = cls
-        self._options = options
-        self._blob = None
-        self._function_id = None
-        self._name = f"{cls.__module__}.{cls.__qualname__}"
+        super().__init__(cls, options)
 
-    def __call__(self, *args, **kwargs):
-        raise TypeError(f"actor class {self._name} cannot be instantiated directly; use {self._cls.__name__}"
-                        f".remote(...)")
+    def _shipped_settings(self):
+        return {"max_concurrency": self._options.get("max_concurrency")}
 
-    def options(self, **options):
-        merged = dict(self._options)
-        merged.update(options)
-        copy = ActorClass(self._cls, merged)
-        if merged.get("max_concurrency") == self._options.get("max_concurrency"):
-            copy._blob, copy._function_id = self._blob, self._function_id
-        return copy
+    def _shipped(self):
+        # The worker gets the class and how many calls it takes at once.
+        return (self._target, self._shipped_settings())
 
     def remote(self, *args, **kwargs):
         state = _runtime._state_or_init()
         opts = self._options
-        if self._blob is None:
-            # The worker gets the class and how many calls it takes at once.
-            self._blob = ser.dumps((self._cls, {"max_concurrency": opts.get("max_concurrency")}))
-            self._function_id = _runtime.function_id(self._blob)
+        function_id, blob = self._code()
         # Actors hold no CPU unless asked (as in Ray, where 1 CPU is for placement only).
         resources = _resources(dict(opts, num_cpus=opts.get("num_cpus", 0)))
         env, working_dir = _runtime_env(opts)
         selector, strategy, group, bundle = _placement(opts)
         wire_args = _wire_args(args, kwargs)
-        actor_id = state.core.create_actor(_runtime._core_new_task_id(), f"{self._name}.__init__", self._function_id,
-                                           self._blob, wire_args, resources, env, working_dir,
+        actor_id = state.core.create_actor(_runtime._core_new_task_id(), f"{self._name}.__init__", function_id,
+                                           blob, wire_args, resources, env, working_dir,
                                            int(opts.get("max_restarts", 0)), selector, strategy, group, bundle)
-        methods = [n for n, _ in inspect.getmembers(self._cls, callable) if not n.startswith("__")]
+        methods = [n for n, _ in inspect.getmembers(self._target, callable) if not n.startswith("__")]
         return ActorHandle(actor_id, state.core.address, self._name, methods)
 
 

@@ -89,41 +89,62 @@ def _check_options(opts):
         raise ValueError(f"num_returns: a positive integer is required, got {num_returns!r}")
 
 
-class RemoteFunction:
-    def __init__(self, function, options):
-        _check_options(options)
-        self._function = function
+class Remote:
+    """What remote functions and actor classes share: their options, `.options(...)` and their code, pickled once
+    and named by its hash (workers keep it by that id)."""
+
+    _kind = "remote function"
+
+    def __init__(self, target, options):
+        self._target = target
         self._options = options
         self._blob = None
         self._function_id = None
-        self._name = f"{function.__module__}.{function.__qualname__}"
-        functools.update_wrapper(self, function)
+        self._name = f"{target.__module__}.{target.__qualname__}"
 
-    def __call__(self, *args, **kwargs):
-        raise TypeError(f"remote function {self._name} cannot be called directly; use {self._function.__name__}"
-                        f".remote(...)")
+    def _shipped(self):
+        """What the worker gets (the function itself here; actor classes add their settings)."""
+        return self._target
+
+    def _code(self):
+        if self._blob is None:
+            self._blob = ser.dumps(self._shipped())
+            self._function_id = _runtime.function_id(self._blob)
+        return self._function_id, self._blob
 
     def options(self, **options):
         merged = dict(self._options)
         merged.update(options)
-        copy = RemoteFunction(self._function, merged)
-        copy._blob, copy._function_id = self._blob, self._function_id
+        copy = type(self)(self._target, merged)
+        if copy._shipped_settings() == self._shipped_settings():
+            copy._blob, copy._function_id = self._blob, self._function_id
         return copy
+
+    def _shipped_settings(self):
+        return None
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self._kind} {self._name} cannot be called directly; use {self._target.__name__}.remote(...)")
+
+
+class RemoteFunction(Remote):
+    def __init__(self, function, options):
+        _check_options(options)
+        super().__init__(function, options)
+        functools.update_wrapper(self, function)
 
     def remote(self, *args, **kwargs):
         state = _runtime._state_or_init()
         opts = self._options
-        if self._blob is None:
-            self._blob = ser.dumps(self._function)
-            self._function_id = _runtime.function_id(self._blob)
+        function_id, blob = self._code()
         resources = _resources(opts)
         env, working_dir = _runtime_env(opts)
         selector, strategy, group, bundle = _placement(opts)
         wire_args = _wire_args(args, kwargs)
         num_returns = opts.get("num_returns", 1)
         max_retries = opts.get("max_retries", 3)
-        ids = state.core.submit(_runtime._core_new_task_id(), opts.get("name") or self._name, self._function_id,
-                                self._blob, wire_args, num_returns, resources, env, working_dir, max_retries,
+        ids = state.core.submit(_runtime._core_new_task_id(), opts.get("name") or self._name, function_id,
+                                blob, wire_args, num_returns, resources, env, working_dir, max_retries,
                                 bool(opts.get("retry_exceptions", False)), selector, strategy, group, bundle)
         refs = [_runtime.ObjectRef(i, state.core.address) for i in ids]
         return refs[0] if num_returns == 1 else refs

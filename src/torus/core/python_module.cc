@@ -53,6 +53,31 @@ void AddArgs(torus::core::TaskSpec& spec, const py::list& args) {
   }
 }
 
+// The spec of a task or an actor's creation: its id, name, code and arguments.
+torus::core::TaskSpec MakeSpec(const py::bytes& task_id, std::string name, const py::bytes& function_id,
+                               const py::bytes& function, const py::list& args) {
+  torus::core::TaskSpec spec;
+  spec.set_task_id(std::string(task_id));
+  spec.set_name(std::move(name));
+  spec.set_function_id(std::string(function_id));
+  spec.set_function(std::string(function));
+  AddArgs(spec, args);
+  return spec;
+}
+
+// Where it may run.
+torus::core::TaskShape MakeShape(std::map<std::string, int64_t> resources, std::map<std::string, std::string> env,
+                                 std::string working_dir, std::map<std::string, std::string> label_selector,
+                                 std::string strategy, std::string placement_group, int bundle_index) {
+  return {.resources = std::move(resources),
+          .env = std::move(env),
+          .working_dir = std::move(working_dir),
+          .label_selector = std::move(label_selector),
+          .strategy = std::move(strategy),
+          .placement_group = std::move(placement_group),
+          .bundle_index = bundle_index};
+}
+
 py::list ArgsList(const torus::core::TaskSpec& spec) {
   py::list args;
   for (const auto& a : spec.args()) {
@@ -160,21 +185,12 @@ PYBIND11_MODULE(_torus_core, m) {
               std::map<std::string, std::string> env, std::string working_dir, int max_retries,
               bool retry_exceptions, std::map<std::string, std::string> label_selector, std::string strategy,
               std::string placement_group, int bundle_index) {
-             torus::core::TaskSpec spec;
-             spec.set_task_id(std::string(task_id));
-             spec.set_name(std::move(name));
-             spec.set_function_id(std::string(function_id));
-             spec.set_function(std::string(function));
+             torus::core::TaskSpec spec = MakeSpec(task_id, std::move(name), function_id, function, args);
              spec.set_num_returns(num_returns);
-             AddArgs(spec, args);
              torus::core::TaskOptions options{
-                 .shape = {.resources = std::move(resources),
-                           .env = std::move(env),
-                           .working_dir = std::move(working_dir),
-                           .label_selector = std::move(label_selector),
-                           .strategy = std::move(strategy),
-                           .placement_group = std::move(placement_group),
-                           .bundle_index = bundle_index},
+                 .shape = MakeShape(std::move(resources), std::move(env), std::move(working_dir),
+                                    std::move(label_selector), std::move(strategy), std::move(placement_group),
+                                    bundle_index),
                  .max_retries = max_retries,
                  .retry_exceptions = retry_exceptions};
              std::vector<std::string> ids;
@@ -191,20 +207,11 @@ PYBIND11_MODULE(_torus_core, m) {
               py::list args, std::map<std::string, int64_t> resources, std::map<std::string, std::string> env,
               std::string working_dir, int max_restarts, std::map<std::string, std::string> label_selector,
               std::string strategy, std::string placement_group, int bundle_index) {
-             torus::core::TaskSpec spec;
-             spec.set_task_id(std::string(task_id));
-             spec.set_name(std::move(name));
-             spec.set_function_id(std::string(function_id));
-             spec.set_function(std::string(function));
-             AddArgs(spec, args);
+             torus::core::TaskSpec spec = MakeSpec(task_id, std::move(name), function_id, function, args);
              torus::core::ActorOptions options{
-                 .shape = {.resources = std::move(resources),
-                           .env = std::move(env),
-                           .working_dir = std::move(working_dir),
-                           .label_selector = std::move(label_selector),
-                           .strategy = std::move(strategy),
-                           .placement_group = std::move(placement_group),
-                           .bundle_index = bundle_index},
+                 .shape = MakeShape(std::move(resources), std::move(env), std::move(working_dir),
+                                    std::move(label_selector), std::move(strategy), std::move(placement_group),
+                                    bundle_index),
                  .max_restarts = max_restarts};
              py::gil_scoped_release release;
              return py::bytes(w.CreateActor(std::move(spec), std::move(options)));
