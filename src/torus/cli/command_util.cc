@@ -35,32 +35,6 @@ absl::StatusOr<std::map<std::string, std::string>> ParseEnvFlags(const std::vect
   return env;
 }
 
-bool IsTerminalStatus(const std::string& status) {
-  return status == "SUCCEEDED" || status == "FAILED" || status == "STOPPED";
-}
-
-bool HeadWaiter::WaitAgain(const absl::Status& status) {
-  if (status.code() != absl::StatusCode::kUnavailable) {
-    if (outage_since_) {
-      std::cerr << prefix_ << "the head is back\n";
-      outage_since_.reset();
-    }
-    return false;
-  }
-  if (max_wait_.count() <= 0) return false;
-  const auto now = std::chrono::steady_clock::now();
-  if (!outage_since_) {
-    std::cerr << prefix_ << "the head is unreachable (" << status.message() << "); waiting for it\n";
-    outage_since_ = now;
-    delay_ = kFirstDelay;
-  }
-  const auto left = *outage_since_ + max_wait_ - now;
-  if (left <= std::chrono::steady_clock::duration::zero()) return false;
-  std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(delay_, left));
-  delay_ = std::min(delay_ * 2, kMaxDelay);
-  return true;
-}
-
 absl::StatusOr<Locations> UploadLocations(client::HttpApiClient& http, const std::string& working_dir,
                                           const std::vector<std::string>& py_modules,
                                           const std::vector<std::string>& excludes) {

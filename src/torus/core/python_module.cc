@@ -8,6 +8,7 @@
 #include "torus/common/label_selector.h"
 #include "torus/core/groups.h"
 #include "torus/core/ids.h"
+#include "torus/core/python_status.h"
 
 namespace py = pybind11;
 using torus::core::CoreWorker;
@@ -16,19 +17,7 @@ using torus::core::Value;
 
 namespace {
 
-[[noreturn]] void Raise(const absl::Status& s) {
-  const std::string message(s.message());
-  switch (s.code()) {
-    case absl::StatusCode::kDeadlineExceeded:
-      throw py::value_error(absl::StrCat("timeout: ", message));
-    case absl::StatusCode::kNotFound:
-      throw py::key_error(message);
-    case absl::StatusCode::kInvalidArgument:
-      throw py::value_error(message);
-    default:
-      throw std::runtime_error(message);
-  }
-}
+[[noreturn]] void Raise(const absl::Status& s) { torus::core::RaiseStatus(s); }
 
 std::vector<Ref> Refs(const std::vector<std::pair<py::bytes, std::string>>& refs) {
   std::vector<Ref> out;
@@ -121,8 +110,13 @@ py::dict GroupOrRaise(const absl::StatusOr<torus::rpc::PlacementGroupView>& v) {
   return GroupDict(*v);
 }
 
+namespace torus::core {
+void AddRunFunctions(py::module_& m);  // python_runs.cc
+}
+
 PYBIND11_MODULE(_torus_core, m) {
   m.doc() = "torus core worker (internal)";
+  torus::core::AddRunFunctions(m);
   m.def("new_task_id", [] { return py::bytes(torus::core::NewTaskId()); });
   m.def("check_label_selector", [](const std::map<std::string, std::string>& selector) {
     auto parsed = torus::LabelSelector::Parse(selector);

@@ -306,6 +306,7 @@ int Run(const HeadFlags& flags) {
   }
   std::string http_address = absl::StrCat(flags.host, ":", *http_port);
   driver.SetReportBaseUrl("http://" + http_address);
+  service.SetHttpAddress(http_address);
   driver.Start();
   packages.StartCollector(std::clamp<int64_t>(flags.package_unused_grace_s * 1000 / 2, 100, 10'000));
   if (!WriteFileAtomically(flags.session_dir + "/dashboard_address", http_address + "\n") ||

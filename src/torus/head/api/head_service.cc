@@ -117,7 +117,16 @@ grpc::ServerUnaryReactor* HeadServiceImpl::GetClusterStatus(grpc::CallbackServer
   store_->Read([&](const ClusterState& s) { BuildClusterStatus(s, *liveness_, request->include_dead(), wall, reply); });
   reply->set_cluster_id(options_.cluster_id);
   reply->set_head_start_time_ms(start_time_ms_);
+  {
+    absl::MutexLock lock(&http_mu_);
+    reply->set_http_address(http_address_);
+  }
   return Finish(ctx, grpc::Status::OK);
+}
+
+void HeadServiceImpl::SetHttpAddress(std::string address) {
+  absl::MutexLock lock(&http_mu_);
+  http_address_ = std::move(address);
 }
 
 grpc::ServerUnaryReactor* HeadServiceImpl::CreatePlacementGroup(grpc::CallbackServerContext* ctx,

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "absl/synchronization/mutex.h"
+
 #include "torus/common/clock.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/head/api/heartbeat_stream.h"
@@ -72,6 +74,8 @@ class HeadServiceImpl final : public HeadServiceBase {
   void SetMetricsStore(MetricsStore* store) { metrics_ = store; }
   // Where packages are read from; set before serving (ReadPackage answers UNAVAILABLE without one).
   void SetPackageStore(const PackageStore* packages) { packages_ = packages; }
+  // The HTTP API's host:port, given in ClusterStatus.http_address once the HTTP server listens.
+  void SetHttpAddress(std::string address) ABSL_LOCKS_EXCLUDED(http_mu_);
 
 
  private:
@@ -87,6 +91,8 @@ class HeadServiceImpl final : public HeadServiceBase {
   const Clock* clock_;
   const HeadServiceOptions options_;
   const int64_t start_time_ms_;
+  absl::Mutex http_mu_;
+  std::string http_address_ ABSL_GUARDED_BY(http_mu_);
 };
 
 // The tags the head adds to a node's samples: node_id, and slice and worker_id when the node is a TPU slice host.

@@ -1,0 +1,143 @@
+"""DataParallelTrainer: runs a function on every worker of a gang run and waits for the run's end.
+
+fit() packs the function and its config (cloudpickle) as a package, uploads it to the head, and submits a gang run
+(the same as `torus train`: whole slices, rank = bundle order, the distributed environment computed from the
+placement, every worker restarted from the newest checkpoint after a failure) whose workers run
+`python3 -m torus.train._entry`. It prints every rank's output as it comes, prefixed "[rank N] ", and returns a
+Result once the run succeeds; a run that fails raises TrainingFailedError with the root cause."""
+
+import datetime
+import os
+import sys
+import tempfile
+
+import cloudpickle
+
+from torus.train._checkpoint import Checkpoint
+from torus.train._config import RunConfig, ScalingConfig
+
+# The package's directory name: on the workers' PYTHONPATH, it holds the pickled function (_entry.py reads it).
+PACKAGE_DIR = "torus_train_loop"
+PAYLOAD = "payload.pkl"
+
+
+class TrainingFailedError(RuntimeError):
+    """The run failed (its failures exceeded max_failures) or was stopped. `result` holds what it reached."""
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result
+
+
+class Result:
+    """What a run reached: `metrics` (rank 0's last report), `checkpoint` (the newest committed one, or None),
+    `path` (`<storage_path>/<name>`), `metrics_history` (rank 0's reports of the last attempt), `error`, `run_id`,
+    `name`, `attempts`."""
+
+    def __init__(self, run, error=None):
+        self.run_id = run.get("run_id")
+        self.name = run.get("name")
+        self.path = run.get("storage_path")
+        attempts = run.get("attempts") or []
+        self.attempts = len(attempts)
+        self.metrics_history = [m["metrics"] for m in (attempts[-1].get("metrics") or [])] if attempts else []
+        self.metrics = self.metrics_history[-1] if self.metrics_history else {}
+        checkpoints = run.get("checkpoints") or []
+        self.checkpoint = Checkpoint(checkpoints[-1]["dir"]) if checkpoints else None
+        self.error = error
+
+    def __repr__(self):
+        return (f"Result(name={self.name!r}, metrics={self.metrics!r}, checkpoint={self.checkpoint!r}, "
+                f"error={self.error!r})")
+
+
+def _http_address(state, core):
+    address = os.environ.get("TORUS_DASHBOARD_ADDRESS")
+    return address or core.head_http_address(state.head_address, state.token)
+
+
+def _worker_pythonpath():
+    # Workers import torus (and its compiled module) from where this driver does.
+    import _torus_core
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths = [here, os.path.dirname(os.path.abspath(_torus_core.__file__))]
+    return os.pathsep.join(dict.fromkeys(paths))
+
+
+class DataParallelTrainer:
+    """Runs `train_loop_per_worker` on every worker of a gang run; `train_loop_config` is passed to it when it takes
+    an argument. Subclasses set up a framework's process group around it (TorchTrainer, JaxTrainer)."""
+
+    _kind = "plain"
+
+    def __init__(self, train_loop_per_worker, *, train_loop_config=None, scaling_config=None, run_config=None):
+        if not callable(train_loop_per_worker):
+            raise TypeError(f"train_loop_per_worker: a function is required, got "
+                            f"{type(train_loop_per_worker).__name__}")
+        if scaling_config is not None and not isinstance(scaling_config, ScalingConfig):
+            raise TypeError(f"scaling_config: a torus.train.ScalingConfig is required, got "
+                            f"{type(scaling_config).__name__}")
+        if run_config is not None and not isinstance(run_config, RunConfig):
+            raise TypeError(f"run_config: a torus.train.RunConfig is required, got {type(run_config).__name__}")
+        self._loop = train_loop_per_worker
+        self._config = train_loop_config
+        self._scaling = scaling_config or ScalingConfig(num_workers=1)
+        self._run_config = run_config or RunConfig()
+
+    def _setup(self):
+        """What the workers set up before the loop: (kind, options), read by _entry.py."""
+        return self._kind, {}
+
+    def _default_name(self):
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+        return f"{type(self).__name__.lower()}-{stamp}"
+
+    def _spec(self, package_uri):
+        env = {"PYTHONPATH": _worker_pythonpath()}
+        # One thread per CPU a worker holds unless the driver says otherwise (as Ray sets OMP_NUM_THREADS).
+        env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", str(max(1, int(self._scaling._cpus_per_worker()))))
+        return {"scaling_config": self._scaling._spec(),
+                "run_config": self._run_config._spec(self._default_name()),
+                "entrypoint": [sys.executable, "-m", "torus.train._entry"],
+                "env": env,
+                "py_modules": [package_uri]}
+
+    def fit(self):
+        """Runs the function on every worker until the run ends; returns its Result, or raises TrainingFailedError
+        (ValueError for a spec the head refuses, naming the field). Ctrl-C stops the run."""
+        from torus import _runtime
+        state = _runtime._state_or_init()
+        core = _runtime._import_core()
+        http = _http_address(state, core)
+        kind, options = self._setup()
+        payload = cloudpickle.dumps({"loop": self._loop, "config": self._config, "kind": kind, "options": options})
+        with tempfile.TemporaryDirectory(prefix="torus-train-") as tmp:
+            package = os.path.join(tmp, PACKAGE_DIR)
+            os.mkdir(package)
+            with open(os.path.join(package, PAYLOAD), "wb") as f:
+                f.write(payload)
+            uri = core.upload_py_module(http, state.token, package)
+        import json
+        spec = json.dumps(self._spec(uri))
+        try:
+            run_id, name = core.submit_run(http, state.token, spec)
+        except ValueError as e:
+            raise ValueError(f"{type(self).__name__}: {e}") from None
+        print(f"[torus] run {name} submitted as {run_id}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        try:
+            run = json.loads(core.follow_run(http, state.token, run_id))
+        except KeyboardInterrupt:
+            core.stop_run(http, state.token, run_id)
+            print(f"[torus] stopped run {name} ({run_id})", file=sys.stderr, flush=True)
+            raise
+        if run["status"] != "SUCCEEDED":
+            message = f"run {run['name']} ({run_id}) {run['status']}: {run.get('message', '')}"
+            attempts = run.get("attempts") or []
+            details = attempts[-1].get("end_details", "") if attempts else ""
+            if details:
+                message += "\n" + details
+            error = TrainingFailedError(message)
+            error.result = Result(run, error)
+            raise error
+        return Result(run)

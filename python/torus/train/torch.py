@@ -1,0 +1,122 @@
+"""TorchTrainer and the helpers a PyTorch training function uses (Ray Train's names).
+
+    def train_loop(config):
+        model = torus.train.torch.prepare_model(build_model())     # on this worker's device, in DDP
+        for epoch in range(config["epochs"]):
+            ...
+            torus.train.report({"epoch": epoch, "loss": loss}, checkpoint=...)
+
+    TorchTrainer(train_loop, train_loop_config={"epochs": 3},
+                 scaling_config=ScalingConfig(num_workers=4)).fit()
+"""
+
+import os
+
+from torus.train._trainer import DataParallelTrainer
+
+
+class TorchConfig:
+    """`backend`: torch.distributed's backend ("gloo", "nccl", ...; default nccl with CUDA, else gloo);
+    `timeout_s`: its collective timeout."""
+
+    def __init__(self, backend=None, timeout_s=1800):
+        self.backend = backend
+        self.timeout_s = timeout_s
+
+
+class TorchTrainer(DataParallelTrainer):
+    """Each worker joins torch.distributed (init_method env://: MASTER_ADDR/MASTER_PORT of rank 0, RANK,
+    WORLD_SIZE from the placement) before the function runs, and leaves it after."""
+
+    _kind = "torch"
+
+    def __init__(self, train_loop_per_worker, *, train_loop_config=None, torch_config=None, scaling_config=None,
+                 run_config=None):
+        super().__init__(train_loop_per_worker, train_loop_config=train_loop_config, scaling_config=scaling_config,
+                         run_config=run_config)
+        if torch_config is not None and not isinstance(torch_config, TorchConfig):
+            raise TypeError(f"torch_config: a torus.train.torch.TorchConfig is required, got "
+                            f"{type(torch_config).__name__}")
+        self._torch_config = torch_config or TorchConfig()
+
+    def _setup(self):
+        return self._kind, {"backend": self._torch_config.backend, "timeout_s": self._torch_config.timeout_s}
+
+
+def get_device():
+    """This worker's device: its GPU (CUDA_VISIBLE_DEVICES names the ones it holds), the XLA device when torch_xla
+    is installed (TPUs), else the CPU."""
+    import torch
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        # A worker holding its own GPUs sees them from index 0; a worker sharing a host's GPUs takes its local rank's.
+        return torch.device("cuda", local % torch.cuda.device_count() if "CUDA_VISIBLE_DEVICES" not in os.environ
+                            else 0)
+    try:
+        import torch_xla.core.xla_model as xm
+        return xm.xla_device()
+    except ImportError:
+        return torch.device("cpu")
+
+
+def prepare_model(model, move_to_device=True, parallel_strategy="ddp", parallel_strategy_kwargs=None):
+    """Moves `model` to this worker's device and, in a run of more than one worker, wraps it in
+    DistributedDataParallel (`parallel_strategy="ddp"`; None leaves it unwrapped)."""
+    import torch
+    import torch.distributed as dist
+    if parallel_strategy not in ("ddp", None):
+        raise ValueError(f"parallel_strategy: 'ddp' or None, got {parallel_strategy!r}")
+    device = get_device()
+    if move_to_device:
+        model = model.to(device)
+    if parallel_strategy == "ddp" and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        kwargs = dict(parallel_strategy_kwargs or {})
+        if device.type == "cuda":
+            kwargs.setdefault("device_ids", [device.index])
+        model = torch.nn.parallel.DistributedDataParallel(model, **kwargs)
+    return model
+
+
+class _DeviceLoader:
+    def __init__(self, loader, device):
+        self._loader = loader
+        self._device = device
+
+    def __len__(self):
+        return len(self._loader)
+
+    def __iter__(self):
+        for batch in self._loader:
+            yield _to_device(batch, self._device)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def _to_device(batch, device):
+    import torch
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    return batch
+
+
+def prepare_data_loader(data_loader, add_dist_sampler=True, move_to_device=True):
+    """In a run of more than one worker, gives each worker its share of the data (a DistributedSampler, shuffling
+    when the loader shuffled); with `move_to_device`, batches come on this worker's device."""
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+    loader = data_loader
+    if (add_dist_sampler and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+            and not isinstance(loader.sampler, DistributedSampler)):
+        sampler = DistributedSampler(loader.dataset, shuffle=isinstance(loader.sampler, RandomSampler))
+        loader = DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=sampler,
+                            num_workers=loader.num_workers, collate_fn=loader.collate_fn,
+                            pin_memory=loader.pin_memory, drop_last=loader.drop_last)
+    device = get_device()
+    if move_to_device and device.type != "cpu":
+        return _DeviceLoader(loader, device)
+    return loader
