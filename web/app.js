@@ -3,6 +3,7 @@
 //   #/                    overview          #/runs/<id>[?rank=R]   one gang run and its rank logs
 //   #/slices              slice topologies  #/jobs, #/jobs/<id>    Ray jobs and their logs
 //   #/runs                gang runs         #/nodes[?filter=..&state=..&page=..], #/nodes/<id>[?file=..]
+//   #/actors              actors
 
 import { h, setChildren } from './dom.js';
 import { onConnectionState, ApiError } from './api.js';
@@ -11,6 +12,7 @@ import { slicesView } from './view_slices.js';
 import { runsView, runView } from './view_runs.js';
 import { jobsView, jobView } from './view_jobs.js';
 import { nodesView, nodeView } from './view_nodes.js';
+import { actorsView } from './view_actors.js';
 
 const POLL_MS = 2000;
 
@@ -22,6 +24,7 @@ const routes = [
   { name: 'jobs', match: (p) => p.length === 1 && p[0] === 'jobs', view: jobsView },
   { name: 'jobs', match: (p) => p.length === 2 && p[0] === 'jobs', view: jobView },
   { name: 'nodes', match: (p) => p.length === 1 && p[0] === 'nodes', view: nodesView },
+  { name: 'actors', match: (p) => p.length === 1 && p[0] === 'actors', view: actorsView },
   { name: 'nodes', match: (p) => p.length === 2 && p[0] === 'nodes', view: nodeView },
 ];
 

@@ -12,11 +12,11 @@
 """
 
 from torus import exceptions, util
-from torus._actor import ActorHandle, kill
+from torus._actor import ActorHandle, get_actor, kill
 from torus._remote import remote
 from torus._runtime import (ObjectRef, available_resources, cancel, cluster_resources, get, init, is_initialized,
                             nodes, put, shutdown, wait)
 from torus.runtime_context import get_runtime_context
 
-__all__ = ["ActorHandle", "available_resources", "cancel", "kill", "ObjectRef", "util", "cluster_resources", "exceptions", "get", "get_runtime_context", "init",
+__all__ = ["ActorHandle", "available_resources", "cancel", "kill", "ObjectRef", "util", "cluster_resources", "exceptions", "get", "get_actor", "get_runtime_context", "init",
            "is_initialized", "nodes", "put", "remote", "shutdown", "wait"]

@@ -15,11 +15,18 @@ def _check_actor_options(opts):
     unknown = set(opts) - _ACTOR_OPTIONS
     if unknown:
         raise ValueError(f"unknown actor options {sorted(unknown)}; accepted: {sorted(_ACTOR_OPTIONS)}")
-    for unsupported in ("name", "namespace", "accelerator_type"):
-        if opts.get(unsupported):
-            raise ValueError(f"{unsupported}: not supported for actors yet")
+    if opts.get("accelerator_type"):
+        raise ValueError("accelerator_type: not supported for actors yet; use resources={\"TPU\": n} or a "
+                         "label_selector")
+    for field in ("name", "namespace"):
+        value = opts.get(field)
+        if value is not None and (not isinstance(value, str) or not value or len(value.encode()) > 256):
+            raise ValueError(f"{field}: a non-empty string of at most 256 bytes is required, got {value!r}")
+    if opts.get("namespace") is not None and opts.get("name") is None:
+        raise ValueError("namespace: applies to named actors only; give name= too")
     if opts.get("lifetime") not in (None, "non_detached"):
-        raise ValueError(f"lifetime: only 'non_detached' actors are supported yet, got {opts['lifetime']!r}")
+        raise ValueError(f"lifetime: only 'non_detached' actors are supported yet (an actor lives as long as the "
+                         f"process that created it), got {opts['lifetime']!r}")
     concurrency = opts.get("max_concurrency")
     if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
         raise ValueError(f"max_concurrency: a positive integer is required, got {concurrency!r}")
@@ -53,10 +60,16 @@ class ActorClass(Remote):
         env, working_dir = _runtime_env(opts)
         selector, strategy, group, bundle = _placement(opts)
         wire_args = _wire_args(args, kwargs)
-        actor_id = state.core.create_actor(_runtime._core_new_task_id(), f"{self._name}.__init__", function_id,
-                                           blob, wire_args, resources, env, working_dir,
-                                           int(opts.get("max_restarts", 0)), selector, strategy, group, bundle)
         methods = [n for n, _ in inspect.getmembers(self._target, callable) if not n.startswith("__")]
+        name = opts.get("name") or ""
+        namespace = opts.get("namespace") or state.namespace
+        try:
+            actor_id = state.core.create_actor(_runtime._core_new_task_id(), f"{self._name}.__init__", function_id,
+                                               blob, wire_args, resources, env, working_dir,
+                                               int(opts.get("max_restarts", 0)), selector, strategy, group, bundle,
+                                               name, namespace, self._target.__name__, methods)
+        except ValueError as e:
+            raise ValueError(f"{self._target.__name__}: {e}") from None
         return ActorHandle(actor_id, state.core.address, self._name, methods)
 
 
@@ -105,6 +118,21 @@ class ActorMethod:
                                     f"{h._class_name}.{self._name}", self._name, wire_args, self._num_returns)
         refs = [_runtime.ObjectRef(i, state.core.address) for i in ids]
         return refs[0] if self._num_returns == 1 else refs
+
+
+def get_actor(name, namespace=None):
+    """A handle on the live actor named `name` in `namespace` (default: this program's namespace, see
+    torus.init). Raises ValueError when there is none."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: a non-empty string is required, got {name!r}")
+    state = _runtime._state_or_init()
+    ns = namespace or state.namespace
+    try:
+        found = state.core.get_named_actor(ns, name)
+    except KeyError as e:
+        raise ValueError(f"no live actor named {name!r} in namespace {ns!r} ({e.args[0]})") from None
+    return ActorHandle(bytes.fromhex(found["actor_id"]), found["owner_address"], found["class_name"],
+                       found["methods"])
 
 
 def kill(actor, *, no_restart=True):

@@ -48,7 +48,10 @@ def _runtime_env(opts):
     for k, v in env_vars.items():
         if not isinstance(k, str) or not isinstance(v, str):
             raise ValueError(f"runtime_env.env_vars: names and values must be strings, got {k!r}: {v!r}")
-    return dict(env_vars), env.get("working_dir") or ""
+    env_vars = dict(env_vars)
+    # Workers look up and name actors in their driver's namespace.
+    env_vars["TORUS_NAMESPACE"] = _runtime._state_or_init().namespace
+    return env_vars, env.get("working_dir") or ""
 
 
 def _placement(opts):

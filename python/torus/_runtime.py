@@ -48,6 +48,9 @@ class _State:
         self.is_worker = is_worker
         self.actor_id = None  # in an actor's worker
         self.printer = None   # (thread, stop event) printing the workers' output
+        # Where actor names are looked up and registered: init(namespace=...), else the driver's (its workers get
+        # it as TORUS_NAMESPACE), else one of this job's own (as Ray's anonymous namespace).
+        self.namespace = os.environ.get("TORUS_NAMESPACE") or f"anonymous-{job_id}"
 
 
 def _state_or_init():
@@ -147,12 +150,16 @@ def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=
          _node_ip=None):
     """Connects this process to a cluster, as ray.init does.
 
+    namespace: where this program's named actors are registered and looked up (default: one of its own).
+
     address: None — the cluster of TORUS_ADDRESS or of this machine's latest session, else a new local one (head
     and agent) that lives as long as this process; "auto" — an existing one only; "host:port" — that head.
     log_to_driver: print the output of this program's task and actor workers here, each line prefixed with
     "(pid=..., node=...)".
     """
     global _state
+    if namespace is not None and (not isinstance(namespace, str) or not namespace or len(namespace.encode()) > 256):
+        raise ValueError(f"namespace: a non-empty string of at most 256 bytes is required, got {namespace!r}")
     with _lock:
         if _state is not None:
             if ignore_reinit_error:
@@ -181,6 +188,10 @@ def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=
                 token = session[1] if session else None
             endpoint = (address, token)
         head_address, token = endpoint[0], endpoint[1] or token
+        if not token:
+            # A child of a driver (TORUS_ADDRESS set for it) finds the token in the session, as the driver did.
+            session = _session_endpoint(_temp_root())
+            token = session[1] if session else None
         if not token:
             raise ConnectionError("no cluster token: set TORUS_TOKEN (or run on a machine with the cluster's session)")
 
@@ -211,6 +222,8 @@ def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=
             node_ip = agent.rsplit(":", 1)[0]
         core = core_mod.CoreWorker(job_id, node_ip, head_address, agent, token, "", bool(log_to_driver))
         _state = _State(core, job_id, node_id, head_address, token, local_cluster)
+        if namespace is not None:
+            _state.namespace = namespace
         if log_to_driver:
             stop = threading.Event()
             printer = threading.Thread(target=_print_output, args=(core, stop), name="torus-worker-output",

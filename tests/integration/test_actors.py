@@ -2,9 +2,11 @@
 kill -9, torus.kill, constructor errors, and actors dying with their driver."""
 
 import json
+import subprocess
+import textwrap
 
 from conftest import pid_alive, wait_until
-from test_tasks import cluster, driver_json, run_driver  # noqa: F401 - the module's cluster fixture
+from test_tasks import PYTHON, cluster, driver_json, python_env, run_driver  # noqa: F401 - the module's cluster
 
 
 def test_an_actor_keeps_state_and_runs_calls_in_order(cluster, tmp_path):
@@ -334,3 +336,127 @@ def test_available_resources_drop_while_an_actor_holds_chips(cluster, tmp_path):
         print(json.dumps({"total": total, "before": before, "held": held, "after": after}))
     """)
     assert result == {"total": 16.0, "before": 16.0, "held": 12.0, "after": 16.0}
+
+
+def list_actors(t, *flags):
+    result = t.ok("list", "actors", "--json", *flags)
+    return {a["actor_id"]: a for a in json.loads(result.stdout)}
+
+
+def http_get(t, path):
+    import urllib.request
+    address = (t.session / "dashboard_address").read_text().strip()
+    request = urllib.request.Request(f"http://{address}{path}", headers={"Authorization": f"Bearer {t.token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_named_actors_are_found_by_name_from_tasks_and_other_drivers_and_listed(cluster, tmp_path):
+    other = tmp_path / "other.py"
+    other.write_text(textwrap.dedent("""
+        import json, torus
+        torus.init(namespace="rl")
+        learner = torus.get_actor("learner")
+        print(json.dumps({"step": torus.get(learner.step.remote(10))}))
+    """))
+    result = driver_json(cluster, tmp_path, f"""
+        import json, os, subprocess, sys, torus
+        torus.init(namespace="rl")
+
+        @torus.remote
+        class Learner:
+            def __init__(self):
+                self.steps = 0
+            def step(self, n=1):
+                self.steps += n
+                return self.steps
+            def pid(self):
+                return os.getpid()
+
+        @torus.remote
+        def from_task():
+            return torus.get(torus.get_actor("learner").step.remote(100))
+
+        learner = Learner.options(name="learner").remote()
+        out = {{"first": torus.get(learner.step.remote())}}
+        out["by_name"] = torus.get(torus.get_actor("learner").step.remote())
+        out["from_task"] = torus.get(from_task.remote())
+        other = subprocess.run([sys.executable, {str(other)!r}], capture_output=True, text=True, timeout=120)
+        out["other_driver"] = json.loads(other.stdout.strip().splitlines()[-1]) if other.returncode == 0 else other.stderr
+        for bad in [lambda: Learner.options(name="learner").remote(),
+                    lambda: torus.get_actor("nope"),
+                    lambda: torus.get_actor("learner", namespace="serve")]:
+            try:
+                bad()
+            except ValueError as e:
+                out.setdefault("errors", []).append(str(e))
+        out["pid"] = torus.get(learner.pid.remote())
+        out["actor_id"] = learner._actor_id.hex()
+        print(json.dumps(out))
+    """)
+    assert result["first"] == 1 and result["by_name"] == 2 and result["from_task"] == 102
+    assert result["other_driver"] == {"step": 112}
+    assert result["errors"] == [
+        f'Learner: the name "learner" is taken in namespace "rl" by actor {result["actor_id"]} (ALIVE)',
+        "no live actor named 'nope' in namespace 'rl' (no actor named \"nope\" in namespace \"rl\")",
+        "no live actor named 'learner' in namespace 'serve' (no actor named \"learner\" in namespace \"serve\")",
+    ]
+    # The driver has exited: its actor is DEAD, and says why.
+    actors = list_actors(cluster)
+    entry = actors[result["actor_id"]]
+    assert entry["name"] == "learner" and entry["namespace"] == "rl" and entry["class_name"] == "Learner"
+    assert entry["pid"] == result["pid"] and entry["state"] == "DEAD"
+    assert entry["death_cause"] == "its owner is shutting down"
+    assert sorted(entry["methods"]) == ["pid", "step"]
+    status, by_id = http_get(cluster, f"/api/v0/actors/{result['actor_id']}")
+    assert status == 200 and by_id["state"] == "DEAD" and by_id["node_id"] == entry["node_id"] != ""
+    status, missing = http_get(cluster, "/api/v0/actors/abc123")
+    assert status == 404 and missing["error"] == "unknown actor abc123"
+    status, bad = http_get(cluster, "/api/v0/actors?state=GONE")
+    assert status == 400 and "query parameter state" in bad["error"]
+
+
+def test_the_actors_of_a_killed_driver_are_dead_in_the_directory_and_free_their_names(cluster, tmp_path):
+    script = tmp_path / "owner.py"
+    script.write_text(textwrap.dedent("""
+        import sys, time, torus
+        torus.init(namespace="orphans")
+
+        @torus.remote
+        class Holder:
+            def ping(self):
+                return "pong"
+
+        h = Holder.options(name="holder").remote()
+        torus.get(h.ping.remote())
+        print(h._actor_id.hex(), flush=True)
+        time.sleep(600)
+    """))
+    proc = subprocess.Popen([PYTHON, str(script)], env=python_env(cluster), stdout=subprocess.PIPE, text=True)
+    try:
+        actor_id = proc.stdout.readline().strip()
+        assert list_actors(cluster, "--state", "ALIVE")[actor_id]["name"] == "holder"
+    finally:
+        proc.kill()
+        proc.wait()
+    # The head asks owners every 2 s and gives up after three failed probes.
+    wait_until(lambda: list_actors(cluster)[actor_id]["state"] == "DEAD", timeout=30, interval=0.5,
+               message="the killed driver's actor is DEAD")
+    assert list_actors(cluster)[actor_id]["death_cause"].startswith("its owner ")
+    assert " is gone (" in list_actors(cluster)[actor_id]["death_cause"]
+    result = driver_json(cluster, tmp_path, """
+        import json, torus
+        torus.init(namespace="orphans")
+
+        @torus.remote
+        class Holder:
+            def ping(self):
+                return "again"
+
+        h = Holder.options(name="holder").remote()
+        print(json.dumps({"ping": torus.get(torus.get_actor("holder").ping.remote())}))
+    """)
+    assert result == {"ping": "again"}

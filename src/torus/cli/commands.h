@@ -156,5 +156,7 @@ int CmdTrain(const HeadFlags& head, const TrainFlags& flags);
 int CmdTrainStatus(const HeadFlags& head, const std::string& id, bool json);
 int CmdTrainStop(const HeadFlags& head, const std::string& id);
 int CmdTrainList(const HeadFlags& head, bool json);
+// torus list actors [--state S] [--job-id J] [--json]
+int CmdListActors(const HeadFlags& head, const std::string& state, const std::string& job_id, bool json);
 
 }  // namespace torus::cli

@@ -295,6 +295,16 @@ int main(int argc, char** argv) {
   cmd_train_list->add_flag("--json", json, "Print JSON");
   cmd_train_list->callback([&] { rc = torus::cli::CmdTrainList(head, json); });
 
+  std::string actor_state, actor_job;
+  auto* cmd_list = app.add_subcommand("list", "List objects of the cluster");
+  cmd_list->require_subcommand(1);
+  auto* cmd_list_actors = cmd_list->add_subcommand("actors", "Actors: state, node, pid, restarts, death cause");
+  AddHttpOptions(cmd_list_actors, head);
+  cmd_list_actors->add_option("--state", actor_state, "Only actors in this state (PENDING_CREATION, ALIVE, RESTARTING, DEAD)");
+  cmd_list_actors->add_option("--job-id", actor_job, "Only this job's actors");
+  cmd_list_actors->add_flag("--json", json, "Print JSON");
+  cmd_list_actors->callback([&] { rc = torus::cli::CmdListActors(head, actor_state, actor_job, json); });
+
   torus::cli::UpFlags up;
   auto* cmd_up = app.add_subcommand("up", "Start a local simulated cluster from a spec (see examples/clusters)");
   cmd_up->add_option("SPEC", up.spec_path, "Cluster spec YAML")->required();

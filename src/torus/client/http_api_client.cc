@@ -131,6 +131,17 @@ absl::StatusOr<bool> HttpApiClient::PutPackage(const std::string& name, const st
                        "a package upload", [](const json& j) { return j.at("stored").get<bool>(); });
 }
 
+absl::StatusOr<json> HttpApiClient::ListActors(const std::string& state, const std::string& job_id) {
+  std::string path = "/api/v0/actors";
+  std::string sep = "?";
+  if (!state.empty()) {
+    path += sep + "state=" + UrlEncode(state);
+    sep = "&";
+  }
+  if (!job_id.empty()) path += sep + "job_id=" + UrlEncode(job_id);
+  return Get(path);
+}
+
 absl::StatusOr<json> HttpApiClient::GetJob(const std::string& id) { return Get("/api/jobs/" + UrlEncode(id)); }
 
 absl::StatusOr<json> HttpApiClient::ListJobs() { return Get("/api/jobs/"); }

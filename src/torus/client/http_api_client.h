@@ -107,6 +107,9 @@ class HttpApiClient {
   absl::StatusOr<nlohmann::json> GetRun(const std::string& id_or_name);
   // Every run, as a JSON list.
   absl::StatusOr<nlohmann::json> ListRuns();
+  // Actors of the head's directory (GET /api/v0/actors), newest first; `state` ("ALIVE", ...) and `job_id` filter
+  // when not empty.
+  absl::StatusOr<nlohmann::json> ListActors(const std::string& state = "", const std::string& job_id = "");
   // Stops a run; false when it had already ended.
   absl::StatusOr<bool> StopRun(const std::string& id_or_name);
   // Rank `rank`'s output in attempt `attempt` (0: the current one) from byte `offset` on.

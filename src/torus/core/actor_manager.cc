@@ -112,6 +112,7 @@ absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const 
 void ActorManager::SetState(Actor& actor, ActorInfo::State state) {
   actor.info.set_state(state);
   changed_.notify_all();
+  if (options_.on_state) options_.on_state(actor.creation.actor_id(), actor.info, actor.node_id, actor.pid);
 }
 
 void ActorManager::Live(const std::string& actor_id) {
@@ -141,6 +142,8 @@ void ActorManager::Live(const std::string& actor_id) {
     }
     actor.agent = lease->first;
     actor.lease_id = lease->second.lease_id();
+    actor.node_id = lease->second.node_id();
+    actor.pid = lease->second.worker_pid();
     if (options_.on_worker) {
       options_.on_worker(lease->first, lease->second.worker_id(), lease->second.worker_pid(), lease->second.node_id());
     }

@@ -28,6 +28,11 @@ namespace torus::core {
 struct ActorOptions {
   TaskShape shape;
   int max_restarts = 0;
+  // For the head's directory: a name unique in its namespace (empty: unnamed), the class and its methods.
+  std::string name;
+  std::string ns;
+  std::string class_name;
+  std::vector<std::string> methods;
 };
 
 class ActorManager {
@@ -41,6 +46,10 @@ class ActorManager {
     int64_t lease_wait_ms = 10'000;
     // Called with each leased worker's (agent, worker id, pid, node id).
     std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> on_worker;
+    // Called with each actor's id and state as it changes (ALIVE, RESTARTING, DEAD), the node and pid of its
+    // current (or last) worker; under the manager's lock: it must not block or call back.
+    std::function<void(const std::string& actor_id, const ActorInfo& info, const std::string& node_id, int64_t pid)>
+        on_state;
   };
   // `channels` is owned by the caller; `nodes()` gives the nodes leases may come from; `bundles` where a placement
   // group's bundles are (for actors placed in one).
@@ -65,6 +74,8 @@ class ActorManager {
     ActorInfo info;
     std::string agent;       // of its current lease
     std::string lease_id;
+    std::string node_id;     // of its current (or last) worker
+    int64_t pid = 0;
     bool killed = false;     // no restart after the current worker
     std::thread thread;
   };

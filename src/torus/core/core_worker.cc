@@ -141,12 +141,14 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
                                                                           group, stop);
                                                   });
   CoreWorker* self = w.get();
+  w->reporter_ = std::make_unique<ActorReporter>(&w->channels_, w->options_.head_address);
   w->actors_ = std::make_unique<ActorManager>(ActorManager::Options{.job_id = w->options_.job_id,
                                                                     .local_agent = w->options_.local_agent,
                                                                     .own_address = w->address_,
                                                                     .holder_pid = getpid(),
                                                                     .holder_boot_id = BootId(),
-                                                                    .on_worker = w->Follower()},
+                                                                    .on_worker = w->Follower(),
+                                                                    .on_state = w->ActorStateReporter()},
                                               &w->channels_, [self] { return self->nodes(); },
                                               [self](const std::string& group, const std::function<bool()>& stop) {
                                                 return WaitForBundles(self->channels_, self->options_.head_address,
@@ -184,6 +186,35 @@ std::function<void(const std::string&, const std::string&, int64_t, const std::s
   };
 }
 
+std::function<void(const std::string&, const ActorInfo&, const std::string&, int64_t)> CoreWorker::ActorStateReporter() {
+  return [this](const std::string& actor_id, const ActorInfo& info, const std::string& node_id, int64_t pid) {
+    rpc::UpdateActorRequest update;
+    update.set_actor_id(Hex(actor_id));
+    update.set_state(ActorInfo::State_Name(info.state()));
+    update.set_node_id(node_id);
+    update.set_pid(pid);
+    update.set_worker_address(info.address());
+    update.set_restarts(info.restarts());
+    update.set_death_cause(info.death_cause());
+    reporter_->Report(std::move(update));
+  };
+}
+
+absl::StatusOr<rpc::ActorView> CoreWorker::GetNamedActor(const std::string& ns, const std::string& name) {
+  auto stub = rpc::HeadService::NewStub(channels_.Get(options_.head_address));
+  grpc::ClientContext ctx;
+  channels_.Authorize(ctx);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  rpc::GetActorRequest request;
+  request.set_name(name);
+  request.set_namespace_(ns);
+  rpc::ActorView reply;
+  const grpc::Status s = stub->GetActor(&ctx, request, &reply);
+  if (s.error_code() == grpc::StatusCode::NOT_FOUND) return absl::NotFoundError(s.error_message());
+  if (!s.ok()) return absl::UnavailableError(absl::StrCat("the head at ", options_.head_address, ": ", s.error_message()));
+  return reply;
+}
+
 void CoreWorker::Shutdown() {
   std::map<std::string, Running> unanswered;
   {
@@ -205,6 +236,7 @@ void CoreWorker::Shutdown() {
   }
   if (caller_) caller_->Shutdown();
   if (actors_) actors_->Shutdown();
+  if (reporter_) reporter_->Flush(std::chrono::seconds(2));  // the actors' last states
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
 }
 
@@ -269,13 +301,24 @@ std::vector<std::string> CoreWorker::Submit(TaskSpec spec, TaskOptions options) 
   return ids;
 }
 
-std::string CoreWorker::CreateActor(TaskSpec creation, ActorOptions options) {
+absl::StatusOr<std::string> CoreWorker::CreateActor(TaskSpec creation, ActorOptions options) {
   std::string actor_id = NewTaskId();
   creation.set_actor_id(actor_id);
   creation.set_actor_creation(true);
   creation.set_job_id(options_.job_id);
   creation.set_owner_address(address_);
   creation.set_num_returns(1);
+  rpc::ActorView entry;
+  entry.set_actor_id(Hex(actor_id));
+  entry.set_name(options.name);
+  entry.set_namespace_(options.ns);
+  entry.set_class_name(options.class_name);
+  for (const std::string& m : options.methods) entry.add_methods(m);
+  entry.set_job_id(options_.job_id);
+  entry.set_owner_address(address_);
+  for (const auto& [k, v] : options.shape.resources) (*entry.mutable_resources())[k] = v;
+  entry.set_max_restarts(options.max_restarts);
+  if (absl::Status s = reporter_->Register(entry); !s.ok()) return s;
   actors_->Create(std::move(creation), std::move(options));
   return actor_id;
 }

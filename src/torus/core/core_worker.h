@@ -25,6 +25,7 @@
 #include "torus/core.grpc.pb.h"
 #include "torus/core/actor_caller.h"
 #include "torus/core/actor_manager.h"
+#include "torus/core/actor_reporter.h"
 #include "torus/core/object_table.h"
 #include "torus/core/output_follower.h"
 #include "torus/core/task_submitter.h"
@@ -73,9 +74,12 @@ class CoreWorker {
 
   // Submits a task (see TaskSubmitter::Submit); returns its return objects' ids.
   std::vector<std::string> Submit(TaskSpec spec, TaskOptions options);
-  // Creates an actor owned by this process (creation: task_id, name, function = the class, args set); returns its
-  // id at once, while it is being placed and built.
-  std::string CreateActor(TaskSpec creation, ActorOptions options);
+  // Creates an actor owned by this process (creation: task_id, name, function = the class, args set): registers it
+  // with the head's directory, then returns its id at once, while it is being placed and built. AlreadyExists when
+  // its name is taken in its namespace (nothing is created).
+  absl::StatusOr<std::string> CreateActor(TaskSpec creation, ActorOptions options);
+  // The head's entry of the actor named `name` in namespace `ns` (not DEAD); NotFound names both.
+  absl::StatusOr<rpc::ActorView> GetNamedActor(const std::string& ns, const std::string& name);
   // Calls a method of an actor owned by `owner_address` (spec: task_id, name, method, args, num_returns set);
   // returns its return objects' ids.
   std::vector<std::string> CallActor(const std::string& actor_id, const std::string& owner_address, TaskSpec spec);
@@ -129,6 +133,8 @@ class CoreWorker {
   explicit CoreWorker(CoreWorkerOptions options);
   // What leases report their workers to: the output follower, when this process follows output.
   std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> Follower();
+  // What actors report their states to: the head's directory, through reporter_.
+  std::function<void(const std::string&, const ActorInfo&, const std::string&, int64_t)> ActorStateReporter();
   // One fetch of a borrowed object from its owner, waiting up to `wait_ms` there.
   absl::StatusOr<std::optional<Value>> Fetch(const Ref& ref, int64_t wait_ms);
 
@@ -138,6 +144,7 @@ class CoreWorker {
   std::string address_;
   OutputFollower output_{&channels_};
   std::unique_ptr<TaskSubmitter> submitter_;
+  std::unique_ptr<ActorReporter> reporter_;  // before actors_: their last states are reported as they stop
   std::unique_ptr<ActorManager> actors_;
   std::unique_ptr<ActorCaller> caller_;
   std::unique_ptr<grpc::Service> service_;

@@ -200,15 +200,41 @@ PYBIND11_MODULE(_torus_core, m) {
            [](CoreWorker& w, py::bytes task_id, std::string name, py::bytes function_id, py::bytes function,
               py::list args, std::map<std::string, int64_t> resources, std::map<std::string, std::string> env,
               std::string working_dir, int max_restarts, std::map<std::string, std::string> label_selector,
-              std::string strategy, std::string placement_group, int bundle_index) {
+              std::string strategy, std::string placement_group, int bundle_index, std::string actor_name,
+              std::string ns, std::string class_name, std::vector<std::string> methods) {
              torus::core::TaskSpec spec = MakeSpec(task_id, std::move(name), function_id, function, args);
              torus::core::ActorOptions options{
                  .shape = MakeShape(std::move(resources), std::move(env), std::move(working_dir),
                                     std::move(label_selector), std::move(strategy), std::move(placement_group),
                                     bundle_index),
-                 .max_restarts = max_restarts};
-             py::gil_scoped_release release;
-             return py::bytes(w.CreateActor(std::move(spec), std::move(options)));
+                 .max_restarts = max_restarts,
+                 .name = std::move(actor_name),
+                 .ns = std::move(ns),
+                 .class_name = std::move(class_name),
+                 .methods = std::move(methods)};
+             absl::StatusOr<std::string> id;
+             {
+               py::gil_scoped_release release;
+               id = w.CreateActor(std::move(spec), std::move(options));
+             }
+             if (!id.ok()) Raise(id.status());
+             return py::bytes(*id);
+           })
+      .def("get_named_actor",
+           [](CoreWorker& w, const std::string& ns, const std::string& name) {
+             absl::StatusOr<torus::rpc::ActorView> v;
+             {
+               py::gil_scoped_release release;
+               v = w.GetNamedActor(ns, name);
+             }
+             if (!v.ok()) Raise(v.status());
+             py::dict d;
+             d["actor_id"] = v->actor_id();
+             d["owner_address"] = v->owner_address();
+             d["class_name"] = v->class_name();
+             d["methods"] = std::vector<std::string>(v->methods().begin(), v->methods().end());
+             d["state"] = v->state();
+             return d;
            })
       .def("call_actor",
            [](CoreWorker& w, py::bytes actor_id, std::string owner, py::bytes task_id, std::string name,

@@ -1,5 +1,5 @@
 // absl::Status -> Python exceptions for the _torus_core module: DeadlineExceeded -> ValueError("timeout: ..."),
-// NotFound -> KeyError, InvalidArgument -> ValueError, Cancelled -> the pending Python error (KeyboardInterrupt
+// NotFound -> KeyError, InvalidArgument and AlreadyExists -> ValueError, Cancelled -> the pending Python error (KeyboardInterrupt
 // from a signal) when there is one, anything else -> RuntimeError.
 #pragma once
 
@@ -21,6 +21,7 @@ namespace torus::core {
     case absl::StatusCode::kNotFound:
       throw py::key_error(message);
     case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kAlreadyExists:
       throw py::value_error(message);
     case absl::StatusCode::kCancelled:
       if (PyErr_Occurred() != nullptr) throw py::error_already_set();

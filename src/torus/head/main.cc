@@ -15,6 +15,8 @@
 #include "torus/common/clock.h"
 #include "torus/common/termination.h"
 #include "torus/head/agents/grpc_agent_pool.h"
+#include "torus/head/actors/owner_monitor.h"
+#include "torus/head/api/actors_http.h"
 #include "torus/head/api/dashboard_http.h"
 #include "torus/head/api/event_log.h"
 #include "torus/head/api/event_service.h"
@@ -213,6 +215,11 @@ int Run(const HeadFlags& flags) {
   builder.AddListeningPort(absl::StrCat(flags.host, ":", flags.port), grpc::InsecureServerCredentials(), &bound_port);
   service.SetMetricsStore(&metrics);
   service.SetPackageStore(&packages);
+  torus::head::ActorDirectory actors(&store, &clock);
+  service.SetActorDirectory(&actors);
+  // Actors whose owner is gone are DEAD: each owner is asked every 2 s; three failed probes in a row end them.
+  torus::head::OwnerMonitor owner_monitor(&actors, torus::head::GrpcOwnerProbe(*token, std::chrono::seconds(2)),
+                                          std::chrono::seconds(2));
   builder.RegisterService(&service);
   torus::head::EventServiceImpl event_service(&events, *token);
   builder.RegisterService(&event_service);
@@ -254,6 +261,7 @@ int Run(const HeadFlags& flags) {
   });
   http.AddRoutes([&runs](httplib::Server& server) { torus::head::RegisterRunRoutes(server, &runs); });
   http.AddRoutes([&events](httplib::Server& server) { torus::head::RegisterEventRoutes(server, &events); });
+  http.AddRoutes([&actors](httplib::Server& server) { torus::head::RegisterActorRoutes(server, &actors); });
   http.AddRoutes([](httplib::Server& server) { torus::head::AddDashboardRoutes(server); });
   http.AddMetricsSource([&jobs, &runs](torus::head::PrometheusWriter& w) {
     w.Family("torus_jobs", "gauge", "Jobs by status.");
@@ -308,6 +316,7 @@ int Run(const HeadFlags& flags) {
   driver.SetReportBaseUrl("http://" + http_address);
   service.SetHttpAddress(http_address);
   driver.Start();
+  owner_monitor.Start();
   packages.StartCollector(std::clamp<int64_t>(flags.package_unused_grace_s * 1000 / 2, 100, 10'000));
   if (!WriteFileAtomically(flags.session_dir + "/dashboard_address", http_address + "\n") ||
       !WriteFileAtomically(flags.session_dir + "/head_address", address + "\n")) {
@@ -324,6 +333,7 @@ int Run(const HeadFlags& flags) {
   const int signal_number = torus::WaitForTerminationSignal();
   spdlog::info("signal {}: shutting down", signal_number);
   detector.Stop();
+  owner_monitor.Stop();
   packages.StopCollector();
   events.Close();  // ends the event streams, which hold HTTP threads
   http.Stop();

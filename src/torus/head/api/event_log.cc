@@ -144,6 +144,16 @@ std::optional<Event> EventOf(const Record& record, const std::function<Owner(con
           about("package", r.name);
           e.status = "REMOVED";
           e.wall_ms = r.wall_ms;
+        } else if constexpr (std::is_same_v<T, ActorRegistered>) {
+          about("actor", r.actor.id.str());
+          e.status = ActorStateName(r.actor.state);
+          e.wall_ms = r.actor.create_time_ms;
+        } else if constexpr (std::is_same_v<T, ActorUpdated>) {
+          about("actor", r.actor.str());
+          e.status = ActorStateName(r.state);
+          e.message = r.death_cause;
+          e.node = r.node.str();
+          e.wall_ms = r.wall_ms;
         } else {
           static_assert(!sizeof(T), "every record makes an event, or says why not");
         }
@@ -191,7 +201,7 @@ std::vector<Event> EventsFromRecords(const std::vector<Record>& records,
 
 bool IsEventKind(std::string_view kind) {
   return kind == "node" || kind == "group" || kind == "job" || kind == "run" || kind == "worker" ||
-         kind == "package";
+         kind == "package" || kind == "actor";
 }
 
 bool EventFilter::Matches(const Event& e) const {

@@ -164,7 +164,7 @@ grpc::ServerWriteReactor<rpc::Event>* EventServiceImpl::Watch(grpc::CallbackServ
     if (!IsEventKind(kind)) {
       return new WatchReactor(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("kinds: unknown kind \"", kind, "\"; use node, group, job, run, worker or package")));
+          absl::StrCat("kinds: unknown kind \"", kind, "\"; use node, group, job, run, worker, package or actor")));
     }
     filter.kinds.insert(kind);
   }

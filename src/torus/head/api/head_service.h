@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "torus/common/clock.h"
+#include "torus/head/actors/actor_directory.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/head/api/heartbeat_stream.h"
 #include "torus/head/metrics/metrics_store.h"
@@ -74,6 +75,16 @@ class HeadServiceImpl final : public HeadServiceBase {
   void SetMetricsStore(MetricsStore* store) { metrics_ = store; }
   // Where packages are read from; set before serving (ReadPackage answers UNAVAILABLE without one).
   void SetPackageStore(const PackageStore* packages) { packages_ = packages; }
+  // The actor directory the actor methods serve (head_service_actors.cc); without it they answer UNAVAILABLE.
+  void SetActorDirectory(ActorDirectory* actors) { actors_ = actors; }
+  grpc::ServerUnaryReactor* RegisterActor(grpc::CallbackServerContext* ctx, const rpc::RegisterActorRequest* request,
+                                          rpc::ActorView* reply) override;
+  grpc::ServerUnaryReactor* UpdateActor(grpc::CallbackServerContext* ctx, const rpc::UpdateActorRequest* request,
+                                        rpc::ActorView* reply) override;
+  grpc::ServerUnaryReactor* GetActor(grpc::CallbackServerContext* ctx, const rpc::GetActorRequest* request,
+                                     rpc::ActorView* reply) override;
+  grpc::ServerUnaryReactor* ListActors(grpc::CallbackServerContext* ctx, const rpc::ListActorsRequest* request,
+                                       rpc::ActorList* reply) override;
   // The HTTP API's host:port, given in ClusterStatus.http_address once the HTTP server listens.
   void SetHttpAddress(std::string address) ABSL_LOCKS_EXCLUDED(http_mu_);
 
@@ -88,6 +99,7 @@ class HeadServiceImpl final : public HeadServiceBase {
   PlacementService* groups_;
   MetricsStore* metrics_ = nullptr;
   const PackageStore* packages_ = nullptr;
+  ActorDirectory* actors_ = nullptr;
   const Clock* clock_;
   const HeadServiceOptions options_;
   const int64_t start_time_ms_;

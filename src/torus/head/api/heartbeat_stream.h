@@ -46,7 +46,11 @@ using HeadServiceBase = rpc::HeadService::WithCallbackMethod_RegisterNode<rpc::H
                             rpc::HeadService::WithCallbackMethod_WorkerExited<
                                 rpc::HeadService::WithCallbackMethod_ReportMetrics<
                                     rpc::HeadService::WithCallbackMethod_ReadPackage<
-                                        rpc::HeadService::Service>>>>>>>>>>>>>>;
+                                        rpc::HeadService::WithCallbackMethod_RegisterActor<
+                                            rpc::HeadService::WithCallbackMethod_UpdateActor<
+                                                rpc::HeadService::WithCallbackMethod_GetActor<
+                                                    rpc::HeadService::WithCallbackMethod_ListActors<
+                                                        rpc::HeadService::Service>>>>>>>>>>>>>>>>>>;
 
 class HeartbeatStreamServer {
  public:

@@ -59,6 +59,16 @@ const Package* ClusterState::FindPackage(std::string_view name) const {
   return it == packages_.end() ? nullptr : &it->second;
 }
 
+const Actor* ClusterState::FindActor(const ActorId& id) const {
+  auto it = actors_.find(id);
+  return it == actors_.end() ? nullptr : &it->second;
+}
+
+const Actor* ClusterState::FindNamedActor(const std::string& ns, const std::string& name) const {
+  auto it = actor_names_.find({ns, name});
+  return it == actor_names_.end() ? nullptr : FindActor(it->second);
+}
+
 absl::Status ClusterState::CheckPackageStored(const std::string& field, const std::string& uri) const {
   auto name = PackageNameOf(uri);
   if (!name || FindPackage(*name) != nullptr) return absl::OkStatus();
@@ -438,6 +448,52 @@ absl::Status ClusterState::ApplyOne(const PackageRemoved& r) {
   auto it = packages_.find(r.name);
   if (it == packages_.end()) return Unknown("PackageRemoved", "package", r.name);
   packages_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status ClusterState::ApplyOne(const ActorRegistered& r) {
+  const Actor& a = r.actor;
+  if (a.id.empty()) return absl::InvalidArgumentError("ActorRegistered: empty actor id");
+  if (actors_.contains(a.id)) {
+    return absl::AlreadyExistsError(absl::StrCat("ActorRegistered: actor ", a.id.str(), " exists"));
+  }
+  if (a.state == ActorState::kDead) {
+    return absl::InvalidArgumentError(absl::StrCat("ActorRegistered: actor ", a.id.str(), " is DEAD"));
+  }
+  if (!a.name.empty()) {
+    if (const Actor* holder = FindNamedActor(a.ns, a.name); holder != nullptr) {
+      return absl::AlreadyExistsError(absl::StrCat("ActorRegistered: the name \"", a.name, "\" is taken in namespace \"",
+                                                   a.ns, "\" by actor ", holder->id.str()));
+    }
+    actor_names_[{a.ns, a.name}] = a.id;
+  }
+  actors_[a.id] = a;
+  return absl::OkStatus();
+}
+
+absl::Status ClusterState::ApplyOne(const ActorUpdated& r) {
+  auto it = actors_.find(r.actor);
+  if (it == actors_.end()) return Unknown("ActorUpdated", "actor", r.actor.str());
+  Actor& a = it->second;
+  if (a.state == ActorState::kDead) {
+    return absl::FailedPreconditionError(absl::StrCat("ActorUpdated: actor ", r.actor.str(), " is DEAD already"));
+  }
+  a.state = r.state;
+  if (!r.node.empty()) a.node = r.node;
+  if (r.pid != 0) a.pid = r.pid;
+  a.worker_address = r.state == ActorState::kAlive ? r.worker_address : "";
+  a.restarts = r.restarts;
+  if (r.state == ActorState::kAlive && a.start_time_ms == 0) a.start_time_ms = r.wall_ms;
+  if (r.state == ActorState::kDead) {
+    a.death_cause = r.death_cause;
+    a.end_time_ms = r.wall_ms;
+    if (!a.name.empty()) actor_names_.erase({a.ns, a.name});
+    dead_actors_.insert({a.end_time_ms, a.id});
+    while (dead_actors_.size() > kMaxDeadActors) {
+      actors_.erase(dead_actors_.begin()->second);
+      dead_actors_.erase(dead_actors_.begin());
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -4,7 +4,8 @@
 //
 // Volatile facts are not here: when each node was last heard from (Liveness), scheduling back-off, RPCs in flight.
 //
-// Bounds: dead nodes beyond kMaxDeadNodes and ended groups beyond kMaxEndedGroups are forgotten, oldest first;
+// Bounds: dead nodes beyond kMaxDeadNodes, ended groups beyond kMaxEndedGroups and dead actors beyond kMaxDeadActors
+// are forgotten, oldest first;
 // a group's history keeps its first entry and its last 99.
 //
 // Thread-safety: not thread-safe; StateStore owns it behind its mutex.
@@ -30,6 +31,7 @@ class ClusterState {
   static constexpr size_t kMaxDeadNodes = 1000;
   static constexpr size_t kMaxEndedGroups = 10'000;
   static constexpr size_t kMaxGroupHistory = 100;
+  static constexpr size_t kMaxDeadActors = 1000;
 
   // Applies one record. On an error (a record that does not fit: an unknown id, a terminal job updated, ...) the
   // state is unchanged; the message names the record and the id.
@@ -58,6 +60,10 @@ class ClusterState {
   const Run* FindRun(const RunId& id) const;
   // By id, or the newest run of that name.
   const Run* FindRun(std::string_view id_or_name) const;
+  const std::map<ActorId, Actor>& actors() const { return actors_; }
+  const Actor* FindActor(const ActorId& id) const;
+  // The actor holding `name` in namespace `ns` (not DEAD), or null.
+  const Actor* FindNamedActor(const std::string& ns, const std::string& name) const;
   const std::map<std::string, Package, std::less<>>& packages() const { return packages_; }
   const Package* FindPackage(std::string_view name) const;
   // FailedPrecondition naming `field` and the upload route when `uri` is a package URI the head does not hold; OK
@@ -113,6 +119,8 @@ class ClusterState {
   absl::Status ApplyOne(const CheckpointCommitted& r);
   absl::Status ApplyOne(const PackageStored& r);
   absl::Status ApplyOne(const PackageRemoved& r);
+  absl::Status ApplyOne(const ActorRegistered& r);
+  absl::Status ApplyOne(const ActorUpdated& r);
 
   Group* MutableGroup(const GroupId& id);
   void AddHistory(Group& group, int64_t wall_ms, const std::string& message);
@@ -135,6 +143,9 @@ class ClusterState {
   std::map<JobId, Job> jobs_;
   std::map<RunId, Run> runs_;
   std::map<std::string, Package, std::less<>> packages_;
+  std::map<ActorId, Actor> actors_;
+  std::map<std::pair<std::string, std::string>, ActorId> actor_names_;  // (namespace, name) of actors not DEAD
+  std::set<std::pair<int64_t, ActorId>> dead_actors_;                     // by end time, oldest first
 
   friend class StateCodec;  // snapshots read and restore every member
 };

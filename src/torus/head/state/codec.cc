@@ -158,6 +158,10 @@ TORUS_JSON_ENUM(OwnerKind, {{OwnerKind::kNone, ""}, {OwnerKind::kJob, "job"}, {O
 TORUS_JSON_ENUM(WorkerPhase, {{WorkerPhase::kStarting, "STARTING"},
                                            {WorkerPhase::kRunning, "RUNNING"},
                                            {WorkerPhase::kExited, "EXITED"}})
+TORUS_JSON_ENUM(ActorState, {{ActorState::kPendingCreation, "PENDING_CREATION"},
+                             {ActorState::kAlive, "ALIVE"},
+                             {ActorState::kRestarting, "RESTARTING"},
+                             {ActorState::kDead, "DEAD"}})
 TORUS_JSON_ENUM(JobStatus, {{JobStatus::kPending, "PENDING"},
                                          {JobStatus::kRunning, "RUNNING"},
                                          {JobStatus::kStopped, "STOPPED"},
@@ -280,6 +284,10 @@ TORUS_JSON_FIELDS(RunReported, run, attempt, rank, step, metrics_json, checkpoin
 TORUS_JSON_FIELDS_AND_LATER(CheckpointCommitted, (run, step, dir, committed), (wall_ms))
 TORUS_JSON_FIELDS(PackageStored, package)
 TORUS_JSON_FIELDS(PackageRemoved, name, wall_ms)
+TORUS_JSON_FIELDS(Actor, id, name, ns, class_name, methods, job_id, owner_address, state, node, pid, worker_address,
+                  resources, restarts, max_restarts, death_cause, create_time_ms, start_time_ms, end_time_ms)
+TORUS_JSON_FIELDS(ActorRegistered, actor)
+TORUS_JSON_FIELDS(ActorUpdated, actor, state, node, pid, worker_address, restarts, death_cause, wall_ms)
 
 namespace {
 
@@ -298,7 +306,7 @@ const std::map<std::string, Decoder, std::less<>>& Decoders() {
       Entry<JobUpdated>(),       Entry<JobStopRequested>(), Entry<JobDeleted>(),        Entry<RunSubmitted>(),
       Entry<AttemptStarted>(),   Entry<AttemptEnded>(),     Entry<RunFinished>(),       Entry<RunStopRequested>(),
       Entry<RunReported>(),      Entry<CheckpointCommitted>(), Entry<PackageStored>(),    Entry<PackageRemoved>(),
-      Entry<AttemptExplained>()};
+      Entry<AttemptExplained>(), Entry<ActorRegistered>(), Entry<ActorUpdated>()};
   return *decoders;
 }
 
@@ -361,12 +369,13 @@ std::string StateCodec::EncodeState(const ClusterState& s) {
   for (const auto& [id, job] : s.jobs_) out += line("job", job);
   for (const auto& [id, run] : s.runs_) out += line("run", run);
   for (const auto& [name, p] : s.packages_) out += line("package", p);
+  for (const auto& [id, a] : s.actors_) out += line("actor", a);
   return out;
 }
 
 namespace {
 
-using Entity = std::variant<Node, Group, Worker, Job, Run, Package>;
+using Entity = std::variant<Node, Group, Worker, Job, Run, Package, Actor>;
 
 absl::StatusOr<Entity> DecodeEntity(std::string_view text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -379,6 +388,7 @@ absl::StatusOr<Entity> DecodeEntity(std::string_view text) {
     if (kind == "job") return Entity(value.get<Job>());
     if (kind == "run") return Entity(value.get<Run>());
     if (kind == "package") return Entity(value.get<Package>());
+    if (kind == "actor") return Entity(value.get<Actor>());
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(kind, ": ", e.what()));
   }
@@ -438,6 +448,14 @@ absl::StatusOr<ClusterState> StateCodec::DecodeState(std::string_view text) {
           } else if constexpr (std::is_same_v<T, Run>) {
             const RunId id = e.id;
             s.runs_[id] = std::move(e);
+          } else if constexpr (std::is_same_v<T, Actor>) {
+            const ActorId id = e.id;
+            if (e.state == ActorState::kDead) {
+              s.dead_actors_.insert({e.end_time_ms, id});
+            } else if (!e.name.empty()) {
+              s.actor_names_[{e.ns, e.name}] = id;
+            }
+            s.actors_[id] = std::move(e);
           } else {
             const std::string name = e.name;
             s.packages_[name] = std::move(e);

@@ -176,6 +176,10 @@ std::vector<Record> OneOfEach() {
       CheckpointCommitted{RunId("r1"), 40, "/tmp/x/r/checkpoint_40", {{5, "/a"}, {40, "/b"}}, 4050},
       PackageStored{Package{"_ray_pkg_a.zip", std::string(64, 'c'), 1234, 4100}},
       PackageRemoved{"_ray_pkg_a.zip", 4200},
+      ActorRegistered{Actor{.id = ActorId("a1f0"), .name = "learner", .ns = "rl", .class_name = "Learner",
+                            .methods = {"step"}, .job_id = "driver-1", .owner_address = "127.0.0.1:5000",
+                            .resources = {{"TPU", 10000}}, .max_restarts = -1, .create_time_ms = 4300}},
+      ActorUpdated{ActorId("a1f0"), ActorState::kDead, NodeId("a"), 4321, "", 2, "its owner is gone", 4400},
   };
 }
 
@@ -215,6 +219,8 @@ void ExpectSamePayload(const Record& original, const Record& decoded) {
           EXPECT_EQ(d.attempt, r.attempt);
         } else if constexpr (std::is_same_v<T, RunReported>) {
           EXPECT_EQ(d.metrics_json, r.metrics_json);
+        } else if constexpr (std::is_same_v<T, ActorRegistered>) {
+          EXPECT_EQ(d.actor, r.actor);
         }
       },
       original);
@@ -409,6 +415,18 @@ std::vector<Record> MixedHistory() {
   }
   out.push_back(RunFinished{RunId("r1"), RunStatus::kSucceeded, "all ranks exited 0", ++t});
   out.push_back(RunFinished{RunId("r2"), RunStatus::kStopped, "stopped by user", ++t});
+  // Actors: one named and alive, one restarted then dead (its name free again), one pending.
+  for (const std::string id : {"ac1", "ac2", "ac3"}) {
+    out.push_back(ActorRegistered{Actor{.id = ActorId(id), .name = id == "ac3" ? "" : "learner", .ns = "rl",
+                                        .class_name = "Learner", .owner_address = "127.0.0.1:5000",
+                                        .create_time_ms = ++t}});
+    if (id == "ac3") break;
+    out.push_back(ActorUpdated{ActorId(id), ActorState::kAlive, NodeId("n1"), 77, "127.0.0.1:6000", 0, "", ++t});
+    if (id == "ac1") {
+      out.push_back(ActorUpdated{ActorId(id), ActorState::kRestarting, {}, 0, "", 1, "", ++t});
+      out.push_back(ActorUpdated{ActorId(id), ActorState::kDead, {}, 0, "", 1, "killed", ++t});
+    }
+  }
   return out;
 }
 

@@ -32,6 +32,7 @@ using GroupId = Id<struct GroupIdTag>;
 using JobId = Id<struct JobIdTag>;
 using RunId = Id<struct RunIdTag>;
 using WorkerId = Id<struct WorkerIdTag>;
+using ActorId = Id<struct ActorIdTag>;  // hex, as the owner made it
 
 // Makes the random part of new ids.
 class IdGenerator {

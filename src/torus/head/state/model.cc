@@ -51,6 +51,16 @@ std::string JobStatusName(JobStatus s) {
   return "UNKNOWN";
 }
 
+std::string ActorStateName(ActorState s) {
+  switch (s) {
+    case ActorState::kPendingCreation: return "PENDING_CREATION";
+    case ActorState::kAlive: return "ALIVE";
+    case ActorState::kRestarting: return "RESTARTING";
+    case ActorState::kDead: return "DEAD";
+  }
+  return "UNKNOWN";
+}
+
 std::string RunStatusName(RunStatus s) {
   switch (s) {
     case RunStatus::kPending: return "PENDING";

@@ -210,6 +210,36 @@ struct Job {
   bool operator==(const Job&) const = default;
 };
 
+// ---- Actors ----
+
+// Actors are placed by their owners (the processes that create them, through worker leases from agents); the head
+// keeps their directory: names, states and where they run, as the owners report them. An actor whose owner cannot
+// be reached is DEAD (the agents end its lease with its owner).
+enum class ActorState { kPendingCreation, kAlive, kRestarting, kDead };
+std::string ActorStateName(ActorState s);  // "PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD"
+
+struct Actor {
+  ActorId id;
+  std::string name;                       // empty: unnamed
+  std::string ns;                         // the namespace its name is unique in
+  std::string class_name;
+  std::vector<std::string> methods;       // what a handle from get_actor may call
+  std::string job_id;
+  std::string owner_address;              // the owner's core worker (host:port)
+  ActorState state = ActorState::kPendingCreation;
+  NodeId node;                            // where its current (or last) worker runs
+  int64_t pid = 0;
+  std::string worker_address;             // its worker's core worker while ALIVE
+  std::map<std::string, int64_t> resources;  // fixed point, as leased
+  int restarts = 0;
+  int max_restarts = 0;                   // -1: without limit
+  std::string death_cause;
+  int64_t create_time_ms = 0;
+  int64_t start_time_ms = 0;              // ALIVE the first time
+  int64_t end_time_ms = 0;                // DEAD
+  bool operator==(const Actor&) const = default;
+};
+
 // ---- Gang runs ----
 
 enum class RunStatus { kPending, kRunning, kRestarting, kSucceeded, kFailed, kStopped };

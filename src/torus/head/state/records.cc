@@ -29,6 +29,8 @@ struct NameOf {
   std::string_view operator()(const RunStopRequested&) const { return "RunStopRequested"; }
   std::string_view operator()(const RunReported&) const { return "RunReported"; }
   std::string_view operator()(const CheckpointCommitted&) const { return "CheckpointCommitted"; }
+  std::string_view operator()(const ActorRegistered&) const { return "ActorRegistered"; }
+  std::string_view operator()(const ActorUpdated&) const { return "ActorUpdated"; }
 };
 
 }  // namespace

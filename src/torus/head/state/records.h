@@ -203,11 +203,28 @@ struct PackageRemoved {
   int64_t wall_ms = 0;
 };
 
+// An owner created an actor (PENDING_CREATION). Its name, when it has one, is free in its namespace.
+struct ActorRegistered {
+  Actor actor;
+};
+
+// An actor's state as its owner (or the head, for an owner that is gone) reports it. DEAD is final.
+struct ActorUpdated {
+  ActorId actor;
+  ActorState state = ActorState::kPendingCreation;
+  NodeId node;
+  int64_t pid = 0;
+  std::string worker_address;
+  int restarts = 0;
+  std::string death_cause;
+  int64_t wall_ms = 0;
+};
+
 using Record = std::variant<HeadStarted, NodeRegistered, NodeDied, GroupSubmitted, GroupPlaced, GroupWaiting,
                             GroupBundlesLost, GroupEnded, WorkerStarting, WorkerStarted, WorkerExited, JobSubmitted,
                             JobUpdated, JobStopRequested, JobDeleted, RunSubmitted, AttemptStarted, AttemptEnded,
                             RunFinished, RunStopRequested, RunReported, CheckpointCommitted, PackageStored,
-                            PackageRemoved, AttemptExplained>;
+                            PackageRemoved, AttemptExplained, ActorRegistered, ActorUpdated>;
 
 // "NodeRegistered", "GroupPlaced", ...: the record's type name, as the journal writes it.
 std::string_view RecordName(const Record& record);

@@ -1,0 +1,55 @@
+// ActorReporter: tells the head's actor directory about the actors this process owns. A registration is a call
+// whose answer the creator gets (a name taken in its namespace is refused); if the head cannot be reached, an
+// unnamed actor's registration is queued instead. State changes are queued and sent in order, by a thread of the
+// reporter's own, each retried while the head is unreachable (for up to `retry_for`), so an actor's life never waits
+// for the head.
+//
+// Thread-safety: thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <variant>
+
+#include "absl/status/status.h"
+#include "torus/core/channels.h"
+#include "torus/head.grpc.pb.h"
+
+namespace torus::core {
+
+class ActorReporter {
+ public:
+  ActorReporter(Channels* channels, std::string head_address,
+                std::chrono::milliseconds retry_for = std::chrono::seconds(60));
+  ~ActorReporter();  // Flush(2 s), then stops
+
+  // Registers a new actor. AlreadyExists (the head's message) for a name taken in its namespace; InvalidArgument for
+  // a malformed one; Unavailable when the head cannot be reached and the actor has a name.
+  absl::Status Register(const rpc::ActorView& actor);
+  // Queues a state change (ALIVE, RESTARTING, DEAD) for the head.
+  void Report(rpc::UpdateActorRequest update);
+  // Waits up to `max_wait` for everything queued to be sent.
+  void Flush(std::chrono::milliseconds max_wait);
+
+ private:
+  using Item = std::variant<rpc::RegisterActorRequest, rpc::UpdateActorRequest>;
+  // One call; its gRPC status.
+  grpc::Status Send(const Item& item, std::chrono::milliseconds deadline);
+  void Loop();
+
+  Channels* channels_;
+  const std::string head_address_;
+  const std::chrono::milliseconds retry_for_;
+  std::unique_ptr<rpc::HeadService::Stub> stub_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;  // guarded by mu_
+  bool sending_ = false;    // guarded by mu_: the front item is being sent
+  bool stop_ = false;       // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace torus::core

@@ -1,0 +1,74 @@
+#include "torus/head/actors/owner_monitor.h"
+
+#include <memory>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "torus/core.grpc.pb.h"
+
+namespace torus::head {
+
+int OwnerMonitor::CheckOnce() {
+  int dead = 0;
+  std::map<std::string, int> seen;
+  for (const auto& [owner, ids] : actors_->LiveByOwner()) {
+    const absl::Status s = probe_(owner);
+    int failed = s.ok() ? 0 : failures_[owner] + 1;
+    if (failed >= failures_needed_) {
+      const int n = actors_->OwnerGone(owner, absl::StrCat("its owner ", owner, " is gone (", s.message(), ")"));
+      spdlog::info("actors: owner {} is gone ({}); {} of its actors are DEAD", owner, std::string(s.message()), n);
+      dead += n;
+      failed = 0;
+    }
+    if (failed > 0) seen[owner] = failed;
+  }
+  failures_ = std::move(seen);  // owners with no live actors left are forgotten
+  return dead;
+}
+
+void OwnerMonitor::Start() {
+  thread_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(lock, period_, [this] { return stop_; });
+      if (stop_) break;
+      lock.unlock();
+      CheckOnce();
+      lock.lock();
+    }
+  });
+}
+
+void OwnerMonitor::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+OwnerMonitor::Probe GrpcOwnerProbe(std::string token, std::chrono::milliseconds deadline) {
+  // One channel per owner, kept while the owner is probed (owners are few: drivers and the workers that create
+  // actors).
+  auto channels = std::make_shared<std::map<std::string, std::shared_ptr<grpc::Channel>>>();
+  return [token = std::move(token), deadline, channels](const std::string& owner) -> absl::Status {
+    auto& channel = (*channels)[owner];
+    if (!channel) channel = grpc::CreateChannel(owner, grpc::InsecureChannelCredentials());
+    auto stub = core::CoreWorkerService::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+    core::ResolveActorRequest request;
+    core::ActorInfo reply;
+    const grpc::Status s = stub->ResolveActor(&ctx, request, &reply);
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return absl::UnavailableError(s.error_message().empty() ? "no answer" : s.error_message());
+    }
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace torus::head
