@@ -136,7 +136,7 @@ TEST_F(MalformedRpcTest, UndecodableMessagesAndBadTokensOnEveryMethod) {
   };
   using torus::rpc::testutil::kUndecodableMessage;
   const auto methods = torus::rpc::testutil::ServiceMethods("torus.rpc.HeadService");
-  ASSERT_EQ(methods.size(), 14u);  // a new method: check that it is covered as the others are
+  ASSERT_EQ(methods.size(), 18u);  // a new method: check that it is covered as the others are
   for (const google::protobuf::MethodDescriptor* m : methods) {
     const std::string method = torus::rpc::testutil::MethodPath(m);
     grpc::Status garbled = call(method, kUndecodableMessage, head_.token());
@@ -159,6 +159,68 @@ TEST_F(MalformedRpcTest, UndecodableMessagesAndBadTokensOnEveryMethod) {
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_TRUE(head_.Alive());
   EXPECT_EQ(AliveNodes(), 0);
+}
+
+// The actor directory refuses malformed actors and updates with the field, and the name of a live actor is taken.
+TEST_F(MalformedRpcTest, ActorDirectoryCallsAreCheckedAndNamesAreUnique) {
+  auto register_actor = [&](const std::function<void(torus::rpc::ActorView&)>& mutate) {
+    torus::rpc::RegisterActorRequest request;
+    auto* a = request.mutable_actor();
+    a->set_actor_id("ab12");
+    a->set_name("learner");
+    a->set_namespace_("rl");
+    a->set_class_name("Learner");
+    a->set_owner_address("127.0.0.1:1");
+    mutate(*a);
+    grpc::ClientContext ctx;
+    Prepare(ctx, head_.token());
+    torus::rpc::ActorView reply;
+    return stub_->RegisterActor(&ctx, request, &reply);
+  };
+  struct Case {
+    std::function<void(torus::rpc::ActorView&)> mutate;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {[](auto& a) { a.set_actor_id("not hex"); },
+            "actor_id: 1 to 64 lowercase hex digits are required, got \"not hex\""},
+           {[](auto& a) { a.set_class_name(""); }, "class_name: required"},
+           {[](auto& a) { a.set_owner_address(""); }, "owner_address: required (the owner's host:port)"},
+           {[](auto& a) { a.set_max_restarts(-7); }, "max_restarts: -1 (without limit) or more is required, got -7"},
+           {[](auto& a) { (*a.mutable_resources())["CPU"] = -1; }, "resources[\"CPU\"]: must not be negative"}}) {
+    grpc::Status s = register_actor(c.mutate);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.message;
+    EXPECT_EQ(s.error_message(), c.message);
+  }
+  ASSERT_TRUE(register_actor([](auto&) {}).ok());
+  grpc::Status taken = register_actor([](auto& a) { a.set_actor_id("cd34"); });
+  EXPECT_EQ(taken.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(taken.error_message(), "the name \"learner\" is taken in namespace \"rl\" by actor ab12 (PENDING_CREATION)");
+
+  torus::rpc::UpdateActorRequest update;
+  update.set_actor_id("ab12");
+  update.set_state("SLEEPING");
+  grpc::ClientContext update_ctx;
+  Prepare(update_ctx, head_.token());
+  torus::rpc::ActorView view;
+  grpc::Status bad_state = stub_->UpdateActor(&update_ctx, update, &view);
+  EXPECT_EQ(bad_state.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad_state.error_message(),
+            "state: \"SLEEPING\" is not a state; use PENDING_CREATION, ALIVE, RESTARTING or DEAD");
+
+  grpc::ClientContext get_ctx;
+  Prepare(get_ctx, head_.token());
+  grpc::Status no_key = stub_->GetActor(&get_ctx, torus::rpc::GetActorRequest(), &view);
+  EXPECT_EQ(no_key.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  torus::rpc::GetActorRequest by_name;
+  by_name.set_name("learner");
+  by_name.set_namespace_("rl");
+  grpc::ClientContext named_ctx;
+  Prepare(named_ctx, head_.token());
+  ASSERT_TRUE(stub_->GetActor(&named_ctx, by_name, &view).ok());
+  EXPECT_EQ(view.actor_id(), "ab12");
+  EXPECT_EQ(view.state(), "PENDING_CREATION");
+  EXPECT_TRUE(head_.Alive());
 }
 
 // Agents read packages in pieces; bad reads get a reason, and a good one the bytes uploaded (PUT over HTTP).
