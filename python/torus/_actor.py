@@ -67,7 +67,7 @@ class ActorClass(Remote):
             actor_id = state.core.create_actor(_runtime._core_new_task_id(), f"{self._name}.__init__", function_id,
                                                blob, wire_args, resources, env, working_dir,
                                                int(opts.get("max_restarts", 0)), selector, strategy, group, bundle,
-                                               name, namespace, self._target.__name__, methods)
+                                               name, namespace, self._name, methods)
         except ValueError as e:
             raise ValueError(f"{self._target.__name__}: {e}") from None
         return ActorHandle(actor_id, state.core.address, self._name, methods)

@@ -407,7 +407,7 @@ def test_named_actors_are_found_by_name_from_tasks_and_other_drivers_and_listed(
     # The driver has exited: its actor is DEAD, and says why.
     actors = list_actors(cluster)
     entry = actors[result["actor_id"]]
-    assert entry["name"] == "learner" and entry["namespace"] == "rl" and entry["class_name"] == "Learner"
+    assert entry["name"] == "learner" and entry["namespace"] == "rl" and entry["class_name"] == "__main__.Learner"
     assert entry["pid"] == result["pid"] and entry["state"] == "DEAD"
     assert entry["death_cause"] == "its owner is shutting down"
     assert sorted(entry["methods"]) == ["pid", "step"]

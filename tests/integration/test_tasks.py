@@ -510,3 +510,75 @@ def test_retry_exceptions_retries_a_raising_task_and_max_retries_bounds_it(clust
         print(json.dumps(out))
     """)
     assert result == {"recovers": 2, "gives_up": "b try 2", "no_retry": "c try 0"}
+
+
+def list_tasks(t, *flags):
+    return json.loads(t.ok("list", "tasks", "--json", *flags).stdout)
+
+
+def test_tasks_are_listed_with_their_states_and_those_of_a_killed_driver_fail(cluster, tmp_path):
+    script = tmp_path / "owner.py"
+    script.write_text(textwrap.dedent("""
+        import os, time, torus
+        torus.init()
+
+        @torus.remote
+        def quick(i):
+            return os.getpid()
+
+        @torus.remote(max_retries=0)
+        def broken():
+            raise ValueError("no")
+
+        @torus.remote
+        def slow():
+            time.sleep(600)
+
+        @torus.remote
+        class Counter:
+            def incr(self):
+                return 1
+
+        pids = torus.get([quick.remote(i) for i in range(5)])
+        try:
+            torus.get(broken.remote())
+        except ValueError:
+            pass
+        c = Counter.remote()
+        torus.get([c.incr.remote() for _ in range(3)])
+        ref = slow.remote()
+        print(ref.hex(), pids[0], flush=True)
+        time.sleep(600)
+    """))
+    proc = subprocess.Popen([PYTHON, str(script)], env=python_env(cluster), stdout=subprocess.PIPE, text=True)
+    try:
+        slow_ref, quick_pid = proc.stdout.readline().split()
+        slow_id = slow_ref[:32]  # a return's id is its task's id and an index
+        running = wait_until(lambda: [t for t in list_tasks(cluster, "--state", "RUNNING") if t["task_id"] == slow_id],
+                             timeout=30, interval=0.3, message="the slow task listed as RUNNING")[0]
+        assert running["name"] == "__main__.slow" and running["node_id"] != "" and running["pid"] > 0
+        tasks = list_tasks(cluster, "--limit", "1000")
+        by_name = {}
+        for t in tasks:
+            by_name.setdefault(t["name"], []).append(t)
+        assert [t["state"] for t in by_name["__main__.quick"]] == ["FINISHED"] * 5
+        assert int(quick_pid) in {t["pid"] for t in by_name["__main__.quick"]}
+        assert [(t["state"], t["error"]) for t in by_name["__main__.broken"]] == [("FAILED", "it raised an exception")]
+        assert [t["state"] for t in by_name["__main__.Counter.incr"]] == ["FINISHED"] * 3
+        assert all(t["actor_id"] != "" for t in by_name["__main__.Counter.incr"])
+        summary = {(s["name"], s["state"]): s["count"] for s in json.loads(cluster.ok("list", "tasks", "--summary",
+                                                                                       "--json").stdout)}
+        assert summary[("__main__.quick", "FINISHED")] >= 5
+        assert summary[("__main__.slow", "RUNNING")] >= 1
+        table = cluster.ok("list", "tasks", "--summary").stdout
+        assert table.splitlines()[0].split() == ["FUNCTION", "PENDING", "RUNNING", "FINISHED", "FAILED"]
+    finally:
+        proc.kill()
+        proc.wait()
+    # Its owner is gone: the head asks it every 2 s and gives up after three tries.
+    failed = wait_until(lambda: [t for t in list_tasks(cluster, "--state", "FAILED") if t["task_id"] == slow_id],
+                        timeout=30, interval=0.5, message="the killed driver's task FAILED")[0]
+    assert failed["error"].startswith("its owner ") and " is gone (" in failed["error"]
+    bad = cluster.run("list", "tasks", "--state", "DONE")
+    assert bad.returncode != 0
+    assert 'query parameter state: "DONE" is not a state; use PENDING, RUNNING, FINISHED or FAILED' in bad.stderr

@@ -70,8 +70,12 @@ def main():
     teardown = _SETUPS[payload["kind"]](payload.get("options") or {})
     try:
         _call(payload["loop"], payload["config"])
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise
     except BaseException:
         traceback.print_exc()
+        sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
     teardown()

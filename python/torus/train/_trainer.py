@@ -57,10 +57,13 @@ def _http_address(state, core):
 
 
 def _worker_pythonpath():
-    # Workers import torus (and its compiled module) from where this driver does.
+    # Workers import torus (and its compiled module) from where this driver does, and the driver's own modules from
+    # its script's directory and its PYTHONPATH (cloudpickle sends functions of importable modules by name).
     import _torus_core
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     paths = [here, os.path.dirname(os.path.abspath(_torus_core.__file__))]
+    paths.append(os.path.abspath(sys.path[0]) if sys.path and sys.path[0] else os.getcwd())
+    paths.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
     return os.pathsep.join(dict.fromkeys(paths))
 
 
@@ -93,7 +96,9 @@ class DataParallelTrainer:
         return f"{type(self).__name__.lower()}-{stamp}"
 
     def _spec(self, package_uri):
-        env = {"PYTHONPATH": _worker_pythonpath()}
+        # Unbuffered, so that each rank's lines reach the driver as they are printed and a failing rank's last ones
+        # are in its log.
+        env = {"PYTHONPATH": _worker_pythonpath(), "PYTHONUNBUFFERED": "1"}
         # One thread per CPU a worker holds unless the driver says otherwise (as Ray sets OMP_NUM_THREADS).
         env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", str(max(1, int(self._scaling._cpus_per_worker()))))
         return {"scaling_config": self._scaling._spec(),
@@ -119,17 +124,23 @@ class DataParallelTrainer:
             uri = core.upload_py_module(http, state.token, package)
         import json
         spec = json.dumps(self._spec(uri))
+        run_id = None
         try:
-            run_id, name = core.submit_run(http, state.token, spec)
-        except ValueError as e:
-            raise ValueError(f"{type(self).__name__}: {e}") from None
-        print(f"[torus] run {name} submitted as {run_id}", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        try:
+            try:
+                run_id, name = core.submit_run(http, state.token, spec)
+            except ValueError as e:
+                raise ValueError(f"{type(self).__name__}: {e}") from None
+            print(f"[torus] run {name} submitted as {run_id}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
             run = json.loads(core.follow_run(http, state.token, run_id))
-        except KeyboardInterrupt:
-            core.stop_run(http, state.token, run_id)
-            print(f"[torus] stopped run {name} ({run_id})", file=sys.stderr, flush=True)
+        except BaseException:
+            # Interrupted (Ctrl-C) or the head went away while following: the run does not outlive fit().
+            if run_id is not None:
+                try:
+                    core.stop_run(http, state.token, run_id)
+                    print(f"[torus] stopped run {name} ({run_id})", file=sys.stderr, flush=True)
+                except Exception as e:  # noqa: BLE001 - the original error matters more
+                    print(f"[torus] could not stop run {run_id}: {e}", file=sys.stderr, flush=True)
             raise
         if run["status"] != "SUCCEEDED":
             message = f"run {run['name']} ({run_id}) {run['status']}: {run.get('message', '')}"

@@ -112,10 +112,17 @@ def prepare_data_loader(data_loader, add_dist_sampler=True, move_to_device=True)
     loader = data_loader
     if (add_dist_sampler and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
             and not isinstance(loader.sampler, DistributedSampler)):
+        if loader.batch_size is None:
+            raise ValueError("prepare_data_loader: a loader with a custom batch_sampler cannot be split across "
+                             "workers; give it a DistributedSampler yourself, or add_dist_sampler=False")
         sampler = DistributedSampler(loader.dataset, shuffle=isinstance(loader.sampler, RandomSampler))
+        extra = {}
+        if loader.num_workers > 0:
+            extra = {"persistent_workers": loader.persistent_workers, "prefetch_factor": loader.prefetch_factor}
         loader = DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=sampler,
                             num_workers=loader.num_workers, collate_fn=loader.collate_fn,
-                            pin_memory=loader.pin_memory, drop_last=loader.drop_last)
+                            pin_memory=loader.pin_memory, drop_last=loader.drop_last, timeout=loader.timeout,
+                            worker_init_fn=loader.worker_init_fn, generator=loader.generator, **extra)
     device = get_device()
     if move_to_device and device.type != "cpu":
         return _DeviceLoader(loader, device)

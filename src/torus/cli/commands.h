@@ -156,6 +156,16 @@ int CmdTrain(const HeadFlags& head, const TrainFlags& flags);
 int CmdTrainStatus(const HeadFlags& head, const std::string& id, bool json);
 int CmdTrainStop(const HeadFlags& head, const std::string& id);
 int CmdTrainList(const HeadFlags& head, bool json);
+struct ListTasksFlags {
+  std::string state;
+  std::string job_id;
+  std::string name;
+  int limit = 100;
+  bool summary = false;
+  bool json = false;
+};
+// torus list tasks [--state S] [--job-id J] [--name F] [--limit N] [--summary] [--json]
+int CmdListTasks(const HeadFlags& head, const ListTasksFlags& flags);
 // torus list actors [--state S] [--job-id J] [--json]
 int CmdListActors(const HeadFlags& head, const std::string& state, const std::string& job_id, bool json);
 

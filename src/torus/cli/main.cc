@@ -304,6 +304,16 @@ int main(int argc, char** argv) {
   cmd_list_actors->add_option("--job-id", actor_job, "Only this job's actors");
   cmd_list_actors->add_flag("--json", json, "Print JSON");
   cmd_list_actors->callback([&] { rc = torus::cli::CmdListActors(head, actor_state, actor_job, json); });
+  torus::cli::ListTasksFlags list_tasks;
+  auto* cmd_list_tasks = cmd_list->add_subcommand("tasks", "Tasks and actor calls, newest first, or counts by function");
+  AddHttpOptions(cmd_list_tasks, head);
+  cmd_list_tasks->add_option("--state", list_tasks.state, "Only tasks in this state (PENDING, RUNNING, FINISHED, FAILED)");
+  cmd_list_tasks->add_option("--job-id", list_tasks.job_id, "Only this job's tasks");
+  cmd_list_tasks->add_option("--name", list_tasks.name, "Only this function (module.f, or Class.method)");
+  cmd_list_tasks->add_option("--limit", list_tasks.limit, "At most this many (1-10000)")->check(CLI::Range(1, 10000));
+  cmd_list_tasks->add_flag("--summary", list_tasks.summary, "Counts by function and state since the head started");
+  cmd_list_tasks->add_flag("--json", list_tasks.json, "Print JSON");
+  cmd_list_tasks->callback([&] { rc = torus::cli::CmdListTasks(head, list_tasks); });
 
   torus::cli::UpFlags up;
   auto* cmd_up = app.add_subcommand("up", "Start a local simulated cluster from a spec (see examples/clusters)");

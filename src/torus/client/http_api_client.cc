@@ -142,6 +142,17 @@ absl::StatusOr<json> HttpApiClient::ListActors(const std::string& state, const s
   return Get(path);
 }
 
+absl::StatusOr<json> HttpApiClient::ListTasks(const std::string& state, const std::string& job_id,
+                                              const std::string& name, int limit) {
+  std::string path = "/api/v0/tasks?limit=" + std::to_string(limit);
+  if (!state.empty()) path += "&state=" + UrlEncode(state);
+  if (!job_id.empty()) path += "&job_id=" + UrlEncode(job_id);
+  if (!name.empty()) path += "&name=" + UrlEncode(name);
+  return Get(path);
+}
+
+absl::StatusOr<json> HttpApiClient::TaskSummary() { return Get("/api/v0/tasks/summary"); }
+
 absl::StatusOr<json> HttpApiClient::GetJob(const std::string& id) { return Get("/api/jobs/" + UrlEncode(id)); }
 
 absl::StatusOr<json> HttpApiClient::ListJobs() { return Get("/api/jobs/"); }

@@ -110,6 +110,11 @@ class HttpApiClient {
   // Actors of the head's directory (GET /api/v0/actors), newest first; `state` ("ALIVE", ...) and `job_id` filter
   // when not empty.
   absl::StatusOr<nlohmann::json> ListActors(const std::string& state = "", const std::string& job_id = "");
+  // Tasks of the head's table (GET /api/v0/tasks), newest first; the filters apply when not empty; at most `limit`.
+  absl::StatusOr<nlohmann::json> ListTasks(const std::string& state, const std::string& job_id,
+                                           const std::string& name, int limit);
+  // Counts by function and state (GET /api/v0/tasks/summary).
+  absl::StatusOr<nlohmann::json> TaskSummary();
   // Stops a run; false when it had already ended.
   absl::StatusOr<bool> StopRun(const std::string& id_or_name);
   // Rank `rank`'s output in attempt `attempt` (0: the current one) from byte `offset` on.

@@ -11,12 +11,13 @@
 namespace torus::core {
 
 ActorCaller::ActorCaller(std::string caller_id, std::string own_address, ObjectTable* table, Channels* channels,
-                         Resolver resolve)
+                         Resolver resolve, TaskEventSink on_task)
     : caller_id_(std::move(caller_id)),
       own_address_(std::move(own_address)),
       table_(table),
       channels_(channels),
-      resolve_(std::move(resolve)) {}
+      resolve_(std::move(resolve)),
+      on_task_(std::move(on_task)) {}
 
 ActorCaller::~ActorCaller() { Shutdown(); }
 
@@ -42,6 +43,7 @@ void ActorCaller::Call(const std::string& actor_id, const std::string& owner_add
     actors_[actor_id].owner = owner_address;
   }
   auto shared = std::make_shared<TaskSpec>(std::move(spec));
+  if (on_task_) on_task_(*shared, 0, "PENDING", "", 0, "");
   // Numbers are given when a call is ready to go, so that a call waiting for its arguments does not hold up the
   // order of those made before it... nor let later ones pass it: calls wait in order for the earlier ones' arguments.
   ResolveOwnedArgs(table_, own_address_, shared.get(), [this, actor_id, shared] { Ready(actor_id, shared); });
@@ -129,10 +131,15 @@ void ActorCaller::Send(const std::string& address, std::vector<std::shared_ptr<T
     *request->mutable_task() = *spec;
     auto reply = std::make_shared<PushTaskReply>();
     const std::string actor_id = spec->actor_id();
+    if (on_task_) on_task_(*spec, 0, "RUNNING", "", 0, "");
     channels_->Worker(address)->async()->PushTask(
         ctx.get(), request.get(), reply.get(),
         [this, actor_id, address, spec, ctx, request, reply](grpc::Status status) {
           if (status.ok()) {
+            if (on_task_) {
+              const bool raised = reply->returns_size() > 0 && reply->returns(0).format() == "error";
+              on_task_(*spec, 0, raised ? "FAILED" : "FINISHED", "", 0, raised ? "it raised an exception" : "");
+            }
             for (int i = 0; i < spec->num_returns(); ++i) {
               const ObjectValue& v = reply->returns(std::min(i, reply->returns_size() - 1));
               table_->Put(ReturnObjectId(spec->task_id(), static_cast<uint32_t>(i + 1)),
@@ -170,6 +177,7 @@ void ActorCaller::Send(const std::string& address, std::vector<std::shared_ptr<T
 }
 
 void ActorCaller::Fail(const TaskSpec& spec, const std::string& message, const ObjectValue* creation_error) {
+  if (on_task_) on_task_(spec, 0, "FAILED", "", 0, message);
   for (int i = 1; i <= spec.num_returns(); ++i) {
     Value v{.data = message, .format = "actor_died"};
     if (creation_error != nullptr) v = Value{.data = creation_error->data(), .format = "actor_creation_failed"};

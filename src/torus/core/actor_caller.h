@@ -20,6 +20,7 @@
 
 #include "torus/core.grpc.pb.h"
 #include "torus/core/object_table.h"
+#include "torus/core/task_events.h"
 #include "torus/core/task_submitter.h"
 
 namespace torus::core {
@@ -28,8 +29,9 @@ class ActorCaller {
  public:
   // How an actor's owner answers: `resolve(actor_id, owner_address, wait_ms)`.
   using Resolver = std::function<ActorInfo(const std::string&, const std::string&, int64_t)>;
+  // `on_task` (optional) is told of each call's changes of state, as TaskSubmitter's.
   ActorCaller(std::string caller_id, std::string own_address, ObjectTable* table, Channels* channels,
-              Resolver resolve);
+              Resolver resolve, TaskEventSink on_task = {});
   ~ActorCaller();
 
   // Calls a method (spec: task_id, name, method, args, num_returns set); its returns are pending in the table.
@@ -62,6 +64,7 @@ class ActorCaller {
   ObjectTable* table_;
   Channels* channels_;
   Resolver resolve_;
+  TaskEventSink on_task_;
   std::mutex mu_;
   std::condition_variable idle_;
   std::map<std::string, Actor> actors_;  // guarded by mu_

@@ -38,9 +38,10 @@ void ActorManager::Create(TaskSpec creation, ActorOptions options) {
   actor->options = std::move(options);
   actor->info.set_state(ActorInfo::PENDING_CREATION);
   if (stopping_) {
-    actor->info.set_state(ActorInfo::DEAD);
     actor->info.set_death_cause("its owner is shutting down");
+    Actor& dead = *actor;
     actors_[id] = std::move(actor);
+    SetState(dead, ActorInfo::DEAD);
     return;
   }
   Actor& a = *actor;

@@ -4,10 +4,9 @@
 
 namespace torus::core {
 
-ActorReporter::ActorReporter(Channels* channels, std::string head_address, std::chrono::milliseconds retry_for)
+ActorReporter::ActorReporter(Channels* channels, std::string head_address)
     : channels_(channels),
       head_address_(std::move(head_address)),
-      retry_for_(retry_for),
       stub_(rpc::HeadService::NewStub(channels_->Get(head_address_))),
       thread_([this] { Loop(); }) {}
 
@@ -34,28 +33,30 @@ absl::Status ActorReporter::Register(const rpc::ActorView& actor) {
   rpc::RegisterActorRequest request;
   *request.mutable_actor() = actor;
   {
-    // Changes queued before (of other actors) go first only as far as order matters: per actor. A registration
-    // is sent at once.
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return absl::CancelledError("this process is stopping");
+    if (actor.name().empty()) {
+      queue_.push_back(std::move(request));
+      cv_.notify_all();
+      return absl::OkStatus();
+    }
   }
+  Flush(std::chrono::seconds(10));
   const grpc::Status s = Send(request, std::chrono::seconds(10));
   if (s.ok()) return absl::OkStatus();
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE && actor.name().empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(request));
-    cv_.notify_all();
-    return absl::OkStatus();
-  }
-  const std::string message = absl::StrCat("the head refused the actor: ", s.error_message());
   switch (s.error_code()) {
     case grpc::StatusCode::ALREADY_EXISTS: return absl::AlreadyExistsError(s.error_message());
     case grpc::StatusCode::INVALID_ARGUMENT: return absl::InvalidArgumentError(s.error_message());
-    case grpc::StatusCode::UNAVAILABLE:
-      return absl::UnavailableError(absl::StrCat("the head at ", head_address_, " cannot be reached to register the "
-                                                 "actor's name: ", s.error_message()));
-    default: return absl::InternalError(message);
+    default: break;
   }
+  // The head may have taken it before the answer was lost: release the name.
+  rpc::UpdateActorRequest dead;
+  dead.set_actor_id(actor.actor_id());
+  dead.set_state("DEAD");
+  dead.set_death_cause("its registration failed");
+  Report(std::move(dead));
+  return absl::UnavailableError(absl::StrCat("the head at ", head_address_, " could not register the actor's name: ",
+                                             s.error_message()));
 }
 
 void ActorReporter::Report(rpc::UpdateActorRequest update) {
@@ -78,15 +79,14 @@ void ActorReporter::Loop() {
     Item item = queue_.front();
     sending_ = true;
     lock.unlock();
-    // Retried while the head is away (a restart); anything else it says is final for this item.
-    const auto give_up = std::chrono::steady_clock::now() + retry_for_;
+    // Retried while the head is away (a restart), until this process stops; anything else it says is final for
+    // this item (an update of an actor the head does not know, say).
     std::chrono::milliseconds backoff(100);
     while (true) {
       const grpc::Status s = Send(item, std::chrono::seconds(5));
       if (s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
         break;
       }
-      if (std::chrono::steady_clock::now() + backoff > give_up) break;
       std::unique_lock<std::mutex> wait(mu_);
       if (cv_.wait_for(wait, backoff, [this] { return stop_; })) break;
       backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));

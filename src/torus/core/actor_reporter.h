@@ -1,8 +1,8 @@
-// ActorReporter: tells the head's actor directory about the actors this process owns. A registration is a call
-// whose answer the creator gets (a name taken in its namespace is refused); if the head cannot be reached, an
-// unnamed actor's registration is queued instead. State changes are queued and sent in order, by a thread of the
-// reporter's own, each retried while the head is unreachable (for up to `retry_for`), so an actor's life never waits
-// for the head.
+// ActorReporter: tells the head's actor directory about the actors this process owns. Registrations and state
+// changes are queued and sent in order by a thread of the reporter's own, each retried for as long as the head cannot
+// be reached (a restart), so an actor's life never waits for the head. A named actor's registration is the
+// exception: the creator gets the head's answer (a name taken in its namespace is refused), after everything queued
+// before it has been sent (so that the death of the name's previous holder is known to the head first).
 //
 // Thread-safety: thread-safe.
 #pragma once
@@ -22,12 +22,12 @@ namespace torus::core {
 
 class ActorReporter {
  public:
-  ActorReporter(Channels* channels, std::string head_address,
-                std::chrono::milliseconds retry_for = std::chrono::seconds(60));
+  ActorReporter(Channels* channels, std::string head_address);
   ~ActorReporter();  // Flush(2 s), then stops
 
-  // Registers a new actor. AlreadyExists (the head's message) for a name taken in its namespace; InvalidArgument for
-  // a malformed one; Unavailable when the head cannot be reached and the actor has a name.
+  // Registers a new actor: an unnamed one is queued (OK at once); a named one is sent now. AlreadyExists (the head's
+  // message) for a name taken in its namespace; InvalidArgument for a malformed one; Unavailable when the head
+  // cannot be reached (a DEAD for the actor is then queued, in case the head took the registration).
   absl::Status Register(const rpc::ActorView& actor);
   // Queues a state change (ALIVE, RESTARTING, DEAD) for the head.
   void Report(rpc::UpdateActorRequest update);
@@ -42,7 +42,6 @@ class ActorReporter {
 
   Channels* channels_;
   const std::string head_address_;
-  const std::chrono::milliseconds retry_for_;
   std::unique_ptr<rpc::HeadService::Stub> stub_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -124,12 +124,14 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
     return absl::UnavailableError(absl::StrCat("cannot listen on ", w->options_.node_ip));
   }
   w->address_ = absl::StrCat(w->options_.node_ip, ":", port);
+  w->task_events_ = std::make_unique<TaskEvents>(&w->channels_, w->options_.head_address, w->address_);
   w->submitter_ = std::make_unique<TaskSubmitter>(TaskSubmitter::Options{.job_id = w->options_.job_id,
                                                                          .local_agent = w->options_.local_agent,
                                                                          .own_address = w->address_,
                                                                          .holder_pid = getpid(),
                                                                          .holder_boot_id = BootId(),
-                                                                         .on_worker = w->Follower()},
+                                                                         .on_worker = w->Follower(),
+                                                                         .on_task = w->task_events_->Sink()},
                                                   &w->table_, &w->channels_,
                                                   [self = w.get()] {
                                                     self->RefreshNodes().IgnoreError();
@@ -158,7 +160,8 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
       absl::StrCat(w->address_, "/", Hex(NewTaskId())), w->address_, &w->table_, &w->channels_,
       [self](const std::string& actor_id, const std::string& owner, int64_t wait_ms) {
         return self->ResolveActor(actor_id, owner, wait_ms);
-      });
+      },
+      w->task_events_->Sink());
   if (!w->options_.head_address.empty()) {
     if (absl::Status s = w->RefreshNodes(); !s.ok()) return s;
   }
@@ -210,8 +213,12 @@ absl::StatusOr<rpc::ActorView> CoreWorker::GetNamedActor(const std::string& ns, 
   request.set_namespace_(ns);
   rpc::ActorView reply;
   const grpc::Status s = stub->GetActor(&ctx, request, &reply);
-  if (s.error_code() == grpc::StatusCode::NOT_FOUND) return absl::NotFoundError(s.error_message());
-  if (!s.ok()) return absl::UnavailableError(absl::StrCat("the head at ", options_.head_address, ": ", s.error_message()));
+  if (!s.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                        s.error_code() == grpc::StatusCode::NOT_FOUND
+                            ? s.error_message()
+                            : absl::StrCat("the head at ", options_.head_address, ": ", s.error_message()));
+  }
   return reply;
 }
 

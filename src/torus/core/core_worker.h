@@ -26,6 +26,7 @@
 #include "torus/core/actor_caller.h"
 #include "torus/core/actor_manager.h"
 #include "torus/core/actor_reporter.h"
+#include "torus/core/task_events.h"
 #include "torus/core/object_table.h"
 #include "torus/core/output_follower.h"
 #include "torus/core/task_submitter.h"
@@ -143,6 +144,7 @@ class CoreWorker {
   ObjectTable table_;
   std::string address_;
   OutputFollower output_{&channels_};
+  std::unique_ptr<TaskEvents> task_events_;  // before submitter_ and caller_, which report to it
   std::unique_ptr<TaskSubmitter> submitter_;
   std::unique_ptr<ActorReporter> reporter_;  // before actors_: their last states are reported as they stop
   std::unique_ptr<ActorManager> actors_;

@@ -102,6 +102,7 @@ void TaskSubmitter::Submit(TaskSpec spec, TaskOptions options) {
     live_.insert(spec.task_id());
   }
   auto task = std::make_shared<Task>(Task{.spec = std::move(spec), .options = std::move(options)});
+  if (options_.on_task) options_.on_task(task->spec, 0, "PENDING", "", 0, "");
   Enqueue(std::move(task));
 }
 
@@ -277,6 +278,8 @@ void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, in
       shape.leases[reply.lease_id()] = Lease{.lease_id = reply.lease_id(),
                                              .agent = agent,
                                              .worker_address = reply.worker_address(),
+                                             .node_id = reply.node_id(),
+                                             .worker_pid = reply.worker_pid(),
                                              .idle_since_ms = SteadyMs()};
       DispatchLocked(key, shape, pushes);
     } else if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
@@ -330,6 +333,9 @@ void TaskSubmitter::FailQueueLocked(Shape& shape, const std::string& format, con
 void TaskSubmitter::Send(std::vector<Push> pushes) {
   for (Push& p : pushes) {
     p.task->spec.set_attempt(p.task->attempts);
+    if (options_.on_task) {
+      options_.on_task(p.task->spec, p.task->attempts, "RUNNING", p.lease.node_id, p.lease.worker_pid, "");
+    }
     auto request = std::make_shared<PushTaskRequest>();
     *request->mutable_task() = p.task->spec;
     {
@@ -429,6 +435,11 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
   if (!dead.lease_id.empty()) ReturnLease(dead, true);
   if (retry) {
     ++task->attempts;
+    if (options_.on_task) {
+      options_.on_task(task->spec, task->attempts, "PENDING", "", 0,
+                       crashed ? absl::StrCat("retried: its worker died (", status.error_message(), ")")
+                               : "retried: it raised an exception");
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++counts_.retried;
@@ -446,6 +457,10 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++(app_error ? counts_.failed : counts_.finished);
+    }
+    if (options_.on_task) {
+      options_.on_task(task->spec, task->attempts, app_error ? "FAILED" : "FINISHED", "", 0,
+                       app_error ? "it raised an exception" : "");
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -533,6 +548,7 @@ bool TaskSubmitter::Cancel(const std::string& task_id, bool force) {
 }
 
 void TaskSubmitter::FailTask(const Task& task, const std::string& format, const std::string& message) {
+  if (options_.on_task) options_.on_task(task.spec, task.attempts, "FAILED", "", 0, message);
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_.erase(task.spec.task_id());

@@ -31,6 +31,7 @@
 #include "torus/core/channels.h"
 #include "torus/core/lease_candidates.h"
 #include "torus/core/object_table.h"
+#include "torus/core/task_events.h"
 
 namespace torus::core {
 
@@ -56,6 +57,8 @@ class TaskSubmitter {
     int64_t lease_idle_ms = 50;   // an idle lease is returned after this long
     // Called with each granted lease's (agent, worker id, pid, node id), e.g. to follow its output.
     std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> on_worker;
+    // Told of each task's changes of state (PENDING, RUNNING, FINISHED, FAILED), e.g. for the head's task table.
+    TaskEventSink on_task;
   };
   // `table` and `channels` are owned by the caller and outlive the submitter. `refresh_nodes` (may be empty) reloads
   // the node list from the head; it is asked before a shape is declared unschedulable. `bundles(group, stop)` waits
@@ -96,6 +99,8 @@ class TaskSubmitter {
     std::string lease_id;
     std::string agent;
     std::string worker_address;
+    std::string node_id;
+    int64_t worker_pid = 0;
     int in_flight = 0;                       // tasks pushed, not answered
     int64_t idle_since_ms = 0;               // steady ms when in_flight dropped to 0
   };

@@ -15,7 +15,7 @@
 #include "torus/common/clock.h"
 #include "torus/common/termination.h"
 #include "torus/head/agents/grpc_agent_pool.h"
-#include "torus/head/actors/owner_monitor.h"
+#include "torus/head/owners/owner_monitor.h"
 #include "torus/head/api/actors_http.h"
 #include "torus/head/api/dashboard_http.h"
 #include "torus/head/api/event_log.h"
@@ -217,9 +217,19 @@ int Run(const HeadFlags& flags) {
   service.SetPackageStore(&packages);
   torus::head::ActorDirectory actors(&store, &clock);
   service.SetActorDirectory(&actors);
-  // Actors whose owner is gone are DEAD: each owner is asked every 2 s; three failed probes in a row end them.
-  torus::head::OwnerMonitor owner_monitor(&actors, torus::head::GrpcOwnerProbe(*token, std::chrono::seconds(2)),
-                                          std::chrono::seconds(2));
+  torus::head::TaskTable tasks({.max_tasks = 10'000});
+  service.SetTaskTable(&tasks);
+  // The actors and tasks of an owner that is gone end: each owner is asked every 2 s; three failed probes in a row.
+  torus::head::OwnerMonitor owner_monitor(
+      [&actors, &tasks] {
+        std::set<std::string> owners = tasks.LiveOwners();
+        for (const auto& [owner, ids] : actors.LiveByOwner()) owners.insert(owner);
+        return owners;
+      },
+      [&actors, &tasks, &clock](const std::string& owner, const std::string& cause) {
+        return actors.OwnerGone(owner, cause) + tasks.OwnerGone(owner, cause, clock.WallMillis());
+      },
+      torus::head::GrpcOwnerProbe(*token, std::chrono::seconds(2)), std::chrono::seconds(2));
   builder.RegisterService(&service);
   torus::head::EventServiceImpl event_service(&events, *token);
   builder.RegisterService(&event_service);
@@ -261,7 +271,10 @@ int Run(const HeadFlags& flags) {
   });
   http.AddRoutes([&runs](httplib::Server& server) { torus::head::RegisterRunRoutes(server, &runs); });
   http.AddRoutes([&events](httplib::Server& server) { torus::head::RegisterEventRoutes(server, &events); });
-  http.AddRoutes([&actors](httplib::Server& server) { torus::head::RegisterActorRoutes(server, &actors); });
+  http.AddRoutes([&actors, &tasks](httplib::Server& server) {
+    torus::head::RegisterActorRoutes(server, &actors);
+    torus::head::RegisterTaskRoutes(server, &tasks);
+  });
   http.AddRoutes([](httplib::Server& server) { torus::head::AddDashboardRoutes(server); });
   http.AddMetricsSource([&jobs, &runs](torus::head::PrometheusWriter& w) {
     w.Family("torus_jobs", "gauge", "Jobs by status.");
@@ -290,6 +303,16 @@ int Run(const HeadFlags& flags) {
         w.Sample("torus_run_time_seconds", {{"run_id", g.run_id}, {"name", g.name}, {"part", part}},
                  static_cast<double>(ms) / 1000.0);
       }
+    }
+  });
+  http.AddMetricsSource([&actors, &tasks](torus::head::PrometheusWriter& w) {
+    std::map<std::string, int64_t> by_state = {{"PENDING_CREATION", 0}, {"ALIVE", 0}, {"RESTARTING", 0}, {"DEAD", 0}};
+    for (const torus::head::Actor& a : actors.List({})) ++by_state[torus::head::ActorStateName(a.state)];
+    w.Family("torus_actors", "gauge", "Actors of the head's directory by state (the dead ones it keeps).");
+    for (const auto& [state, count] : by_state) w.Sample("torus_actors", {{"state", state}}, static_cast<double>(count));
+    w.Family("torus_tasks", "gauge", "Tasks reported since the head started, by state (their owners report them).");
+    for (const auto& [state, count] : tasks.CountsByState()) {
+      w.Sample("torus_tasks", {{"state", state}}, static_cast<double>(count));
     }
   });
   http.AddMetricsSource([&placement_latency, &grpc_requests, &metrics, &clock](torus::head::PrometheusWriter& w) {

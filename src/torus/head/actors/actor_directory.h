@@ -1,6 +1,6 @@
 // ActorDirectory: the head's directory of actors, over the state store. Owners (the processes that create actors
 // and lease their workers from agents) register each actor and report its states; names are unique per namespace
-// among actors not DEAD; the owner monitor (owner_monitor.h) marks DEAD the actors of an owner that is gone.
+// among actors not DEAD; the owner monitor (owners/owner_monitor.h) marks DEAD the actors of an owner that is gone.
 //
 // Example:
 //   ActorDirectory actors(&store, &clock);

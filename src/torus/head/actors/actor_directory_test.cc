@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "torus/head/actors/owner_monitor.h"
+#include "torus/head/owners/owner_monitor.h"
 #include "torus/head/state/journal_test_util.h"
 
 namespace torus::head {
@@ -158,7 +158,12 @@ TEST_F(ActorDirectoryTest, TheOwnerMonitorEndsTheActorsOfAnOwnerThatFailsThreePr
   std::map<std::string, int> probes;
   bool first_owner_up = false;
   OwnerMonitor monitor(
-      actors_.get(),
+      [&] {
+        std::set<std::string> owners;
+        for (const auto& [owner, ids] : actors_->LiveByOwner()) owners.insert(owner);
+        return owners;
+      },
+      [&](const std::string& owner, const std::string& cause) { return actors_->OwnerGone(owner, cause); },
       [&](const std::string& owner) {
         ++probes[owner];
         if (owner == "10.0.0.1:1" && !first_owner_up) return absl::UnavailableError("connection refused");

@@ -10,6 +10,7 @@
 
 #include "torus/common/clock.h"
 #include "torus/head/actors/actor_directory.h"
+#include "torus/head/tasks/task_table.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/head/api/heartbeat_stream.h"
 #include "torus/head/metrics/metrics_store.h"
@@ -85,6 +86,10 @@ class HeadServiceImpl final : public HeadServiceBase {
                                      rpc::ActorView* reply) override;
   grpc::ServerUnaryReactor* ListActors(grpc::CallbackServerContext* ctx, const rpc::ListActorsRequest* request,
                                        rpc::ActorList* reply) override;
+  // The task table ReportTasks fills (head_service_actors.cc); without it reports are dropped.
+  void SetTaskTable(TaskTable* tasks) { tasks_ = tasks; }
+  grpc::ServerUnaryReactor* ReportTasks(grpc::CallbackServerContext* ctx, const rpc::ReportTasksRequest* request,
+                                        rpc::ReportTasksReply* reply) override;
   // The HTTP API's host:port, given in ClusterStatus.http_address once the HTTP server listens.
   void SetHttpAddress(std::string address) ABSL_LOCKS_EXCLUDED(http_mu_);
 
@@ -100,6 +105,7 @@ class HeadServiceImpl final : public HeadServiceBase {
   MetricsStore* metrics_ = nullptr;
   const PackageStore* packages_ = nullptr;
   ActorDirectory* actors_ = nullptr;
+  TaskTable* tasks_ = nullptr;
   const Clock* clock_;
   const HeadServiceOptions options_;
   const int64_t start_time_ms_;

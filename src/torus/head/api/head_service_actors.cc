@@ -1,4 +1,5 @@
-// HeadServiceImpl's actor methods: the directory of actors (actors/actor_directory.h) over gRPC.
+// HeadServiceImpl's actor and task methods: the directory of actors (actors/actor_directory.h) and the task table
+// (tasks/task_table.h) over gRPC.
 #include "torus/head/api/head_service.h"
 #include "torus/rpc/convert.h"
 #include "torus/rpc/server_auth.h"
@@ -67,6 +68,15 @@ grpc::ServerUnaryReactor* HeadServiceImpl::ListActors(grpc::CallbackServerContex
     filter.state = *state;
   }
   for (const Actor& a : actors_->List(filter)) ActorToProto(a, reply->add_actors());
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::ReportTasks(grpc::CallbackServerContext* ctx,
+                                                       const rpc::ReportTasksRequest* request,
+                                                       rpc::ReportTasksReply* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return rpc::FinishCall(ctx, auth);
+  if (request->owner_address().empty()) return Done(ctx, absl::InvalidArgumentError("owner_address: required"));
+  if (tasks_ != nullptr) tasks_->Apply(request->owner_address(), request->events());
   return Done(ctx, absl::OkStatus());
 }
 

@@ -50,7 +50,8 @@ using HeadServiceBase = rpc::HeadService::WithCallbackMethod_RegisterNode<rpc::H
                                             rpc::HeadService::WithCallbackMethod_UpdateActor<
                                                 rpc::HeadService::WithCallbackMethod_GetActor<
                                                     rpc::HeadService::WithCallbackMethod_ListActors<
-                                                        rpc::HeadService::Service>>>>>>>>>>>>>>>>>>;
+                                                        rpc::HeadService::WithCallbackMethod_ReportTasks<
+                                                            rpc::HeadService::Service>>>>>>>>>>>>>>>>>>>;
 
 class HeartbeatStreamServer {
  public:

@@ -1,4 +1,4 @@
-#include "torus/head/actors/owner_monitor.h"
+#include "torus/head/owners/owner_monitor.h"
 
 #include <memory>
 
@@ -13,12 +13,12 @@ namespace torus::head {
 int OwnerMonitor::CheckOnce() {
   int dead = 0;
   std::map<std::string, int> seen;
-  for (const auto& [owner, ids] : actors_->LiveByOwner()) {
+  for (const std::string& owner : owners_()) {
     const absl::Status s = probe_(owner);
     int failed = s.ok() ? 0 : failures_[owner] + 1;
     if (failed >= failures_needed_) {
-      const int n = actors_->OwnerGone(owner, absl::StrCat("its owner ", owner, " is gone (", s.message(), ")"));
-      spdlog::info("actors: owner {} is gone ({}); {} of its actors are DEAD", owner, std::string(s.message()), n);
+      const int n = gone_(owner, absl::StrCat("its owner ", owner, " is gone (", s.message(), ")"));
+      spdlog::info("owner {} is gone ({}); {} of its actors and tasks ended", owner, std::string(s.message()), n);
       dead += n;
       failed = 0;
     }

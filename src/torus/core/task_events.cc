@@ -1,0 +1,100 @@
+#include "torus/core/task_events.h"
+
+#include "torus/core/ids.h"
+
+namespace torus::core {
+namespace {
+
+constexpr size_t kMaxBatch = 5'000;
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+TaskEvents::TaskEvents(Channels* channels, std::string head_address, std::string owner_address,
+                       std::chrono::milliseconds period, size_t max_pending)
+    : channels_(channels),
+      head_address_(std::move(head_address)),
+      owner_address_(std::move(owner_address)),
+      period_(period),
+      max_pending_(max_pending),
+      stub_(rpc::HeadService::NewStub(channels_->Get(head_address_))),
+      thread_([this] { Loop(); }) {}
+
+TaskEvents::~TaskEvents() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+TaskEventSink TaskEvents::Sink() {
+  return [this](const TaskSpec& spec, int attempt, const char* state, const std::string& node_id, int64_t pid,
+                const std::string& error) {
+    rpc::TaskEvent e;
+    e.set_task_id(Hex(spec.task_id()));
+    e.set_name(spec.name());
+    e.set_state(state);
+    e.set_job_id(spec.job_id());
+    if (!spec.actor_id().empty()) e.set_actor_id(Hex(spec.actor_id()));
+    e.set_node_id(node_id);
+    e.set_pid(pid);
+    e.set_attempt(attempt);
+    e.set_error(error);
+    e.set_time_ms(WallMs());
+    Add(std::move(e));
+  };
+}
+
+void TaskEvents::Add(rpc::TaskEvent event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pending_.size() >= max_pending_) {
+    pending_.erase(pending_.begin());
+    ++dropped_;
+  }
+  pending_.push_back(std::move(event));
+}
+
+uint64_t TaskEvents::dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_;
+}
+
+void TaskEvents::SendBatch(std::vector<rpc::TaskEvent> batch) {
+  for (size_t start = 0; start < batch.size(); start += kMaxBatch) {
+    rpc::ReportTasksRequest request;
+    request.set_owner_address(owner_address_);
+    for (size_t i = start; i < std::min(batch.size(), start + kMaxBatch); ++i) {
+      *request.add_events() = std::move(batch[i]);
+    }
+    grpc::ClientContext ctx;
+    channels_->Authorize(ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    rpc::ReportTasksReply reply;
+    if (!stub_->ReportTasks(&ctx, request, &reply).ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      dropped_ += static_cast<uint64_t>(request.events_size());
+    }
+  }
+}
+
+void TaskEvents::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait_for(lock, period_, [this] { return stop_; });
+    std::vector<rpc::TaskEvent> batch;
+    batch.swap(pending_);
+    const bool stopping = stop_;
+    lock.unlock();
+    if (!batch.empty()) SendBatch(std::move(batch));
+    lock.lock();
+    if (stopping) return;
+  }
+}
+
+}  // namespace torus::core
