@@ -136,7 +136,7 @@ TEST_F(MalformedRpcTest, UndecodableMessagesAndBadTokensOnEveryMethod) {
   };
   using torus::rpc::testutil::kUndecodableMessage;
   const auto methods = torus::rpc::testutil::ServiceMethods("torus.rpc.HeadService");
-  ASSERT_EQ(methods.size(), 18u);  // a new method: check that it is covered as the others are
+  ASSERT_EQ(methods.size(), 19u);  // a new method: check that it is covered as the others are
   for (const google::protobuf::MethodDescriptor* m : methods) {
     const std::string method = torus::rpc::testutil::MethodPath(m);
     grpc::Status garbled = call(method, kUndecodableMessage, head_.token());
@@ -161,7 +161,8 @@ TEST_F(MalformedRpcTest, UndecodableMessagesAndBadTokensOnEveryMethod) {
   EXPECT_EQ(AliveNodes(), 0);
 }
 
-// The actor directory refuses malformed actors and updates with the field, and the name of a live actor is taken.
+// The actor directory refuses malformed actors and updates with the field, and the name of a live actor is taken;
+// task reports must name their owner.
 TEST_F(MalformedRpcTest, ActorDirectoryCallsAreCheckedAndNamesAreUnique) {
   auto register_actor = [&](const std::function<void(torus::rpc::ActorView&)>& mutate) {
     torus::rpc::RegisterActorRequest request;
@@ -220,6 +221,22 @@ TEST_F(MalformedRpcTest, ActorDirectoryCallsAreCheckedAndNamesAreUnique) {
   ASSERT_TRUE(stub_->GetActor(&named_ctx, by_name, &view).ok());
   EXPECT_EQ(view.actor_id(), "ab12");
   EXPECT_EQ(view.state(), "PENDING_CREATION");
+
+  // Task reports name their owner; malformed events in a batch are skipped.
+  torus::rpc::ReportTasksRequest report;
+  auto* event = report.add_events();
+  event->set_task_id("t1");
+  event->set_state("NOT_A_STATE");
+  grpc::ClientContext anonymous_ctx;
+  Prepare(anonymous_ctx, head_.token());
+  torus::rpc::ReportTasksReply reported;
+  grpc::Status anonymous = stub_->ReportTasks(&anonymous_ctx, report, &reported);
+  EXPECT_EQ(anonymous.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(anonymous.error_message(), "owner_address: required");
+  report.set_owner_address("127.0.0.1:1");
+  grpc::ClientContext report_ctx;
+  Prepare(report_ctx, head_.token());
+  EXPECT_TRUE(stub_->ReportTasks(&report_ctx, report, &reported).ok());
   EXPECT_TRUE(head_.Alive());
 }
 
