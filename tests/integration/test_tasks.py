@@ -534,6 +534,10 @@ def test_tasks_are_listed_with_their_states_and_those_of_a_killed_driver_fail(cl
         def slow():
             time.sleep(600)
 
+        @torus.remote(resources={"TPU": 4})
+        def hog():
+            time.sleep(600)
+
         @torus.remote
         class Counter:
             def incr(self):
@@ -547,6 +551,7 @@ def test_tasks_are_listed_with_their_states_and_those_of_a_killed_driver_fail(cl
         c = Counter.remote()
         torus.get([c.incr.remote() for _ in range(3)])
         ref = slow.remote()
+        hogs = [hog.remote() for _ in range(5)]  # 16 chips: four run, one waits
         print(ref.hex(), pids[0], flush=True)
         time.sleep(600)
     """))
@@ -572,6 +577,14 @@ def test_tasks_are_listed_with_their_states_and_those_of_a_killed_driver_fail(cl
         assert summary[("__main__.slow", "RUNNING")] >= 1
         table = cluster.ok("list", "tasks", "--summary").stdout
         assert table.splitlines()[0].split() == ["FUNCTION", "PENDING", "RUNNING", "FINISHED", "FAILED"]
+        # The task that waits for chips says why, in the task list and in `torus status`.
+        waiting = wait_until(lambda: [t for t in list_tasks(cluster, "--state", "PENDING", "--name", "__main__.hog")
+                                      if "does not fit" in t["error"]], timeout=40, interval=0.5,
+                             message="a hog task PENDING with the agent's reason")
+        assert len(waiting) == 1 and waiting[0]["error"].startswith("waiting for a worker: ")
+        status = cluster.ok("status").stdout
+        assert "pending, " in status and "__main__.hog (1): waiting for a worker: " in status, status
+        assert "Actors: 1 alive" in status, status
     finally:
         proc.kill()
         proc.wait()

@@ -1,9 +1,13 @@
 // torus status | nodes | node mark-dead
 #include <iostream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
 
 #include "torus/cli/commands.h"
 #include "torus/cli/format.h"
 #include "torus/client/client.h"
+#include "torus/client/http_api_client.h"
 #include "torus/rpc/status_json.h"
 
 namespace torus::cli {
@@ -20,20 +24,62 @@ int Fail(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
+// "Tasks: ..." and "Actors: ..." lines from the head's HTTP API: counts by state, and what pending tasks wait for
+// (grouped by function and reason). Empty when there are none; a line saying why when the API does not answer.
+std::string TasksAndActors(const std::string& http_address, const std::string& token) {
+  if (http_address.empty()) return "";
+  auto http = client::HttpApiClient::Connect({.address = http_address, .token = token});
+  if (!http.ok()) return "";
+  auto summary = (*http)->TaskSummary();
+  auto actors = summary.ok() ? (*http)->ListActors() : summary.status();
+  if (!summary.ok() || !actors.ok()) {
+    return absl::StrCat("\nTasks and actors: the head's HTTP API at ", http_address, " did not answer (",
+                        (summary.ok() ? actors.status() : summary.status()).message(), ")\n");
+  }
+  std::map<std::string, int64_t> tasks = {{"PENDING", 0}, {"RUNNING", 0}, {"FINISHED", 0}, {"FAILED", 0}};
+  for (const auto& s : *summary) tasks[s["state"].get<std::string>()] += s["count"].get<int64_t>();
+  std::map<std::string, int64_t> by_state = {{"PENDING_CREATION", 0}, {"ALIVE", 0}, {"RESTARTING", 0}, {"DEAD", 0}};
+  for (const auto& a : *actors) ++by_state[a["state"].get<std::string>()];
+  std::string out;
+  if (!summary->empty()) {
+    absl::StrAppend(&out, "\nTasks (since the head started): ", tasks["PENDING"], " pending, ", tasks["RUNNING"],
+                    " running, ", tasks["FINISHED"], " finished, ", tasks["FAILED"], " failed\n");
+    if (tasks["PENDING"] > 0) {
+      auto pending = (*http)->ListTasks("PENDING", "", "", 1000);
+      std::map<std::pair<std::string, std::string>, int> waits;
+      if (pending.ok()) {
+        for (const auto& t : *pending) ++waits[{t["name"].get<std::string>(), t["error"].get<std::string>()}];
+      }
+      for (const auto& [key, n] : waits) {
+        absl::StrAppend(&out, "  ", key.first, " (", n, "): ",
+                        key.second.empty() ? "waiting for its arguments or a worker" : key.second, "\n");
+      }
+    }
+  }
+  if (!actors->empty()) {
+    absl::StrAppend(&out, "\nActors: ", by_state["ALIVE"], " alive, ", by_state["PENDING_CREATION"],
+                    " pending creation, ", by_state["RESTARTING"], " restarting, ", by_state["DEAD"], " dead\n");
+  }
+  return out;
+}
+
 }  // namespace
 
 int CmdStatus(const HeadFlags& head, bool json) {
-  auto client = ConnectFromFlags(head);
+  auto endpoint = client::ResolveHead(head.address, head.token, client::TempRoot());
+  if (!endpoint.ok()) return Fail(endpoint.status());
+  auto client = client::Client::Connect(*endpoint);
   if (!client.ok()) return Fail(client.status());
   auto status = (*client)->GetClusterStatus(/*include_dead=*/true);
   if (!status.ok()) return Fail(status.status());
   if (json) {
     std::cout << rpc::StatusToJson(*status).dump(2) << "\n";
   } else {
-    std::cout << FormatStatus(*status, (*client)->address());
+    std::cout << FormatStatus(*status, (*client)->address()) << TasksAndActors(status->http_address(), endpoint->token);
   }
   return 0;
 }
+
 
 int CmdNodes(const HeadFlags& head, bool json, bool alive_only) {
   auto client = ConnectFromFlags(head);

@@ -284,7 +284,12 @@ void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, in
       DispatchLocked(key, shape, pushes);
     } else if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
                status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      // Busy: ask again while tasks wait.
+      // Busy: ask again while tasks wait, and say why they wait (once per new reason).
+      const std::string reason = absl::StrCat("waiting for a worker: ", agent, " said: ", status.error_message());
+      if (options_.on_task && reason != shape.waiting_reason) {
+        shape.waiting_reason = reason;
+        for (const auto& t : shape.queue) options_.on_task(t->spec, t->attempts, "PENDING", "", 0, reason);
+      }
       RequestLeasesLocked(key, shape);
       return;
     } else if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||

@@ -117,6 +117,7 @@ class TaskSubmitter {
     std::vector<int> candidate_bundles;   // the bundle to lease inside at each (-1: none)
     size_t next_candidate = 0;
     std::map<std::string, Lease> leases;  // held, by lease id
+    std::string waiting_reason;           // what the last busy agent said, reported with the queued tasks
   };
 
   // Resolves owned ref args, then queues. Called once per attempt.

@@ -42,15 +42,13 @@ int TaskTable::Apply(const std::string& owner_address,
     TaskRecord& t = it->second;
     SetStateLocked(t, e.state());
     t.attempt = e.attempt();
+    t.error = e.error();  // why it waits (PENDING), or why it failed
     if (e.state() == "RUNNING") {
       t.node_id = e.node_id();
       t.pid = e.pid();
       t.start_time_ms = e.time_ms();
     }
-    if (Terminal(e.state())) {
-      t.end_time_ms = e.time_ms();
-      t.error = e.error();
-    }
+    if (Terminal(e.state())) t.end_time_ms = e.time_ms();
     ++applied;
   }
   EvictLocked();

@@ -2,7 +2,8 @@
 // with their states, and counts by function and state of every task reported since the head started. Tasks are
 // not journaled (they are many and short); a restarted head counts from zero.
 //
-// States: PENDING (submitted, waiting for its arguments or a worker), RUNNING (pushed to a worker), FINISHED,
+// States: PENDING (submitted, waiting for its arguments or a worker; `error` says why when an agent said so),
+// RUNNING (pushed to a worker), FINISHED,
 // FAILED (it raised, its worker died on its last try, it was cancelled or could not be placed). A retry goes back to
 // PENDING with the next attempt. Events of one task apply in the order given; an event for a task that ended is
 // ignored (a late duplicate), as is one with an unknown state.
