@@ -147,10 +147,13 @@ def _print_output(core, stop):
 
 
 def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=False, log_to_driver=True,
-         _node_ip=None):
+         object_store_memory=None, _node_ip=None):
     """Connects this process to a cluster, as ray.init does.
 
     namespace: where this program's named actors are registered and looked up (default: one of its own).
+    object_store_memory: bytes of values this process may hold (its puts, its tasks' returns, copies it fetched;
+    default 30% of the machine's memory); a put beyond it raises ObjectStoreFullError, and so does reading a return
+    that did not fit.
 
     address: None — the cluster of TORUS_ADDRESS or of this machine's latest session, else a new local one (head
     and agent) that lives as long as this process; "auto" — an existing one only; "host:port" — that head.
@@ -160,6 +163,9 @@ def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=
     global _state
     if namespace is not None and (not isinstance(namespace, str) or not namespace or len(namespace.encode()) > 256):
         raise ValueError(f"namespace: a non-empty string of at most 256 bytes is required, got {namespace!r}")
+    if object_store_memory is not None and (isinstance(object_store_memory, bool) or
+                                            not isinstance(object_store_memory, int) or object_store_memory < 1):
+        raise ValueError(f"object_store_memory: a positive number of bytes is required, got {object_store_memory!r}")
     with _lock:
         if _state is not None:
             if ignore_reinit_error:
@@ -220,7 +226,8 @@ def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=
             node_id, agent = picked[0], picked[1]
         if node_ip is None:
             node_ip = agent.rsplit(":", 1)[0]
-        core = core_mod.CoreWorker(job_id, node_ip, head_address, agent, token, "", bool(log_to_driver))
+        core = core_mod.CoreWorker(job_id, node_ip, head_address, agent, token, "", bool(log_to_driver),
+                                   int(object_store_memory or 0))
         _state = _State(core, job_id, node_id, head_address, token, local_cluster)
         if namespace is not None:
             _state.namespace = namespace
@@ -356,7 +363,10 @@ def put(value):
     state = _state_or_init()
     if isinstance(value, ObjectRef):
         raise TypeError("torus.put of an ObjectRef is not allowed; pass the ref itself")
-    object_id = state.core.put(ser.dumps(value), ser.FORMAT_PICKLE)
+    try:
+        object_id = state.core.put(ser.dumps(value), ser.FORMAT_PICKLE)
+    except BufferError as e:
+        raise exceptions.ObjectStoreFullError(str(e)) from None
     return ObjectRef(object_id, state.core.address)
 
 

@@ -39,6 +39,8 @@ def error_from(data, fmt):
         if isinstance(cause, exceptions.TaskError):
             cause = cause.as_instanceof_cause()
         return exceptions.ActorDiedError(f"the actor is dead: its constructor raised an exception:\n{cause}", cause)
+    if fmt == "object_store_full":
+        return exceptions.ObjectStoreFullError(data.decode("utf-8", "replace"))
     if fmt == "stopping":
         return exceptions.TorusError(data.decode("utf-8", "replace") or "torus is shutting down")
     if fmt != FORMAT_PICKLE:

@@ -55,6 +55,10 @@ class ObjectLostError(TorusError):
     """An object's value is gone: its owner exited or freed it."""
 
 
+class ObjectStoreFullError(TorusError, MemoryError):
+    """A value does not fit in the object store of the process that holds it (its object_store_memory)."""
+
+
 class GetTimeoutError(TorusError, TimeoutError):
     """torus.get ran out of time."""
 

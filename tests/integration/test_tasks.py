@@ -595,3 +595,39 @@ def test_tasks_are_listed_with_their_states_and_those_of_a_killed_driver_fail(cl
     bad = cluster.run("list", "tasks", "--state", "DONE")
     assert bad.returncode != 0
     assert 'query parameter state: "DONE" is not a state; use PENDING, RUNNING, FINISHED or FAILED' in bad.stderr
+
+
+def test_a_full_object_store_refuses_puts_and_fails_returns_that_do_not_fit(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, torus
+        torus.init(object_store_memory=50 * 2**20)
+
+        @torus.remote
+        def big(mb):
+            return b"x" * (mb * 2**20)
+
+        out = {}
+        first = torus.put(b"a" * (30 * 2**20))
+        try:
+            torus.put(b"b" * (30 * 2**20))
+        except torus.exceptions.ObjectStoreFullError as e:
+            out["put"] = str(e)
+            out["is_memory_error"] = isinstance(e, MemoryError)
+        try:
+            torus.get(big.remote(30))
+        except torus.exceptions.ObjectStoreFullError as e:
+            out["return"] = str(e)
+        del first
+        out["after_free"] = len(torus.get(big.remote(30)))
+        try:
+            torus.init(address="auto", ignore_reinit_error=False, object_store_memory=-1)
+        except ValueError as e:
+            out["bad"] = str(e)
+        print(json.dumps(out))
+    """)
+    assert result["put"].startswith("the object store of this process is full: it holds 31457") and \
+        "of 52428800 bytes (object_store_memory) and a value of 314572" in result["put"], result["put"]
+    assert result["is_memory_error"] is True
+    assert result["return"].startswith("the object store of this process is full"), result["return"]
+    assert result["after_free"] == 30 * 2**20
+    assert result["bad"] == "object_store_memory: a positive number of bytes is required, got -1"

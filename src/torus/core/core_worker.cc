@@ -106,7 +106,20 @@ class Service final : public CoreWorkerService::CallbackService {
 
 }  // namespace
 
-CoreWorker::CoreWorker(CoreWorkerOptions options) : options_(std::move(options)), channels_(options_.token) {}
+namespace {
+
+size_t DefaultObjectStoreMemory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<size_t>(pages) * static_cast<size_t>(page) / 10 * 3;
+}
+
+}  // namespace
+
+CoreWorker::CoreWorker(CoreWorkerOptions options)
+    : options_(std::move(options)),
+      channels_(options_.token),
+      table_(options_.object_store_memory > 0 ? options_.object_store_memory : DefaultObjectStoreMemory()) {}
 
 absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions options) {
   if (options.job_id.empty()) return absl::InvalidArgumentError("job_id is required");
@@ -404,9 +417,9 @@ std::string CoreWorker::WhenGroupReady(const std::string& group, Value ready) {
   return id;
 }
 
-std::string CoreWorker::Put(Value value) {
+absl::StatusOr<std::string> CoreWorker::Put(Value value) {
   std::string id = PutObjectId();
-  table_.Put(id, std::move(value));
+  if (absl::Status s = table_.TryPut(id, std::move(value)); !s.ok()) return s;
   return id;
 }
 

@@ -41,6 +41,9 @@ struct CoreWorkerOptions {
   std::string token;
   std::string worker_id;              // set in a task worker: it announces itself to the local agent
   bool follow_output = false;         // stream the output of the workers it leases (a driver's log_to_driver)
+  // The bound of the values this process holds (its puts, its tasks' returns, fetched copies); 0: 30% of the
+  // machine's memory.
+  size_t object_store_memory = 0;
 };
 
 struct Ref {
@@ -94,7 +97,8 @@ class CoreWorker {
   Channels& channels() { return channels_; }
 
   // Stores a value this process owns; returns its id.
-  std::string Put(Value value);
+  // ResourceExhausted when it does not fit the object store's bound.
+  absl::StatusOr<std::string> Put(Value value);
   // Each ref's value, waiting up to `timeout_ms` (< 0: forever). DeadlineExceeded naming how many are not ready;
   // NotFound when an owner no longer holds one (or is gone).
   absl::StatusOr<std::vector<Value>> Get(const std::vector<Ref>& refs, int64_t timeout_ms);

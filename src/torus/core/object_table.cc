@@ -1,5 +1,7 @@
 #include "torus/core/object_table.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace torus::core {
 namespace {
 
@@ -16,13 +18,29 @@ void ObjectTable::AddPending(const std::string& id) {
   entries_.try_emplace(id);
 }
 
-void ObjectTable::Put(const std::string& id, Value value) {
+std::string ObjectTable::NoRoomLocked(size_t size) const {
+  if (max_bytes_ == 0 || bytes_ + size <= max_bytes_) return "";
+  return absl::StrCat("the object store of this process is full: it holds ", bytes_, " of ", max_bytes_,
+                      " bytes (object_store_memory) and a value of ", size,
+                      " bytes does not fit; drop references to objects no longer needed, or give torus.init a larger "
+                      "object_store_memory");
+}
+
+absl::Status ObjectTable::TryPut(const std::string& id, Value value) { return Store(id, std::move(value), true); }
+
+void ObjectTable::Put(const std::string& id, Value value) { Store(id, std::move(value), false).IgnoreError(); }
+
+absl::Status ObjectTable::Store(const std::string& id, Value value, bool refuse) {
   std::vector<std::function<void(const Value&)>> callbacks;
   Value copy;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (std::string why = NoRoomLocked(SizeOf(value)); !why.empty()) {
+      if (refuse) return absl::ResourceExhaustedError(why);
+      value = Value{.data = std::move(why), .format = "object_store_full"};
+    }
     Entry& e = entries_[id];
-    if (e.state == ObjectState::kReady || e.state == ObjectState::kFreed) return;
+    if (e.state == ObjectState::kReady || e.state == ObjectState::kFreed) return absl::OkStatus();
     e.state = ObjectState::kReady;
     bytes_ += SizeOf(value);
     e.value = std::move(value);
@@ -31,6 +49,7 @@ void ObjectTable::Put(const std::string& id, Value value) {
     ready_.notify_all();
   }
   for (auto& cb : callbacks) cb(copy);
+  return absl::OkStatus();
 }
 
 ObjectState ObjectTable::State(const std::string& id) const {

@@ -5,11 +5,16 @@
 // this process (AddRef/RemoveRef count the language's handles) unless it escaped — was passed to another process,
 // which may still read it; escaped objects live until the table goes (its job ends).
 //
+// Bounded: with `max_bytes` (0: no bound) the ready values held never add up to more. A put that does not fit is
+// refused (TryPut: ResourceExhausted, nothing stored); a task's return or a fetched copy that does not fit is stored
+// as an "object_store_full" failure in its place, so that reading it raises the store-full error.
+//
 // Thread-safety: thread-safe. Waits block the calling thread; callbacks run on the thread that makes the object ready
 // (outside the lock).
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -17,6 +22,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace torus::core {
 
@@ -30,11 +37,15 @@ enum class ObjectState { kUnknown, kPending, kReady, kFreed };
 
 class ObjectTable {
  public:
+  explicit ObjectTable(size_t max_bytes = 0) : max_bytes_(max_bytes) {}
+
   // An owned object whose value is still to come.
   void AddPending(const std::string& id);
   // Its value: ready now (wakes waiters, runs OnReady callbacks). A value for an id never added is kept too (a
   // borrowed object fetched from its owner, or a put).
   void Put(const std::string& id, Value value);
+  // A new object's value, only if it fits the bound; ResourceExhausted (saying how much is held of how much) if not.
+  absl::Status TryPut(const std::string& id, Value value);
   ObjectState State(const std::string& id) const;
   // The value when ready.
   std::optional<Value> Get(const std::string& id) const;
@@ -54,6 +65,7 @@ class ObjectTable {
 
   size_t size() const;
   size_t bytes() const;
+  size_t max_bytes() const { return max_bytes_; }
 
  private:
   struct Entry {
@@ -64,10 +76,15 @@ class ObjectTable {
     std::vector<std::function<void(const Value&)>> on_ready;
   };
   void MaybeFreeLocked(const std::string& id, Entry& entry);
+  // Put and TryPut: `refuse` a value that does not fit (else store the failure in its place).
+  absl::Status Store(const std::string& id, Value value, bool refuse);
+  // Why a value of `size` bytes does not fit now; empty when it does. REQUIRES: mu_ held.
+  std::string NoRoomLocked(size_t size) const;
 
   mutable std::mutex mu_;
   mutable std::condition_variable ready_;
   std::map<std::string, Entry> entries_;  // guarded by mu_
+  const size_t max_bytes_;
   size_t bytes_ = 0;                      // of ready values; guarded by mu_
 };
 

@@ -84,3 +84,41 @@ TEST(ObjectTableTest, APendingObjectIsKeptWithoutRefs) {
 
 }  // namespace
 }  // namespace torus::core
+
+namespace torus::core {
+namespace {
+
+TEST(ObjectTableBoundTest, APutThatDoesNotFitIsRefusedAndFreeingMakesRoom) {
+  ObjectTable table(100);
+  ASSERT_TRUE(table.TryPut("a", Value{.data = std::string(60, 'x'), .format = "raw"}).ok());
+  table.AddRef("a");
+  const absl::Status full = table.TryPut("b", Value{.data = std::string(50, 'y'), .format = "raw"});
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(full.message(),
+            "the object store of this process is full: it holds 60 of 100 bytes (object_store_memory) and a value of "
+            "50 bytes does not fit; drop references to objects no longer needed, or give torus.init a larger "
+            "object_store_memory");
+  EXPECT_EQ(table.State("b"), ObjectState::kUnknown);
+  EXPECT_EQ(table.bytes(), 60u);
+  table.RemoveRef("a");
+  EXPECT_EQ(table.bytes(), 0u);
+  EXPECT_TRUE(table.TryPut("b", Value{.data = std::string(50, 'y'), .format = "raw"}).ok());
+}
+
+TEST(ObjectTableBoundTest, AReturnThatDoesNotFitBecomesTheStoreFullFailure) {
+  ObjectTable table(100);
+  table.AddPending("r");
+  table.Put("r", Value{.data = std::string(101, 'x'), .format = "pickle5", .buffers = {}});
+  auto v = table.Get("r");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->format, "object_store_full");
+  EXPECT_EQ(v->data.rfind("the object store of this process is full: it holds 0 of 100 bytes", 0), 0u) << v->data;
+  // Buffers count too.
+  table.AddPending("s");
+  table.Put("s", Value{.data = "x", .format = "pickle5", .buffers = {std::string(99, 'b')}});
+  EXPECT_EQ(table.Get("s")->format, "object_store_full");
+  EXPECT_EQ(ObjectTable().max_bytes(), 0u);  // unbounded by default
+}
+
+}  // namespace
+}  // namespace torus::core

@@ -138,7 +138,7 @@ PYBIND11_MODULE(_torus_core, m) {
 
   py::class_<CoreWorker>(m, "CoreWorker")
       .def(py::init([](std::string job_id, std::string node_ip, std::string head_address, std::string local_agent,
-                       std::string token, std::string worker_id, bool follow_output) {
+                       std::string token, std::string worker_id, bool follow_output, size_t object_store_memory) {
              absl::StatusOr<std::unique_ptr<CoreWorker>> w;
              {
                py::gil_scoped_release release;
@@ -148,13 +148,14 @@ PYBIND11_MODULE(_torus_core, m) {
                                       .local_agent = std::move(local_agent),
                                       .token = std::move(token),
                                       .worker_id = std::move(worker_id),
-                                      .follow_output = follow_output});
+                                      .follow_output = follow_output,
+                                      .object_store_memory = object_store_memory});
              }
              if (!w.ok()) Raise(w.status());
              return std::move(*w);
            }),
            py::arg("job_id"), py::arg("node_ip"), py::arg("head_address"), py::arg("local_agent"), py::arg("token"),
-           py::arg("worker_id") = "", py::arg("follow_output") = false)
+           py::arg("worker_id") = "", py::arg("follow_output") = false, py::arg("object_store_memory") = 0)
       .def_property_readonly("address", &CoreWorker::address)
       .def("refresh_nodes",
            [](CoreWorker& w) {
@@ -349,7 +350,12 @@ PYBIND11_MODULE(_torus_core, m) {
            })
       .def("put",
            [](CoreWorker& w, py::bytes data, std::string format) {
-             return py::bytes(w.Put(Value{.data = std::string(data), .format = std::move(format)}));
+             auto id = w.Put(Value{.data = std::string(data), .format = std::move(format)});
+             if (id.status().code() == absl::StatusCode::kResourceExhausted) {
+               throw py::buffer_error(std::string(id.status().message()));  // the SDK raises ObjectStoreFullError
+             }
+             if (!id.ok()) Raise(id.status());
+             return py::bytes(*id);
            })
       .def("get",
            [](CoreWorker& w, const std::vector<std::pair<py::bytes, std::string>>& refs, int64_t timeout_ms) {
