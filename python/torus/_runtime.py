@@ -48,6 +48,7 @@ class _State:
         self.is_worker = is_worker
         self.actor_id = None  # in an actor's worker
         self.printer = None   # (thread, stop event) printing the workers' output
+        self.http_address = None  # the head's HTTP API, once asked for (http_address())
         # Where actor names are looked up and registered: init(namespace=...), else the driver's (its workers get
         # it as TORUS_NAMESPACE), else one of this job's own (as Ray's anonymous namespace).
         self.namespace = os.environ.get("TORUS_NAMESPACE") or f"anonymous-{job_id}"
@@ -239,6 +240,14 @@ def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=
             _state.printer = (printer, stop)
         os.environ.setdefault("TORUS_ADDRESS", head_address)
         return _state
+
+
+def http_address(state):
+    """The head's HTTP API (host:port): TORUS_DASHBOARD_ADDRESS, else what the head says over gRPC."""
+    if state.http_address is None:
+        state.http_address = (os.environ.get("TORUS_DASHBOARD_ADDRESS") or
+                              _import_core().head_http_address(state.head_address, state.token))
+    return state.http_address
 
 
 def _init_worker():

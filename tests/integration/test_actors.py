@@ -460,3 +460,45 @@ def test_the_actors_of_a_killed_driver_are_dead_in_the_directory_and_free_their_
         print(json.dumps({"ping": torus.get(torus.get_actor("holder").ping.remote())}))
     """)
     assert result == {"ping": "again"}
+
+
+def test_the_state_api_lists_actors_and_tasks_with_filters(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, time, torus
+        from torus.util.state import get_actor, list_actors, list_tasks, summarize_tasks
+        torus.init(namespace="state-api")
+
+        @torus.remote
+        class Keeper:
+            def ping(self):
+                return 1
+
+        @torus.remote
+        def work(i):
+            return i
+
+        k = Keeper.options(name="keeper").remote()
+        torus.get(k.ping.remote())
+        torus.get([work.remote(i) for i in range(4)])
+        time.sleep(1.5)  # task states reach the head about once a second
+        mine = torus.get_runtime_context().get_job_id()
+        alive = list_actors(filters=[("state", "=", "ALIVE"), ("namespace", "=", "state-api")])
+        tasks = list_tasks(filters=[("job_id", "=", mine), ("name", "=", "__main__.work")])
+        not_finished = list_tasks(filters=[("job_id", "=", mine), ("state", "!=", "FINISHED")])
+        out = {"alive": [(a.name, a.class_name, a.state) for a in alive],
+               "by_id": get_actor(k._actor_id.hex())["name"],
+               "tasks": sorted(t.state for t in tasks),
+               "not_finished": [t.name for t in not_finished],
+               "summary": summarize_tasks()["__main__.work"]}
+        try:
+            list_tasks(filters=[("state", "~", "x")])
+        except ValueError as e:
+            out["bad"] = str(e)
+        print(json.dumps(out))
+    """)
+    assert result["alive"] == [["keeper", "__main__.Keeper", "ALIVE"]]
+    assert result["by_id"] == "keeper"
+    assert result["tasks"] == ["FINISHED"] * 4
+    assert result["not_finished"] == []
+    assert result["summary"]["FINISHED"] >= 4
+    assert result["bad"] == "filters: each filter is (key, '=' or '!=', value), got ('state', '~', 'x')"

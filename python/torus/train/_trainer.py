@@ -51,11 +51,6 @@ class Result:
                 f"error={self.error!r})")
 
 
-def _http_address(state, core):
-    address = os.environ.get("TORUS_DASHBOARD_ADDRESS")
-    return address or core.head_http_address(state.head_address, state.token)
-
-
 def _worker_pythonpath():
     # Workers import torus (and its compiled module) from where this driver does, and the driver's own modules from
     # its script's directory and its PYTHONPATH (cloudpickle sends functions of importable modules by name).
@@ -113,7 +108,7 @@ class DataParallelTrainer:
         from torus import _runtime
         state = _runtime._state_or_init()
         core = _runtime._import_core()
-        http = _http_address(state, core)
+        http = _runtime.http_address(state)
         kind, options = self._setup()
         payload = cloudpickle.dumps({"loop": self._loop, "config": self._config, "kind": kind, "options": options})
         with tempfile.TemporaryDirectory(prefix="torus-train-") as tmp:

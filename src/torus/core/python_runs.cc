@@ -1,5 +1,5 @@
-// _torus_core's gang-run functions, used by torus.train's trainers: find the head's HTTP API, upload a directory as
-// a package, submit a run, follow it to its end, read and stop it. Runs are JSON as the REST API serves them;
+// _torus_core's functions over the head's HTTP API: for torus.train's trainers, find the API, upload a directory as
+// a package, submit a run, follow it to its end, read and stop it; for torus.util.state, list actors and tasks. Runs are JSON as the REST API serves them;
 // blocking calls release the GIL, and following stops on a signal (Ctrl-C raises KeyboardInterrupt in the caller).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -70,6 +70,21 @@ void AddRunFunctions(py::module_& m) {
   m.def("get_run", [](const std::string& http_address, const std::string& token, const std::string& id) {
     auto http = Http(http_address, token);
     return Released<nlohmann::json>([&] { return http->GetRun(id); }).dump();
+  });
+  // The head's actor directory and task table (GET /api/v0/actors, /api/v0/tasks, /api/v0/tasks/summary), as JSON.
+  m.def("list_actors", [](const std::string& http_address, const std::string& token, const std::string& state,
+                          const std::string& job_id) {
+    auto http = Http(http_address, token);
+    return Released<nlohmann::json>([&] { return http->ListActors(state, job_id); }).dump();
+  });
+  m.def("list_tasks", [](const std::string& http_address, const std::string& token, const std::string& state,
+                         const std::string& job_id, const std::string& name, int limit) {
+    auto http = Http(http_address, token);
+    return Released<nlohmann::json>([&] { return http->ListTasks(state, job_id, name, limit); }).dump();
+  });
+  m.def("task_summary", [](const std::string& http_address, const std::string& token) {
+    auto http = Http(http_address, token);
+    return Released<nlohmann::json>([&] { return http->TaskSummary(); }).dump();
   });
   m.def("stop_run", [](const std::string& http_address, const std::string& token, const std::string& id) {
     auto http = Http(http_address, token);
