@@ -114,23 +114,29 @@ def test_a_failing_function_raises_training_failed_error_with_its_cause(cluster,
 
 def test_torch_trainer_joins_cpu_workers_into_one_process_group(cluster, tmp_path):
     result = driver_json(cluster, tmp_path, """
-        import json, torus
+        import contextlib, io, json, torus
         from torus.train import ScalingConfig
         from torus.train.torch import TorchTrainer
 
         def loop(config):
             import torch, torch.distributed as dist
+            print(f"hello from rank {dist.get_rank()}")
             t = torch.tensor([float(dist.get_rank() + 1)])
             dist.all_reduce(t)
             torus.train.report({"sum": t.item(), "world": dist.get_world_size(), "backend": dist.get_backend(),
                                 "config": config, "device": str(torus.train.torch.get_device())})
 
         torus.init()
-        result = TorchTrainer(loop, train_loop_config={"x": 1},
-                              scaling_config=ScalingConfig(num_workers=3, placement_strategy="SPREAD")).fit()
-        print(json.dumps(result.metrics))
+        captured = io.StringIO()
+        with contextlib.redirect_stdout(captured):  # the ranks' output goes through sys.stdout (as in a notebook)
+            result = TorchTrainer(loop, train_loop_config={"x": 1},
+                                  scaling_config=ScalingConfig(num_workers=3, placement_strategy="SPREAD")).fit()
+        print(json.dumps({"metrics": result.metrics, "captured": sorted(
+            line for line in captured.getvalue().splitlines() if "hello" in line)}))
     """, timeout=300)
-    assert result == {"sum": 6.0, "world": 3, "backend": "gloo", "config": {"x": 1}, "device": "cpu"}
+    assert result["metrics"] == {"sum": 6.0, "world": 3, "backend": "gloo", "config": {"x": 1}, "device": "cpu"}
+    assert result["captured"] == ["[rank 0] hello from rank 0", "[rank 1] hello from rank 1",
+                                  "[rank 2] hello from rank 2"]
 
 
 def test_a_scaling_config_the_head_refuses_names_the_field(cluster, tmp_path):

@@ -127,7 +127,7 @@ class DataParallelTrainer:
                 raise ValueError(f"{type(self).__name__}: {e}") from None
             print(f"[torus] run {name} submitted as {run_id}", file=sys.stderr, flush=True)
             sys.stdout.flush()
-            run = json.loads(core.follow_run(http, state.token, run_id))
+            run = json.loads(core.follow_run(http, state.token, run_id, sys.stdout, sys.stderr))
         except BaseException:
             # Interrupted (Ctrl-C) or the head went away while following: the run does not outlive fit().
             if run_id is not None:

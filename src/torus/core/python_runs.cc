@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <ostream>
+#include <streambuf>
 #include <string>
 
 #include "torus/client/client.h"
@@ -23,6 +25,45 @@ std::unique_ptr<client::HttpApiClient> Http(const std::string& address, const st
   if (!http.ok()) RaiseStatus(http.status());
   return *std::move(http);
 }
+
+// An ostream buffer that hands what it holds to a Python text stream (sys.stdout, sys.stderr, a notebook's) at each
+// flush, with the GIL; an error of the stream is dropped (the output with it).
+class PyStreamBuf : public std::streambuf {
+ public:
+  explicit PyStreamBuf(py::object stream) : stream_(std::move(stream)) {}
+  ~PyStreamBuf() override { sync(); }
+
+ protected:
+  int_type overflow(int_type ch) override {
+    if (ch != traits_type::eof()) buffer_.push_back(static_cast<char>(ch));
+    return ch;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    buffer_.append(s, static_cast<size_t>(n));
+    return n;
+  }
+  int sync() override {
+    if (buffer_.empty()) return 0;
+    py::gil_scoped_acquire gil;
+    PyObject* text = PyUnicode_DecodeUTF8(buffer_.data(), static_cast<Py_ssize_t>(buffer_.size()), "replace");
+    buffer_.clear();
+    if (text == nullptr) {
+      PyErr_Clear();
+      return 0;
+    }
+    try {
+      stream_.attr("write")(py::reinterpret_steal<py::str>(text));
+      if (py::hasattr(stream_, "flush")) stream_.attr("flush")();
+    } catch (py::error_already_set&) {
+      PyErr_Clear();
+    }
+    return 0;
+  }
+
+ private:
+  py::object stream_;
+  std::string buffer_;
+};
 
 template <typename T>
 T Released(const std::function<absl::StatusOr<T>()>& call) {
@@ -90,11 +131,16 @@ void AddRunFunctions(py::module_& m) {
     auto http = Http(http_address, token);
     return Released<bool>([&] { return http->StopRun(id); });
   });
-  // Prints every rank's output (prefixed "[rank N] ") and the run's progress until it ends, as `torus train` does;
-  // returns the run's last view (JSON).
-  m.def("follow_run", [](const std::string& http_address, const std::string& token, const std::string& id) {
+  // Writes every rank's output (prefixed "[rank N] ") to `out` and the run's progress to `err` (Python text streams)
+  // until it ends, as `torus train` does; returns the run's last view (JSON).
+  m.def("follow_run", [](const std::string& http_address, const std::string& token, const std::string& id,
+                         py::object out, py::object err) {
     auto http = Http(http_address, token);
+    PyStreamBuf out_buf(std::move(out)), err_buf(std::move(err));
+    std::ostream out_stream(&out_buf), err_stream(&err_buf);
     client::FollowOptions options;
+    options.out = &out_stream;
+    options.err = &err_stream;
     options.cancelled = [] {
       py::gil_scoped_acquire acquire;
       return PyErr_CheckSignals() != 0;
