@@ -3,8 +3,9 @@
 // Starts `torus up examples/clusters/local.yaml` in a temporary TORUS_TEMP_DIR, runs a gang on a TPU-V6E 4x4 slice
 // that reports a loss and prints lines per rank, logs in through the head's login URL (/?token=...), and checks:
 // the overview's counts, the slice held by the run drawn with its four hosts (each labelled with its rank), the run
-// page's loss curve, rank 2's log (and that follow mode brings new lines), the nodes table's filter, a node's page
-// and the jobs list. Any console error, page error or failed request of the page fails the test. Screenshots go to
+// page's loss curve, rank 2's log (and that follow mode brings new lines), the nodes table's filter, a node's page,
+// the jobs list and the actors page (a named actor a Python driver created). Any console error, page error or
+// failed request of the page fails the test. Screenshots go to
 // TORUS_TEST_OUTPUT_DIR (default build/test-output/browser/).
 //
 //   node tests/browser/dashboard.test.mjs              the page as the head serves it (embedded web/)
@@ -101,6 +102,7 @@ function check(cond, message) {
 }
 
 let trainProc = null;
+let actorProc = null;
 let browser = null;
 let proxy = null;
 let currentPage = null;
@@ -281,6 +283,34 @@ async function main() {
   await page.waitForFunction(() => /SUCCEEDED/.test(document.querySelector('#jobs-table tr[data-job="dash-event-job"]')?.textContent || ''),
     null, { timeout: 20000 });
 
+  // The actors page lists a named actor that a Python driver created, with its state and node.
+  const actorScript = path.join(tmp, 'actor_driver.py');
+  fs.writeFileSync(actorScript, [
+    'import time, torus',
+    'torus.init(namespace="dash")',
+    '@torus.remote',
+    'class Dash:',
+    '    def ping(self):',
+    '        return 1',
+    'd = Dash.options(name="dash-actor").remote()',
+    'torus.get(d.ping.remote())',
+    'print("ready", flush=True)',
+    'time.sleep(600)',
+  ].join('\n') + '\n');
+  const pythonPath = [path.join(REPO, 'python'), path.join(path.dirname(BIN_DIR), 'python')].join(':');
+  actorProc = spawn('/usr/bin/python3', [actorScript], { env: { ...env, PYTHONPATH: pythonPath }, stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((resolve, reject) => {
+    actorProc.stdout.on('data', (d) => { if (/ready/.test(String(d))) resolve(); });
+    actorProc.on('exit', (code) => reject(new Error(`the actor driver exited with ${code}`)));
+  });
+  await page.click('nav a[data-nav="actors"]');
+  await loaded('actors');
+  await page.waitForFunction(() => [...document.querySelectorAll('#actors-table tr[data-state="ALIVE"]')]
+    .some((tr) => /dash\/dash-actor/.test(tr.textContent) && /__main__\.Dash/.test(tr.textContent) &&
+      tr.querySelector('a[href^="#/nodes/"]') !== null),
+  null, { timeout: 15000 });
+  await page.screenshot({ path: path.join(OUTPUT_DIR, 'actors.png'), fullPage: true });
+
   // The overview again, to let a few polls run across views.
   await page.click('nav a[data-nav="overview"]');
   await loaded('overview');
@@ -294,6 +324,7 @@ async function cleanup() {
   } catch (e) { /* already gone */ }
   if (proxy) await proxy.close();
   if (trainProc && trainProc.exitCode === null) trainProc.kill('SIGTERM');
+  if (actorProc && actorProc.exitCode === null) actorProc.kill('SIGKILL');
   try {
     torus('down');
   } catch (e) {
