@@ -30,11 +30,15 @@ def _check_actor_options(opts):
     concurrency = opts.get("max_concurrency")
     if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
         raise ValueError(f"max_concurrency: a positive integer is required, got {concurrency!r}")
-    if opts.get("max_task_retries", 0) != 0:
-        raise ValueError("max_task_retries: calls are not retried in this version (0)")
+    _check_task_retries(opts.get("max_task_retries", 0))
     restarts = opts.get("max_restarts", 0)
     if not isinstance(restarts, int) or restarts < -1:
         raise ValueError(f"max_restarts: an integer >= -1 is required, got {restarts!r}")
+
+
+def _check_task_retries(retries):
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < -1:
+        raise ValueError(f"max_task_retries: an integer >= -1 is required, got {retries!r}")
 
 
 class ActorClass(Remote):
@@ -70,27 +74,29 @@ class ActorClass(Remote):
                                                name, namespace, self._name, methods)
         except ValueError as e:
             raise ValueError(f"{self._target.__name__}: {e}") from None
-        return ActorHandle(actor_id, state.core.address, self._name, methods)
+        return ActorHandle(actor_id, state.core.address, self._name, methods, int(opts.get("max_task_retries", 0)))
 
 
 class ActorHandle:
     """A handle on an actor: `handle.method.remote(...)`. It can be passed to tasks and other actors."""
 
-    def __init__(self, actor_id, owner, class_name, methods):
+    def __init__(self, actor_id, owner, class_name, methods, max_task_retries=0):
         self._actor_id = actor_id
         self._owner = owner
         self._class_name = class_name
         self._methods = set(methods)
+        self._max_task_retries = max_task_retries
 
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
         if name not in self._methods:
             raise AttributeError(f"actor {self._class_name} has no method {name!r}")
-        return ActorMethod(self, name, 1)
+        return ActorMethod(self, name, 1, self._max_task_retries)
 
     def __reduce__(self):
-        return (ActorHandle, (self._actor_id, self._owner, self._class_name, sorted(self._methods)))
+        return (ActorHandle, (self._actor_id, self._owner, self._class_name, sorted(self._methods),
+                              self._max_task_retries))
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id.hex()})"
@@ -100,22 +106,27 @@ class ActorHandle:
 
 
 class ActorMethod:
-    def __init__(self, handle, name, num_returns):
+    def __init__(self, handle, name, num_returns, max_task_retries=0):
         self._handle = handle
         self._name = name
         self._num_returns = num_returns
+        self._max_task_retries = max_task_retries
 
-    def options(self, num_returns=1, **unsupported):
+    def options(self, num_returns=1, max_task_retries=None, **unsupported):
         if unsupported:
-            raise ValueError(f"actor method options: only num_returns is supported, got {sorted(unsupported)}")
-        return ActorMethod(self._handle, self._name, num_returns)
+            raise ValueError(f"actor method options: only num_returns and max_task_retries are supported, got "
+                             f"{sorted(unsupported)}")
+        retries = self._max_task_retries if max_task_retries is None else max_task_retries
+        _check_task_retries(retries)
+        return ActorMethod(self._handle, self._name, num_returns, retries)
 
     def remote(self, *args, **kwargs):
         state = _runtime._state_or_init()
         wire_args = _wire_args(args, kwargs)
         h = self._handle
         ids = state.core.call_actor(h._actor_id, h._owner, _runtime._core_new_task_id(),
-                                    f"{h._class_name}.{self._name}", self._name, wire_args, self._num_returns)
+                                    f"{h._class_name}.{self._name}", self._name, wire_args, self._num_returns,
+                                    self._max_task_retries)
         refs = [_runtime.ObjectRef(i, state.core.address) for i in ids]
         return refs[0] if self._num_returns == 1 else refs
 

@@ -502,3 +502,41 @@ def test_the_state_api_lists_actors_and_tasks_with_filters(cluster, tmp_path):
     assert result["not_finished"] == []
     assert result["summary"]["FINISHED"] >= 4
     assert result["bad"] == "filters: each filter is (key, '=' or '!=', value), got ('state', '~', 'x')"
+
+
+def test_max_task_retries_sends_a_call_again_to_the_restarted_actor(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import json, os, signal, time, torus
+        torus.init()
+
+        @torus.remote(max_restarts=2, max_task_retries=1)
+        class Worker:
+            def pid(self):
+                return os.getpid()
+            def slow(self, seconds):
+                time.sleep(seconds)
+                return os.getpid()
+
+        w = Worker.remote()
+        first = torus.get(w.pid.remote())
+        retried = w.slow.remote(3)
+        time.sleep(1)
+        os.kill(first, signal.SIGKILL)
+        out = {"retried_ran_in_new_process": torus.get(retried, timeout=60) != first}
+        second = torus.get(w.pid.remote())
+        not_retried = w.slow.options(max_task_retries=0).remote(3)
+        time.sleep(1)
+        os.kill(second, signal.SIGKILL)
+        try:
+            torus.get(not_retried, timeout=60)
+        except torus.exceptions.ActorDiedError as e:
+            out["not_retried"] = str(e)[:60]
+        try:
+            w.slow.options(max_task_retries=-2)
+        except ValueError as e:
+            out["bad"] = str(e)
+        print(json.dumps(out))
+    """)
+    assert result["retried_ran_in_new_process"] is True
+    assert result["not_retried"].startswith("the actor's worker died while running")
+    assert result["bad"] == "max_task_retries: an integer >= -1 is required, got -2"

@@ -131,14 +131,15 @@ void ActorCaller::Send(const std::string& address, std::vector<std::shared_ptr<T
     *request->mutable_task() = *spec;
     auto reply = std::make_shared<PushTaskReply>();
     const std::string actor_id = spec->actor_id();
-    if (on_task_) on_task_(*spec, 0, "RUNNING", "", 0, "");
+    if (on_task_) on_task_(*spec, spec->attempt(), "RUNNING", "", 0, "");
     channels_->Worker(address)->async()->PushTask(
         ctx.get(), request.get(), reply.get(),
         [this, actor_id, address, spec, ctx, request, reply](grpc::Status status) {
           if (status.ok()) {
             if (on_task_) {
               const bool raised = reply->returns_size() > 0 && reply->returns(0).format() == "error";
-              on_task_(*spec, 0, raised ? "FAILED" : "FINISHED", "", 0, raised ? "it raised an exception" : "");
+              on_task_(*spec, spec->attempt(), raised ? "FAILED" : "FINISHED", "", 0,
+                       raised ? "it raised an exception" : "");
             }
             for (int i = 0; i < spec->num_returns(); ++i) {
               const ObjectValue& v = reply->returns(std::min(i, reply->returns_size() - 1));
@@ -148,17 +149,31 @@ void ActorCaller::Send(const std::string& address, std::vector<std::shared_ptr<T
             return;
           }
           // Its worker is gone: the next calls find out where the actor is now. A call that never reached it (the
-          // connection was refused) goes there too, in its order; one that did fails, as it may have run.
+          // connection was refused) goes there too, in its order; one that did fails, as it may have run, unless
+          // it may be retried.
           const bool undelivered = status.error_code() == grpc::StatusCode::UNAVAILABLE &&
                                    (status.error_message().find("failed to connect") != std::string::npos ||
                                     status.error_message().find("Connection refused") != std::string::npos);
+          // One that did reach it is sent again, to the restarted actor, while it has retries left
+          // (max_task_retries).
+          const bool retried =
+              !undelivered && (spec->max_retries() < 0 || spec->attempt() < spec->max_retries());
+          if (retried) {
+            spec->set_attempt(spec->attempt() + 1);
+            if (on_task_) {
+              on_task_(*spec, spec->attempt(), "PENDING", "", 0,
+                       absl::StrCat("retried: the actor's worker died (", status.error_message(), ")"));
+            }
+          }
           std::vector<std::shared_ptr<TaskSpec>> send;
           std::string next_address;
+          bool requeued = false;
           {
             std::lock_guard<std::mutex> lock(mu_);
             Actor& actor = actors_[actor_id];
             if (actor.known && actor.info.address() == address) actor.known = false;
-            if (undelivered && !stopping_) {
+            if ((undelivered || retried) && !stopping_) {
+              requeued = true;
               actor.waiting.push_back(spec);
               std::stable_sort(actor.waiting.begin(), actor.waiting.end(), [](const auto& a, const auto& b) {
                 const int64_t sa = a->sequence() > 0 ? a->sequence() : INT64_MAX;
@@ -168,8 +183,8 @@ void ActorCaller::Send(const std::string& address, std::vector<std::shared_ptr<T
               FlushLocked(actor_id, actor, send, next_address);
             }
           }
-          if (undelivered && !send.empty()) Send(next_address, std::move(send));
-          if (undelivered) return;
+          if (!send.empty()) Send(next_address, std::move(send));
+          if (requeued) return;
           Fail(*spec, absl::StrCat("the actor's worker died while running ", spec->name(), " (", status.error_message(),
                                    ")"));
         });

@@ -3,8 +3,9 @@
 // once. The actor's address comes from its owner (ResolveActor: this process's ActorManager, or an RPC to the owning
 // process); calls made while it is being created or restarted wait for it.
 //
-// A call in flight when the actor's worker dies fails ("actor_died"); later calls go to the restarted actor, or fail
-// with its death cause once it is DEAD. Returns are owned by this process like a task's.
+// A call in flight when the actor's worker dies fails ("actor_died") unless it has retries left (TaskSpec.max_retries,
+// Ray's max_task_retries): then it is sent again, in its order, to the restarted actor; later calls go to the
+// restarted actor, or fail with its death cause once it is DEAD. Returns are owned by this process like a task's.
 //
 // Thread-safety: thread-safe.
 #pragma once

@@ -239,12 +239,13 @@ PYBIND11_MODULE(_torus_core, m) {
            })
       .def("call_actor",
            [](CoreWorker& w, py::bytes actor_id, std::string owner, py::bytes task_id, std::string name,
-              std::string method, py::list args, int num_returns) {
+              std::string method, py::list args, int num_returns, int max_retries) {
              torus::core::TaskSpec spec;
              spec.set_task_id(std::string(task_id));
              spec.set_name(std::move(name));
              spec.set_method(std::move(method));
              spec.set_num_returns(num_returns);
+             spec.set_max_retries(max_retries);
              AddArgs(spec, args);
              std::vector<std::string> ids;
              {
