@@ -631,3 +631,26 @@ def test_a_full_object_store_refuses_puts_and_fails_returns_that_do_not_fit(clus
     assert result["return"].startswith("the object store of this process is full"), result["return"]
     assert result["after_free"] == 30 * 2**20
     assert result["bad"] == "object_store_memory: a positive number of bytes is required, got -1"
+
+
+def test_a_200_mb_array_put_on_one_node_is_read_bit_identical_on_another(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, """
+        import hashlib, json, numpy as np, torus
+        from torus.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        torus.init()
+        array = np.random.default_rng(7).integers(0, 2**62, size=200 * 2**20 // 8, dtype=np.int64)
+        ref = torus.put(array)
+        here = torus.get_runtime_context().get_node_id()
+        there = [n["NodeID"] for n in torus.nodes() if n["NodeID"] != here][0]
+
+        @torus.remote
+        def digest(x):
+            import hashlib
+            return hashlib.sha256(x.tobytes()).hexdigest(), x.dtype.str, x.shape, torus.get_runtime_context().get_node_id()
+
+        remote = torus.get(digest.options(scheduling_strategy=NodeAffinitySchedulingStrategy(there, soft=False))
+                           .remote(ref), timeout=300)
+        print(json.dumps({"same": remote[0] == hashlib.sha256(array.tobytes()).hexdigest(), "dtype": remote[1],
+                          "shape": list(remote[2]), "read_on_other_node": remote[3] == there != here}))
+    """, timeout=300)
+    assert result == {"same": True, "dtype": "<i8", "shape": [200 * 2**20 // 8], "read_on_other_node": True}
