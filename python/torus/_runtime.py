@@ -47,6 +47,7 @@ class _State:
         self.local_cluster = local_cluster  # (torus binary, TORUS_TEMP_DIR) of a cluster this process started
         self.is_worker = is_worker
         self.actor_id = None  # in an actor's worker
+        self.actor_resources = {}  # in an actor's worker: what it holds
         self.printer = None   # (thread, stop event) printing the workers' output
         self.http_address = None  # the head's HTTP API, once asked for (http_address())
         # Where actor names are looked up and registered: init(namespace=...), else the driver's (its workers get

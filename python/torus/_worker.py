@@ -124,6 +124,7 @@ def _create(task, fn, values, kwargs):
     cls, options = fn if isinstance(fn, tuple) else (fn, {})
     _actor = cls(*values, **kwargs)
     _runtime._state.actor_id = task["actor_id"]
+    _runtime._state.actor_resources = dict(task.get("resources") or {})
     is_async = any(inspect.iscoroutinefunction(getattr(cls, n, None)) for n in dir(cls) if not n.startswith("__"))
     concurrency = options.get("max_concurrency")
     if is_async:
@@ -135,7 +136,7 @@ def _create(task, fn, values, kwargs):
 
 def _run(core, functions, task):
     name = task["name"]
-    token = _runtime.current_task.set((task["task_id"], name))
+    token = _runtime.current_task.set((task["task_id"], name, task.get("resources") or {}))
     try:
         call, failed = _prepare(core, functions, task)
         if failed is not None:
@@ -156,7 +157,7 @@ def _run(core, functions, task):
 
 async def _run_async(core, functions, task):
     name = task["name"]
-    _runtime.current_task.set((task["task_id"], name))
+    _runtime.current_task.set((task["task_id"], name, task.get("resources") or {}))
     try:
         call, failed = _prepare(core, functions, task)
         if failed is not None:

@@ -34,6 +34,14 @@ class RuntimeContext:
     def worker_mode(self):
         return "WORKER" if self._state.is_worker else "DRIVER"
 
+    def get_assigned_resources(self):
+        """What this worker holds for the running code: an actor's resources in an actor (its methods included),
+        the task's in a task ({"CPU": 1.0, "TPU": 4.0}); {} in a driver."""
+        if self._state.actor_id:
+            return dict(self._state.actor_resources)
+        current = _runtime.current_task.get()
+        return dict(current[2]) if current and len(current) > 2 else {}
+
     def get_accelerator_ids(self):
         """The devices this worker holds: {"TPU": ["0", "1"], "GPU": [...]} (as TPU_VISIBLE_CHIPS and
         CUDA_VISIBLE_DEVICES give them)."""

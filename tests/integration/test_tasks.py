@@ -131,10 +131,21 @@ def test_tpu_tasks_each_get_their_own_chip_of_the_slice(cluster, tmp_path):
             time.sleep(1.0)  # all 16 hold their chip at once
             ctx = torus.get_runtime_context()
             return [ctx.get_node_id(), os.environ["TPU_VISIBLE_CHIPS"], ctx.get_accelerator_ids()["TPU"],
-                    os.environ.get("TPU_CHIPS_PER_HOST_BOUNDS")]
+                    os.environ.get("TPU_CHIPS_PER_HOST_BOUNDS"), ctx.get_assigned_resources()]
 
-        print(json.dumps(torus.get([chip.remote() for _ in range(16)], timeout=120)))
+        @torus.remote(num_cpus=2, resources={"TPU": 2})
+        class Pair:
+            def assigned(self):
+                return torus.get_runtime_context().get_assigned_resources()
+
+        out = torus.get([chip.remote() for _ in range(16)], timeout=120)
+        out.append([torus.get(Pair.remote().assigned.remote()), torus.get_runtime_context().get_assigned_resources()])
+        print(json.dumps(out))
     """)
+    actor_assigned, driver_assigned = result.pop()
+    assert actor_assigned == {"CPU": 2.0, "TPU": 2.0} and driver_assigned == {}
+    assert all(r[4] == {"CPU": 1.0, "TPU": 1.0} for r in result)
+    result = [r[:4] for r in result]
     assert len(result) == 16
     held = {(node, chips) for node, chips, _, _ in result}
     assert len(held) == 16, f"two tasks shared a chip: {sorted(result)}"

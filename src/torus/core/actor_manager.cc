@@ -34,6 +34,7 @@ void ActorManager::Create(TaskSpec creation, ActorOptions options) {
   const std::string id = creation.actor_id();
   std::lock_guard<std::mutex> lock(mu_);
   auto actor = std::make_unique<Actor>();
+  for (const auto& [k, v] : options.shape.resources) (*creation.mutable_resources())[k] = v;
   actor->creation = std::move(creation);
   actor->options = std::move(options);
   actor->info.set_state(ActorInfo::PENDING_CREATION);

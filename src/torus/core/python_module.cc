@@ -402,6 +402,9 @@ PYBIND11_MODULE(_torus_core, m) {
              d["actor_id"] = py::bytes(e->spec.actor_id());
              d["actor_creation"] = e->spec.actor_creation();
              d["method"] = e->spec.method();
+             std::map<std::string, double> resources;
+             for (const auto& [k, v] : e->spec.resources()) resources[k] = static_cast<double>(v) / 10000.0;
+             d["resources"] = resources;
              return d;
            })
       .def("finish_task",

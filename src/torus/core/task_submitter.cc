@@ -95,6 +95,7 @@ void TaskSubmitter::SetNodes(std::vector<LeaseNode> nodes) {
 void TaskSubmitter::Submit(TaskSpec spec, TaskOptions options) {
   spec.set_job_id(options_.job_id);
   spec.set_owner_address(options_.own_address);
+  for (const auto& [k, v] : options.shape.resources) (*spec.mutable_resources())[k] = v;
   for (int i = 1; i <= spec.num_returns(); ++i) table_->AddPending(ReturnObjectId(spec.task_id(), i));
   {
     std::lock_guard<std::mutex> lock(mu_);
