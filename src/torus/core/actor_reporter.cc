@@ -11,7 +11,7 @@ ActorReporter::ActorReporter(Channels* channels, std::string head_address)
       thread_([this] { Loop(); }) {}
 
 ActorReporter::~ActorReporter() {
-  Flush(std::chrono::seconds(2));
+  Flush(std::chrono::milliseconds(500));  // CoreWorker::Shutdown flushed already
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;

@@ -23,7 +23,7 @@ namespace torus::core {
 class ActorReporter {
  public:
   ActorReporter(Channels* channels, std::string head_address);
-  ~ActorReporter();  // Flush(2 s), then stops
+  ~ActorReporter();  // Flush(0.5 s), then stops
 
   // Registers a new actor: an unnamed one is queued (OK at once); a named one is sent now. AlreadyExists (the head's
   // message) for a name taken in its namespace; InvalidArgument for a malformed one; Unavailable when the head

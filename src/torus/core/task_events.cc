@@ -65,7 +65,7 @@ uint64_t TaskEvents::dropped() const {
   return dropped_;
 }
 
-void TaskEvents::SendBatch(std::vector<rpc::TaskEvent> batch) {
+void TaskEvents::SendBatch(std::vector<rpc::TaskEvent> batch, std::chrono::milliseconds deadline) {
   for (size_t start = 0; start < batch.size(); start += kMaxBatch) {
     rpc::ReportTasksRequest request;
     request.set_owner_address(owner_address_);
@@ -74,7 +74,7 @@ void TaskEvents::SendBatch(std::vector<rpc::TaskEvent> batch) {
     }
     grpc::ClientContext ctx;
     channels_->Authorize(ctx);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    ctx.set_deadline(std::chrono::system_clock::now() + deadline);
     rpc::ReportTasksReply reply;
     if (!stub_->ReportTasks(&ctx, request, &reply).ok()) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -91,7 +91,8 @@ void TaskEvents::Loop() {
     batch.swap(pending_);
     const bool stopping = stop_;
     lock.unlock();
-    if (!batch.empty()) SendBatch(std::move(batch));
+    // The last batch, as the process stops, does not hold up its exit for long.
+    if (!batch.empty()) SendBatch(std::move(batch), stopping ? std::chrono::seconds(1) : std::chrono::seconds(5));
     lock.lock();
     if (stopping) return;
   }

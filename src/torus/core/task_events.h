@@ -35,7 +35,7 @@ class TaskEvents {
  public:
   TaskEvents(Channels* channels, std::string head_address, std::string owner_address,
              std::chrono::milliseconds period = std::chrono::seconds(1), size_t max_pending = 100'000);
-  ~TaskEvents();  // sends what waits (one try), then stops
+  ~TaskEvents();  // sends what waits (one try, at most a second), then stops
 
   TaskEventSink Sink();
   void Add(rpc::TaskEvent event);
@@ -44,7 +44,7 @@ class TaskEvents {
 
  private:
   void Loop();
-  void SendBatch(std::vector<rpc::TaskEvent> batch);
+  void SendBatch(std::vector<rpc::TaskEvent> batch, std::chrono::milliseconds deadline);
 
   Channels* channels_;
   const std::string head_address_;
