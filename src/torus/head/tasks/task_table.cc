@@ -64,7 +64,11 @@ void TaskTable::EvictLocked() {
       ++oldest;
       continue;
     }
-    if (t != tasks_.end()) tasks_.erase(t);
+    if (t != tasks_.end()) {
+      // Ended tasks stay counted; a live one forgotten is no longer counted as pending or running.
+      if (!Terminal(t->second.state)) --counts_[{t->second.name, t->second.state}];
+      tasks_.erase(t);
+    }
     oldest = by_seq_.erase(oldest);
   }
 }

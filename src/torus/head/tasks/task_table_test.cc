@@ -88,6 +88,12 @@ TEST(TaskTableTest, KeepsTheNewestTasksEndedOnesGoingFirstButCountsAll) {
   for (int i = 0; i < 6; ++i) table.Apply("o", Batch({Event(absl::StrCat("t", i), "FINISHED", 10 + i)}));
   EXPECT_EQ(Ids(table.List({})), (std::vector<std::string>{"t5", "t4", "t3", "live"}));
   EXPECT_EQ(table.CountsByState()["FINISHED"], 6);
+  // Past twice the bound, live tasks go too, and are no longer counted as live.
+  for (int i = 0; i < 8; ++i) table.Apply("o", Batch({Event(absl::StrCat("p", i), "PENDING", 20 + i)}));
+  EXPECT_EQ(table.List({.limit = 100}).size(), 8u);
+  EXPECT_EQ(table.CountsByState()["RUNNING"], 0);
+  EXPECT_EQ(table.CountsByState()["PENDING"], 8);
+  EXPECT_EQ(table.CountsByState()["FINISHED"], 6);
 }
 
 TEST(TaskTableTest, TheLiveTasksOfAGoneOwnerFail) {
