@@ -7,12 +7,14 @@ placement, every worker restarted from the newest checkpoint after a failure) wh
 Result once the run succeeds; a run that fails raises TrainingFailedError with the root cause."""
 
 import datetime
+import json
 import os
 import sys
 import tempfile
 
 import cloudpickle
 
+from torus import _runtime
 from torus.train._checkpoint import Checkpoint
 from torus.train._config import RunConfig, ScalingConfig
 
@@ -105,7 +107,6 @@ class DataParallelTrainer:
     def fit(self):
         """Runs the function on every worker until the run ends; returns its Result, or raises TrainingFailedError
         (ValueError for a spec the head refuses, naming the field). Ctrl-C stops the run."""
-        from torus import _runtime
         state = _runtime._state_or_init()
         core = _runtime._import_core()
         http = _runtime.http_address(state)
@@ -117,7 +118,6 @@ class DataParallelTrainer:
             with open(os.path.join(package, PAYLOAD), "wb") as f:
                 f.write(payload)
             uri = core.upload_py_module(http, state.token, package)
-        import json
         spec = json.dumps(self._spec(uri))
         run_id = None
         try:
