@@ -53,19 +53,11 @@ TaskEventSink TaskEvents::Sink() {
 
 void TaskEvents::Add(rpc::TaskEvent event) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (pending_.size() >= max_pending_) {
-    pending_.erase(pending_.begin());
-    ++dropped_;
-  }
+  if (pending_.size() >= max_pending_) pending_.pop_front();  // the oldest goes
   pending_.push_back(std::move(event));
 }
 
-uint64_t TaskEvents::dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return dropped_;
-}
-
-void TaskEvents::SendBatch(std::vector<rpc::TaskEvent> batch, std::chrono::milliseconds deadline) {
+void TaskEvents::SendBatch(std::deque<rpc::TaskEvent> batch, std::chrono::milliseconds deadline) {
   for (size_t start = 0; start < batch.size(); start += kMaxBatch) {
     rpc::ReportTasksRequest request;
     request.set_owner_address(owner_address_);
@@ -76,10 +68,7 @@ void TaskEvents::SendBatch(std::vector<rpc::TaskEvent> batch, std::chrono::milli
     channels_->Authorize(ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + deadline);
     rpc::ReportTasksReply reply;
-    if (!stub_->ReportTasks(&ctx, request, &reply).ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      dropped_ += static_cast<uint64_t>(request.events_size());
-    }
+    (void)stub_->ReportTasks(&ctx, request, &reply);  // best effort: a batch the head missed is gone
   }
 }
 
@@ -87,7 +76,7 @@ void TaskEvents::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait_for(lock, period_, [this] { return stop_; });
-    std::vector<rpc::TaskEvent> batch;
+    std::deque<rpc::TaskEvent> batch;
     batch.swap(pending_);
     const bool stopping = stop_;
     lock.unlock();

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -39,12 +40,10 @@ class TaskEvents {
 
   TaskEventSink Sink();
   void Add(rpc::TaskEvent event);
-  // Events dropped so far (over the bound, or not taken by the head).
-  uint64_t dropped() const;
 
  private:
   void Loop();
-  void SendBatch(std::vector<rpc::TaskEvent> batch, std::chrono::milliseconds deadline);
+  void SendBatch(std::deque<rpc::TaskEvent> batch, std::chrono::milliseconds deadline);
 
   Channels* channels_;
   const std::string head_address_;
@@ -52,10 +51,9 @@ class TaskEvents {
   const std::chrono::milliseconds period_;
   const size_t max_pending_;
   std::unique_ptr<rpc::HeadService::Stub> stub_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<rpc::TaskEvent> pending_;  // guarded by mu_
-  uint64_t dropped_ = 0;                 // guarded by mu_
+  std::deque<rpc::TaskEvent> pending_;   // guarded by mu_
   bool stop_ = false;                    // guarded by mu_
   std::thread thread_;
 };

@@ -51,10 +51,12 @@ void OwnerMonitor::Stop() {
 }
 
 OwnerMonitor::Probe GrpcOwnerProbe(std::string token, std::chrono::milliseconds deadline) {
-  // One channel per owner, kept while the owner is probed (owners are few: drivers and the workers that create
-  // actors).
+  // One channel per owner, reused between rounds (owners are few: drivers and the workers that create actors); the
+  // cache starts over once it holds kMaxChannels, so owners long gone do not accumulate.
+  constexpr size_t kMaxChannels = 1024;
   auto channels = std::make_shared<std::map<std::string, std::shared_ptr<grpc::Channel>>>();
   return [token = std::move(token), deadline, channels](const std::string& owner) -> absl::Status {
+    if (channels->size() >= kMaxChannels && !channels->contains(owner)) channels->clear();
     auto& channel = (*channels)[owner];
     if (!channel) channel = grpc::CreateChannel(owner, grpc::InsecureChannelCredentials());
     auto stub = core::CoreWorkerService::NewStub(channel);
