@@ -6,7 +6,8 @@
 # `build/bin/torus train list`, `build/bin/torus down`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-WITH_TORCH=1 scripts/setup.sh
+# The programs and the Python module only: the tests build with scripts/test.sh.
+TORUS_TARGETS="torus torus-head torus-node torus-tpu-sim _torus_core" WITH_TORCH=1 scripts/setup.sh
 torus=build/bin/torus
 "$torus" down >/dev/null 2>&1 || true
 "$torus" up examples/clusters/local.yaml "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what torus needs from Debian (once; later runs skip what is present) and builds it into build/.
 # Usage: scripts/setup.sh            (build type RelWithDebInfo; BUILD_DIR overrides the folder; TORUS_BENCHMARKS=OFF
-#                                    leaves out the C++ benchmarks)
+#                                    leaves out the C++ benchmarks; TORUS_TARGETS="a b" builds only those targets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,7 +48,8 @@ fi
 build_dir="${BUILD_DIR:-build}"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
   -DTORUS_BENCHMARKS="${TORUS_BENCHMARKS:-ON}" >/dev/null
-ninja -C "$build_dir" -j "$(nproc)"
+# shellcheck disable=SC2086  # TORUS_TARGETS is a list of target names
+ninja -C "$build_dir" -j "$(nproc)" ${TORUS_TARGETS:-}
 echo "setup: built into $build_dir/bin"
 
 # `import torus` for Debian's python3: the package (python/) and its compiled core (<build>/python) on its path.

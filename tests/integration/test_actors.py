@@ -338,6 +338,48 @@ def test_available_resources_drop_while_an_actor_holds_chips(cluster, tmp_path):
     assert result == {"total": 16.0, "before": 16.0, "held": 12.0, "after": 16.0}
 
 
+def test_a_placement_group_is_placed_around_the_chips_that_actors_hold(cluster, tmp_path):
+    # Three actors lease the chips of three of the slice's four hosts from their agents (leases the head's groups
+    # do not account for); a one-host group then goes to the fourth host, and a second one waits until an actor
+    # goes — its reason says what it waits for — and is then placed on that actor's host.
+    result = driver_json(cluster, tmp_path, """
+        import json, time, torus
+        from torus.util import placement_group, remove_placement_group
+        torus.init()
+
+        @torus.remote(resources={"TPU": 4})
+        class WholeHost:
+            def node(self):
+                return torus.get_runtime_context().get_node_id()
+
+        actors = [WholeHost.remote() for _ in range(3)]
+        held = [torus.get(a.node.remote()) for a in actors]
+        first = placement_group([{"TPU": 4}])
+        first_ready = first.wait(timeout_seconds=30)
+        first_node = first.table()["bundles"][0]["node_id"]
+        second = placement_group([{"TPU": 4}])
+        second_ready_early = second.wait(timeout_seconds=2)
+        waiting = second.table()
+        torus.kill(actors[1])
+        second_ready = second.wait(timeout_seconds=30)
+        second_node = second.table()["bundles"][0]["node_id"]
+        remove_placement_group(first)
+        remove_placement_group(second)
+        print(json.dumps({"held": held, "first_ready": first_ready, "first_node": first_node,
+                          "second_ready_early": second_ready_early, "waiting_state": waiting["state"],
+                          "waiting_reason": waiting.get("reason", ""), "second_ready": second_ready,
+                          "second_node": second_node}))
+    """)
+    assert len(set(result["held"])) == 3, result
+    assert result["first_ready"], result
+    assert result["first_node"] not in result["held"], result
+    assert not result["second_ready_early"], result
+    assert result["waiting_state"] == "PENDING", result
+    assert "TPU" in result["waiting_reason"], result
+    assert result["second_ready"], result
+    assert result["second_node"] == result["held"][1], result
+
+
 def list_actors(t, *flags):
     result = t.ok("list", "actors", "--json", *flags)
     return {a["actor_id"]: a for a in json.loads(result.stdout)}

@@ -29,7 +29,7 @@
 
 extern char** environ;
 
-namespace {
+namespace malformed_rpc_test {
 
 class HeadProcess {
  public:
@@ -517,4 +517,4 @@ TEST_F(MalformedRpcTest, AWatchSeesAJobSubmittedOverHttpAndRefusalsLeaveTheHeadS
   EXPECT_EQ(AliveNodes(), 0);
 }
 
-}  // namespace
+}  // namespace malformed_rpc_test

@@ -7,13 +7,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "torus/accel/tpu_detect.h"
 
 namespace torus {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kGoogleVendorId[] = "0x1ae0";
 
 absl::Status MakeDirs(const fs::path& dir) {
   std::error_code ec;

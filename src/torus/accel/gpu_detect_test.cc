@@ -11,7 +11,7 @@
 #include "torus/accel/fake_host.h"
 
 namespace torus {
-namespace {
+namespace gpu_detect_test {
 
 namespace fs = std::filesystem;
 using ::testing::Contains;
@@ -142,5 +142,5 @@ TEST(GpuAcceleratorTypeFromModelTest, MapsModelNamesAsRayDoes) {
   for (const auto& [model, type] : cases) EXPECT_EQ(GpuAcceleratorTypeFromModel(model), type) << model;
 }
 
-}  // namespace
+}  // namespace gpu_detect_test
 }  // namespace torus

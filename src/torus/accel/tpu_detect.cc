@@ -23,7 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kGoogleVendorId[] = "0x1ae0";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Device files.

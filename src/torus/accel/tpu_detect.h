@@ -17,6 +17,9 @@
 
 namespace torus {
 
+// The PCI vendor id of Google's TPU devices (/sys/bus/pci/devices/*/vendor; tpu.md §1).
+inline constexpr char kGoogleVendorId[] = "0x1ae0";
+
 using EnvMap = std::map<std::string, std::string>;
 
 // GCE metadata `instance/attributes/<key>` values. Absent (nullopt) on any error, non-200 or empty body.

@@ -15,7 +15,7 @@
 #include "torus/common/well_known_labels.h"
 
 namespace torus {
-namespace {
+namespace tpu_detect_test {
 
 namespace fs = std::filesystem;
 using ::testing::Contains;
@@ -587,5 +587,5 @@ TEST(HttpMetadataSourceTest, DetectTpuReadsThePodTypeOverHttp) {
   EXPECT_EQ(info->pod_type->ToString(), "v6e-16");
 }
 
-}  // namespace
+}  // namespace tpu_detect_test
 }  // namespace torus

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace torus::cli {
-namespace {
+namespace cluster_spec_test {
 
 constexpr char kLocal[] = R"(
 head:
@@ -111,5 +111,5 @@ TEST(ClusterSpecTest, ByteSizes) {
   EXPECT_FALSE(ParseByteSize("99999999999Ti").ok());
 }
 
-}  // namespace
+}  // namespace cluster_spec_test
 }  // namespace torus::cli

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace torus::cli {
-namespace {
+namespace format_test {
 
 rpc::ClusterStatus Sample() {
   rpc::ClusterStatus s;
@@ -86,5 +86,5 @@ TEST(FormatTest, Amounts) {
   EXPECT_EQ(FormatAmount("memory", 5000 * 10000), "4.9 KiB");
 }
 
-}  // namespace
+}  // namespace format_test
 }  // namespace torus::cli

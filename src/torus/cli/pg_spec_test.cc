@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace torus::cli {
-namespace {
+namespace pg_spec_test {
 
 TEST(PgSpecTest, Bundles) {
   auto bundles = ParseBundlesJson("--bundles", R"([{"CPU": 1}, {"CPU": 0.5, "TPU": 4}])");
@@ -72,5 +72,5 @@ TEST(PgSpecTest, BundleFallbacks) {
   EXPECT_FALSE(ParseBundleFallbackJson(unknown_key).ok());
 }
 
-}  // namespace
+}  // namespace pg_spec_test
 }  // namespace torus::cli

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 
 namespace torus::client {
-namespace {
+namespace http_api_client_test {
 
 using ::testing::HasSubstr;
 using nlohmann::json;
@@ -424,5 +424,5 @@ TEST_F(HttpApiClientTest, AWatchWhoseStreamEndsIsUnavailableAndKeepsItsCursor) {
   EXPECT_EQ(cursor.revision, 6u);  // resume after what was delivered
 }
 
-}  // namespace
+}  // namespace http_api_client_test
 }  // namespace torus::client

@@ -13,7 +13,7 @@
 #include "torus/common/tpu_shape.h"
 
 namespace torus {
-namespace {
+namespace device_env_test {
 
 using Env = std::map<std::string, std::string>;
 
@@ -287,5 +287,5 @@ TEST(ValidateTpuRequestTest, MessagesOfSemanticsSection7) {
   }
 }
 
-}  // namespace
+}  // namespace device_env_test
 }  // namespace torus

@@ -10,18 +10,12 @@
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "torus/common/status.h"
+#include "torus/common/strings.h"
 
 namespace torus {
 namespace {
 
 using Op = LabelExpression::Op;
-
-// Debian's Abseil has its own absl::string_view, which does not convert from std::string_view.
-absl::string_view ToAbsl(std::string_view text) { return absl::string_view(text.data(), text.size()); }
-
-// Quotes user text for an error message; control and non-ASCII bytes are escaped so the message stays one line.
-std::string Quote(std::string_view text) { return absl::StrCat("\"", absl::CHexEscape(ToAbsl(text)), "\""); }
-std::string QuoteChar(char c) { return absl::StrCat("'", absl::CHexEscape(absl::string_view(&c, 1)), "'"); }
 
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
 // A value runs up to a delimiter of the grammar or a blank; whatever else it holds, ValidateLabelValue judges.
@@ -62,7 +56,7 @@ class SelectorTextParser {
       }
       if (Peek() == ')') return Error(pos_, "unbalanced ')'");
       if (Peek() == '(') return Error(pos_, "unexpected '('; only in(...) and exists() take parentheses");
-      return Error(pos_, absl::StrCat("unexpected ", QuoteChar(Peek()), "; expected ',' or the end of the selector"));
+      return Error(pos_, absl::StrCat("unexpected ", QuotedChar(Peek()), "; expected ',' or the end of the selector"));
     }
     std::sort(expressions.begin(), expressions.end(), ExpressionLess);
     expressions.erase(std::unique(expressions.begin(), expressions.end()), expressions.end());
@@ -135,7 +129,7 @@ class SelectorTextParser {
         break;
       }
       if (Peek() != ',') {
-        return Error(pos_, absl::StrCat("unexpected ", QuoteChar(Peek()), " in in(...); expected ',' or ')'"));
+        return Error(pos_, absl::StrCat("unexpected ", QuotedChar(Peek()), " in in(...); expected ',' or ')'"));
       }
       ++pos_;
     }
@@ -163,7 +157,7 @@ class SelectorTextParser {
 
   absl::Status Error(size_t position, const std::string& what) const {
     return absl::InvalidArgumentError(
-        absl::StrCat("label selector for ", Quote(key_), ": position ", position, ": ", what));
+        absl::StrCat("label selector for ", Quoted(key_), ": position ", position, ": ", what));
   }
 
   std::string_view key_;
@@ -234,7 +228,7 @@ absl::StatusOr<LabelSelector> LabelSelector::Parse(const std::map<std::string, s
     }
     auto [it, inserted] = written_as.emplace(*canonical, key);
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat("label selector: keys ", Quote(it->second), " and ", Quote(key),
+      return absl::InvalidArgumentError(absl::StrCat("label selector: keys ", Quoted(it->second), " and ", Quoted(key),
                                                      " both select ", *canonical, "; write one"));
     }
     absl::StatusOr<std::vector<LabelExpression>> expressions = SelectorTextParser(key, text).Parse();
@@ -266,13 +260,13 @@ absl::StatusOr<LabelSelector> LabelSelector::ParseJson(std::string_view json) {
         "label selector: expected a JSON object of label keys to selector strings, got ", parsed.type_name()));
   }
   if (!duplicate.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("label selector: duplicate key ", Quote(duplicate)));
+    return absl::InvalidArgumentError(absl::StrCat("label selector: duplicate key ", Quoted(duplicate)));
   }
   std::map<std::string, std::string> selector;
   for (const auto& [key, value] : parsed.items()) {
     if (!value.is_string()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("label selector for ", Quote(key), ": expected a string, got ", value.type_name()));
+          absl::StrCat("label selector for ", Quoted(key), ": expected a string, got ", value.type_name()));
     }
     selector.emplace(key, value.get<std::string>());
   }

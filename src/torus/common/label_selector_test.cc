@@ -17,7 +17,7 @@ void PrintTo(const LabelExpression& e, std::ostream* os) {
   *os << kOps[static_cast<int>(e.op)] << "(" << absl::StrJoin(e.values, ",") << ")";
 }
 
-namespace {
+namespace label_selector_test {
 
 using Op = LabelExpression::Op;
 
@@ -386,5 +386,5 @@ TEST(LabelSelectorParseJsonTest, DeepNestingIsAnErrorNotACrash) {
   EXPECT_EQ(Message(selector.status()), "label selector for \"team\": expected a string, got array");
 }
 
-}  // namespace
+}  // namespace label_selector_test
 }  // namespace torus

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "torus/common/status.h"
+#include "torus/common/strings.h"
 #include "torus/common/well_known_labels.h"
 #include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
@@ -34,21 +35,15 @@ constexpr absl::string_view kValueRule =
     "a value is empty, or 1-63 characters: letters, digits, '-', '_' or '.', beginning and ending with a letter "
     "or digit";
 
-// Debian's Abseil has its own absl::string_view, which does not convert from std::string_view.
-absl::string_view ToAbsl(std::string_view text) { return absl::string_view(text.data(), text.size()); }
 std::string_view ToStd(absl::string_view text) { return std::string_view(text.data(), text.size()); }
 
 // "a, b, c" of the well-known names or keys.
 template <size_t N>
 std::string JoinNames(const std::array<std::string_view, N>& names) {
   std::string out;
-  for (std::string_view name : names) absl::StrAppend(&out, out.empty() ? "" : ", ", ToAbsl(name));
+  for (std::string_view name : names) absl::StrAppend(&out, out.empty() ? "" : ", ", AbslView(name));
   return out;
 }
-
-// Quotes user text for an error message; control and non-ASCII bytes are escaped so the message stays one line.
-std::string Quote(std::string_view text) { return absl::StrCat("\"", absl::CHexEscape(ToAbsl(text)), "\""); }
-std::string QuoteChar(char c) { return absl::StrCat("'", absl::CHexEscape(absl::string_view(&c, 1)), "'"); }
 
 bool IsNameChar(char c) { return absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.'; }
 bool IsDnsChar(char c) { return absl::ascii_isalnum(c) || c == '-'; }
@@ -58,9 +53,9 @@ std::string NameProblem(absl::string_view subject, std::string_view name) {
   if (name.empty()) return absl::StrCat(subject, " is empty");
   if (name.size() > kMaxNameLength) return absl::StrCat(subject, " is ", name.size(), " characters long");
   auto bad = std::find_if_not(name.begin(), name.end(), IsNameChar);
-  if (bad != name.end()) return absl::StrCat(subject, " contains ", QuoteChar(*bad));
-  if (!absl::ascii_isalnum(name.front())) return absl::StrCat(subject, " begins with ", QuoteChar(name.front()));
-  if (!absl::ascii_isalnum(name.back())) return absl::StrCat(subject, " ends with ", QuoteChar(name.back()));
+  if (bad != name.end()) return absl::StrCat(subject, " contains ", QuotedChar(*bad));
+  if (!absl::ascii_isalnum(name.front())) return absl::StrCat(subject, " begins with ", QuotedChar(name.front()));
+  if (!absl::ascii_isalnum(name.back())) return absl::StrCat(subject, " ends with ", QuotedChar(name.back()));
   return {};
 }
 
@@ -69,7 +64,7 @@ std::string NameProblem(absl::string_view subject, std::string_view name) {
 std::string PrefixProblem(std::string_view prefix) {
   if (prefix.size() > kMaxPrefixLength) return absl::StrCat("the prefix is ", prefix.size(), " characters long");
   int index = 0;
-  for (absl::string_view segment : absl::StrSplit(ToAbsl(prefix), '.')) {
+  for (absl::string_view segment : absl::StrSplit(AbslView(prefix), '.')) {
     ++index;
     std::string subject = absl::StrCat("prefix segment ", index);
     if (segment.empty()) return absl::StrCat(subject, " is empty");
@@ -77,17 +72,17 @@ std::string PrefixProblem(std::string_view prefix) {
       return absl::StrCat(subject, " is ", segment.size(), " characters long");
     }
     auto bad = std::find_if_not(segment.begin(), segment.end(), IsDnsChar);
-    if (bad != segment.end()) return absl::StrCat(subject, " contains ", QuoteChar(*bad));
+    if (bad != segment.end()) return absl::StrCat(subject, " contains ", QuotedChar(*bad));
     if (!absl::ascii_isalnum(segment.front())) {
-      return absl::StrCat(subject, " begins with ", QuoteChar(segment.front()));
+      return absl::StrCat(subject, " begins with ", QuotedChar(segment.front()));
     }
-    if (!absl::ascii_isalnum(segment.back())) return absl::StrCat(subject, " ends with ", QuoteChar(segment.back()));
+    if (!absl::ascii_isalnum(segment.back())) return absl::StrCat(subject, " ends with ", QuotedChar(segment.back()));
   }
   return {};
 }
 
 absl::Status InvalidKey(std::string_view key, absl::string_view problem, absl::string_view rule) {
-  return absl::InvalidArgumentError(absl::StrCat("label key ", Quote(key), " is invalid: ", problem, "; ", rule));
+  return absl::InvalidArgumentError(absl::StrCat("label key ", Quoted(key), " is invalid: ", problem, "; ", rule));
 }
 
 bool IsUserSettable(std::string_view canonical_key) {
@@ -100,7 +95,7 @@ absl::StatusOr<std::string> CanonicalUserLabel(std::string_view key, std::string
   TORUS_ASSIGN_OR_RETURN(std::string canonical, CanonicalLabelKey(key));
   if (canonical.starts_with(kLabelPrefix) && !IsUserSettable(canonical)) {
     std::string read_as = canonical == key ? "" : absl::StrCat(" (read as ", canonical, ")");
-    return absl::InvalidArgumentError(absl::StrCat("label key ", Quote(key), read_as,
+    return absl::InvalidArgumentError(absl::StrCat("label key ", Quoted(key), read_as,
                                                    " is reserved; users may set only ",
                                                    JoinNames(kUserSettableWellKnownLabels)));
   }
@@ -175,11 +170,11 @@ absl::StatusOr<Labels> LabelsFromYaml(const YAML::Node& root) {
     }
     const std::string& key = key_node.Scalar();
     if (value_node.IsNull()) {
-      return absl::InvalidArgumentError(absl::StrCat(kFile, AtLine(key_node), "the value of ", Quote(key),
+      return absl::InvalidArgumentError(absl::StrCat(kFile, AtLine(key_node), "the value of ", Quoted(key),
                                                      " is null; write \"\" for an empty value"));
     }
     if (!value_node.IsScalar()) {
-      return absl::InvalidArgumentError(absl::StrCat(kFile, AtLine(key_node), "the value of ", Quote(key),
+      return absl::InvalidArgumentError(absl::StrCat(kFile, AtLine(key_node), "the value of ", Quoted(key),
                                                      " must be a string, number or boolean, got ",
                                                      NodeKind(value_node)));
     }
@@ -189,9 +184,9 @@ absl::StatusOr<Labels> LabelsFromYaml(const YAML::Node& root) {
     if (!canonical.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(kFile, AtLine(key_node), canonical.status().message()));
     }
-    auto [it, inserted] = first_seen.emplace(*canonical, absl::StrCat(Quote(key), OnLine(key_node)));
+    auto [it, inserted] = first_seen.emplace(*canonical, absl::StrCat(Quoted(key), OnLine(key_node)));
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat(kFile, AtLine(key_node), "duplicate key ", Quote(*canonical),
+      return absl::InvalidArgumentError(absl::StrCat(kFile, AtLine(key_node), "duplicate key ", Quoted(*canonical),
                                                      " (already set by ", it->second, ")"));
     }
     labels.emplace(std::move(*canonical), value);
@@ -223,7 +218,7 @@ absl::Status ValidateLabelValue(std::string_view key, std::string_view value) {
   std::string problem = NameProblem("the value", value);
   if (problem.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("label value ", Quote(value), " of key ", Quote(key), " is invalid: ", problem, "; ", kValueRule));
+      absl::StrCat("label value ", Quoted(value), " of key ", Quoted(key), " is invalid: ", problem, "; ", kValueRule));
 }
 
 absl::StatusOr<std::string> CanonicalLabelKey(std::string_view key) {
@@ -231,12 +226,12 @@ absl::StatusOr<std::string> CanonicalLabelKey(std::string_view key) {
   if (!key.starts_with(kRayLabelPrefix)) return std::string(key);
   std::string_view name = key.substr(kRayLabelPrefix.size());
   if (std::find(kWellKnownLabelNames.begin(), kWellKnownLabelNames.end(), name) == kWellKnownLabelNames.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("label key ", Quote(key),
+    return absl::InvalidArgumentError(absl::StrCat("label key ", Quoted(key),
                                                    " is not supported: ray.io/ keys are read as torus.io/ keys "
                                                    "only for ",
                                                    JoinNames(kWellKnownLabelNames)));
   }
-  return absl::StrCat(ToAbsl(kLabelPrefix), ToAbsl(name));
+  return absl::StrCat(AbslView(kLabelPrefix), AbslView(name));
 }
 
 absl::StatusOr<Labels> CanonicalUserLabels(const Labels& labels) {
@@ -247,7 +242,7 @@ absl::StatusOr<Labels> CanonicalUserLabels(const Labels& labels) {
     auto [it, inserted] = given_as.emplace(canonical, key);
     if (!inserted) {
       return absl::InvalidArgumentError(
-          absl::StrCat("label keys ", Quote(it->second), " and ", Quote(key), " both set ", canonical));
+          absl::StrCat("label keys ", Quoted(it->second), " and ", Quoted(key), " both set ", canonical));
     }
     result.emplace(std::move(canonical), value);
   }
@@ -256,10 +251,10 @@ absl::StatusOr<Labels> CanonicalUserLabels(const Labels& labels) {
 
 absl::StatusOr<Labels> ParseLabelsFlag(std::string_view text) {
   Labels labels;
-  if (absl::StripAsciiWhitespace(ToAbsl(text)).empty()) return labels;
+  if (absl::StripAsciiWhitespace(AbslView(text)).empty()) return labels;
   std::map<std::string, std::string, std::less<>> set_by;  // canonical key -> the item that set it
   int index = 0;
-  for (absl::string_view raw_item : absl::StrSplit(ToAbsl(text), ',')) {
+  for (absl::string_view raw_item : absl::StrSplit(AbslView(text), ',')) {
     ++index;
     std::string_view item = ToStd(absl::StripAsciiWhitespace(raw_item));
     if (item.empty()) {
@@ -268,24 +263,24 @@ absl::StatusOr<Labels> ParseLabelsFlag(std::string_view text) {
     }
     size_t equals = item.find('=');
     if (equals == std::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("invalid --labels item ", Quote(item), ": expected key=value"));
+      return absl::InvalidArgumentError(absl::StrCat("invalid --labels item ", Quoted(item), ": expected key=value"));
     }
     // Spaces around '=' are trimmed as Ray does; they could never be part of a valid key or value.
-    std::string_view key = ToStd(absl::StripAsciiWhitespace(ToAbsl(item.substr(0, equals))));
-    std::string_view value = ToStd(absl::StripAsciiWhitespace(ToAbsl(item.substr(equals + 1))));
+    std::string_view key = ToStd(absl::StripAsciiWhitespace(AbslView(item.substr(0, equals))));
+    std::string_view value = ToStd(absl::StripAsciiWhitespace(AbslView(item.substr(equals + 1))));
     if (key.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("invalid --labels item ", Quote(item), ": the key is empty; expected key=value"));
+          absl::StrCat("invalid --labels item ", Quoted(item), ": the key is empty; expected key=value"));
     }
     absl::StatusOr<std::string> canonical = CanonicalUserLabel(key, value);
     if (!canonical.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("invalid --labels item ", Quote(item), ": ", canonical.status().message()));
+          absl::StrCat("invalid --labels item ", Quoted(item), ": ", canonical.status().message()));
     }
     auto [it, inserted] = set_by.emplace(*canonical, item);
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat("invalid --labels item ", Quote(item), ": duplicate key ",
-                                                     Quote(*canonical), " (already set by ", Quote(it->second), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("invalid --labels item ", Quoted(item), ": duplicate key ",
+                                                     Quoted(*canonical), " (already set by ", Quoted(it->second), ")"));
     }
     labels.emplace(std::move(*canonical), value);
   }
@@ -298,7 +293,7 @@ absl::StatusOr<Labels> ParseLabelsFile(std::string_view contents) {
   try {
     documents = YAML::LoadAll(std::string(contents));
   } catch (const YAML::Exception& e) {
-    if (ToStd(absl::StripLeadingAsciiWhitespace(ToAbsl(contents))).starts_with("{")) {
+    if (ToStd(absl::StripLeadingAsciiWhitespace(AbslView(contents))).starts_with("{")) {
       if (std::string json_error = JsonParseError(contents); !json_error.empty()) {
         return absl::InvalidArgumentError(absl::StrCat(kFile, "invalid JSON: ", json_error));
       }

@@ -8,7 +8,7 @@
 #include "torus/common/well_known_labels.h"
 
 namespace torus {
-namespace {
+namespace labels_test {
 
 const std::string kKeyRule = "a key is an optional prefix and '/' followed by a name";
 const std::string kNameRule =
@@ -429,5 +429,5 @@ TEST(FormatLabelsTest, KeyOrderAndRoundTrip) {
   EXPECT_EQ(*parsed, labels);
 }
 
-}  // namespace
+}  // namespace labels_test
 }  // namespace torus

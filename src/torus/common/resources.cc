@@ -13,14 +13,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
+#include "torus/common/strings.h"
 
 namespace torus {
 namespace {
 
 constexpr int64_t kMaxFixed = std::numeric_limits<int64_t>::max();
-
-// Debian's Abseil has its own absl::string_view, which does not convert from std::string_view.
-absl::string_view ToAbsl(std::string_view text) { return absl::string_view(text.data(), text.size()); }
 
 // A broken REQUIRES is a bug in the caller, not bad input: stop before it corrupts a ledger.
 [[noreturn]] void DieRequires(std::string_view what) {
@@ -104,7 +102,7 @@ std::string FormatFixed(int64_t fixed) {
 }
 
 void ResourceSet::SetFixed(std::string_view name, int64_t fixed) {
-  if (fixed < 0) DieRequires(absl::StrCat("SetFixed(\"", ToAbsl(name), "\", ", fixed, "): amount is negative"));
+  if (fixed < 0) DieRequires(absl::StrCat("SetFixed(\"", AbslView(name), "\", ", fixed, "): amount is negative"));
   if (fixed == 0) {
     auto it = amounts_.find(name);
     if (it != amounts_.end()) amounts_.erase(it);
@@ -120,7 +118,7 @@ void ResourceSet::SetFixed(std::string_view name, int64_t fixed) {
 
 void ResourceSet::Set(std::string_view name, double amount) {
   absl::StatusOr<int64_t> fixed = ToFixed(amount);
-  if (!fixed.ok()) DieRequires(absl::StrCat("Set(\"", ToAbsl(name), "\"): ", fixed.status().message()));
+  if (!fixed.ok()) DieRequires(absl::StrCat("Set(\"", AbslView(name), "\"): ", fixed.status().message()));
   SetFixed(name, *fixed);
 }
 
@@ -178,7 +176,7 @@ absl::Status ValidateResourceName(std::string_view name) {
       "or '_'";
   auto invalid = [&](absl::string_view problem) {
     return absl::InvalidArgumentError(
-        absl::StrCat("resource name \"", absl::CHexEscape(ToAbsl(name)), "\" is invalid: ", problem, "; ", kRule));
+        absl::StrCat("resource name \"", absl::CHexEscape(AbslView(name)), "\" is invalid: ", problem, "; ", kRule));
   };
   if (name.empty()) return invalid("it is empty");
   if (name.size() > 128) return invalid(absl::StrCat("it is ", name.size(), " characters long"));
@@ -193,7 +191,7 @@ absl::Status ValidateResourceName(std::string_view name) {
 
 absl::StatusOr<ResourceSet> ParseCustomResourcesJson(std::string_view json) {
   constexpr absl::string_view kFlag = "--resources: ";
-  if (absl::StripAsciiWhitespace(ToAbsl(json)).empty()) return ResourceSet();
+  if (absl::StripAsciiWhitespace(AbslView(json)).empty()) return ResourceSet();
 
   // nlohmann keeps the last of repeated keys silently; the callback sees every top-level key so that a repeat,
   // most likely a typo, is an error rather than a lost amount.

@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace torus {
-namespace {
+namespace resources_test {
 
 using ::testing::HasSubstr;
 
@@ -308,5 +308,5 @@ TEST(ParseCustomResourcesJsonTest, DeepNestingIsAnErrorNotACrash) {
   EXPECT_EQ(std::string(parsed.status().message()), R"(--resources: "a" must be a non-negative number, got an array)");
 }
 
-}  // namespace
+}  // namespace resources_test
 }  // namespace torus

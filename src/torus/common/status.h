@@ -3,8 +3,14 @@
 // Debian's Abseil has no RETURN_IF_ERROR / ASSIGN_OR_RETURN; these two macros are the project's own.
 #pragma once
 
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #define TORUS_CONCAT_INNER_(a, b) a##b
 #define TORUS_CONCAT_(a, b) TORUS_CONCAT_INNER_(a, b)
@@ -24,3 +30,19 @@
   auto tmp = (expr);                                 \
   if (!tmp.ok()) return tmp.status();                \
   lhs = std::move(tmp).value()
+
+namespace torus {
+
+// Internal: "<what> <path>: <strerror(errno)>", for a system call that just failed on `path`.
+inline absl::Status ErrnoError(std::string_view what, std::string_view path) {
+  return absl::InternalError(absl::StrCat(absl::string_view(what.data(), what.size()), " ",
+                                          absl::string_view(path.data(), path.size()), ": ", std::strerror(errno)));
+}
+
+// `status` with `prefix` before its message, keeping its code; OK stays OK.
+inline absl::Status PrefixStatus(std::string_view prefix, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(absl::string_view(prefix.data(), prefix.size()), status.message()));
+}
+
+}  // namespace torus

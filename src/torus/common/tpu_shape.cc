@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "torus/common/strings.h"
 
 namespace torus {
 namespace {
@@ -74,10 +75,9 @@ std::vector<std::string_view> NamedTopologies(TpuGeneration gen) {
 }
 
 // absl here predates its std::string_view alias, so the two types are converted by hand.
-absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 std::string_view AsStd(absl::string_view s) { return std::string_view(s.data(), s.size()); }
 
-std::string_view Trim(std::string_view s) { return AsStd(absl::StripAsciiWhitespace(AsAbsl(s))); }
+std::string_view Trim(std::string_view s) { return AsStd(absl::StripAsciiWhitespace(AbslView(s))); }
 
 // A positive decimal number of digits only ("+4", "-4", "4.0" and "" are rejected). Nine digits at most, so it
 // cannot overflow; no TPU dimension or pod-type suffix comes close.
@@ -176,7 +176,7 @@ std::vector<TpuGeneration> AllGenerations() {
 }
 
 absl::StatusOr<TpuGeneration> ParseAcceleratorType(std::string_view text) {
-  const std::string upper = absl::AsciiStrToUpper(AsAbsl(Trim(text)));
+  const std::string upper = absl::AsciiStrToUpper(AbslView(Trim(text)));
   for (const TpuGenerationInfo& info : kGenerations) {
     if (upper == info.accelerator_type) return info.generation;
   }
@@ -196,7 +196,7 @@ absl::StatusOr<TpuGeneration> ParseAcceleratorType(std::string_view text) {
 }
 
 std::optional<TpuGeneration> GenerationFromPciDeviceId(std::string_view device_id) {
-  const std::string id = absl::AsciiStrToLower(AsAbsl(Trim(device_id)));
+  const std::string id = absl::AsciiStrToLower(AbslView(Trim(device_id)));
   for (const TpuGenerationInfo& info : kGenerations) {
     if (id == info.pci_device_id) return info.generation;
   }
@@ -246,7 +246,7 @@ std::string PodType::LabelString() const {
 int PodType::Chips() const { return suffix / GetGenerationInfo(generation).cores_per_chip; }
 
 absl::StatusOr<PodType> ParsePodType(std::string_view text) {
-  std::string s = absl::AsciiStrToLower(AsAbsl(Trim(text)));
+  std::string s = absl::AsciiStrToLower(AbslView(Trim(text)));
   // tpu.md §3: "tpu-v6e-16" and "tpu7x-8" become "v6e-16" and "v7x-8".
   for (std::string_view lead : {"tpu-v", "tpu-", "tpu"}) {
     if (s.rfind(lead, 0) == 0) {

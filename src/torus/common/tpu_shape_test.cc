@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace torus {
-namespace {
+namespace tpu_shape_test {
 
 using ::testing::ElementsAre;
 
@@ -488,5 +488,5 @@ TEST(JoinTest, IntsAndBools) {
   EXPECT_EQ(JoinBools({true, false, true}), "true,false,true");
 }
 
-}  // namespace
+}  // namespace tpu_shape_test
 }  // namespace torus

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace torus {
-namespace {
+namespace utf8_test {
 
 TEST(Utf8Test, ValidText) {
   for (const char* ok : {"", "plain", "gr\xc3\xbc\xc3\x9f" "e", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf"}) {
@@ -31,5 +31,5 @@ TEST(Utf8Test, InvalidBytesBecomeQuestionMarks) {
   }
 }
 
-}  // namespace
+}  // namespace utf8_test
 }  // namespace torus

@@ -5,7 +5,7 @@
 #include <set>
 
 namespace torus::core {
-namespace {
+namespace lease_candidates_test {
 
 // The head host (CPUs), two TPU hosts of a v6e slice and a GPU host.
 std::vector<LeaseNode> Nodes() {
@@ -95,5 +95,5 @@ TEST(TaskShapeTest, KeysDifferByEveryPart) {
   EXPECT_EQ(keys.size(), 5u);
 }
 
-}  // namespace
+}  // namespace lease_candidates_test
 }  // namespace torus::core

@@ -5,7 +5,7 @@
 #include <thread>
 
 namespace torus::core {
-namespace {
+namespace object_table_test {
 
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
@@ -82,11 +82,11 @@ TEST(ObjectTableTest, APendingObjectIsKeptWithoutRefs) {
   EXPECT_EQ(table.State("a"), ObjectState::kPending);
 }
 
-}  // namespace
+}  // namespace object_table_test
 }  // namespace torus::core
 
 namespace torus::core {
-namespace {
+namespace object_table_test {
 
 TEST(ObjectTableBoundTest, APutThatDoesNotFitIsRefusedAndFreeingMakesRoom) {
   ObjectTable table(100);
@@ -120,5 +120,5 @@ TEST(ObjectTableBoundTest, AReturnThatDoesNotFitBecomesTheStoreFullFailure) {
   EXPECT_EQ(ObjectTable().max_bytes(), 0u);  // unbounded by default
 }
 
-}  // namespace
+}  // namespace object_table_test
 }  // namespace torus::core

@@ -67,13 +67,14 @@ struct HeadFlags {
   int64_t compact_after = 20'000;
 };
 
-// The python/ directory with torus_train.py: beside the source tree of a build (build/bin/../../python) or an
-// install (bin/../share/torus/python).
+// The python/ directory with torus_train.py: beside the source tree of a build (build/bin/../../python), in an
+// install (bin/../share/torus/python), or in the source tree this binary was built from (a build folder elsewhere).
 std::string DefaultPythonPath() {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
-  for (auto candidate : {exe.parent_path() / "../../python", exe.parent_path() / "../share/torus/python"}) {
+  for (auto candidate : {exe.parent_path() / "../../python", exe.parent_path() / "../share/torus/python",
+                         std::filesystem::path(TORUS_SOURCE_DIR) / "python"}) {
     if (std::filesystem::exists(candidate / "torus_train.py", ec)) {
       return std::filesystem::weakly_canonical(candidate, ec).string();
     }
@@ -153,6 +154,8 @@ int Run(const HeadFlags& flags) {
   torus::head::GrpcAgentPool agents(*token, std::chrono::milliseconds(flags.agent_rpc_timeout_ms));
   torus::head::PlacementScheduler scheduler(&store, &liveness, &agents, &clock,
                                             {.prepare_ttl_ms = flags.prepare_ttl_ms});
+  // Chips or CPUs that task leases give back may let a waiting group be placed.
+  liveness.OnLeasesChanged([&scheduler] { scheduler.Wake(); });
   torus::head::Membership membership(&store, &liveness, &scheduler, &clock, flags.node_timeout_ms * 1000);
   // An agent finds a restarted head within its gRPC reconnect backoff (at most 1 s, torus-node) and a heartbeat
   // period; until then its silence does not count.

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "torus/common/strings.h"
 
 namespace torus::metrics {
 namespace {
@@ -117,7 +118,6 @@ bool ParseValue(std::string_view token, double* out) {
 constexpr absl::string_view kNodeSuffix = "_node";
 
 // Debian's Abseil has its own string_view type.
-absl::string_view Absl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 }  // namespace
 
@@ -153,7 +153,7 @@ absl::StatusOr<std::vector<PromSample>> ParsePrometheusText(std::string_view tex
     if (!p.AtEnd()) {
       std::string_view ts = p.Token();
       int64_t ms = 0;
-      if (!absl::SimpleAtoi(Absl(ts), &ms)) {
+      if (!absl::SimpleAtoi(AbslView(ts), &ms)) {
         return p.Error(absl::StrCat(sample.name, ": bad timestamp '", std::string(ts), "'"));
       }
       sample.timestamp_ms = ms;
@@ -236,7 +236,7 @@ PluginChips ExtractPluginChips(const std::vector<PromSample>& samples) {
 }
 
 absl::StatusOr<HttpTarget> ParseDevicePluginAddr(std::string_view addr) {
-  absl::string_view rest = absl::StripAsciiWhitespace(Absl(addr));
+  absl::string_view rest = absl::StripAsciiWhitespace(AbslView(addr));
   if (rest.empty()) return absl::InvalidArgumentError("TPU_DEVICE_PLUGIN_ADDR is empty; expected host:port or URL");
   std::string scheme = "http";
   if (const size_t sep = rest.find("://"); sep != absl::string_view::npos) {

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 namespace torus::metrics {
-namespace {
+namespace device_plugin_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -195,5 +195,5 @@ TEST(DevicePluginClientUnreachableTest, Unavailable) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
 }
 
-}  // namespace
+}  // namespace device_plugin_test
 }  // namespace torus::metrics

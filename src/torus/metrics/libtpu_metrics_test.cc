@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 namespace torus::metrics {
-namespace {
+namespace libtpu_metrics_test {
 
 namespace tpu_rt = ::tpu::monitoring::runtime;
 using ::testing::ElementsAre;
@@ -270,5 +270,5 @@ TEST_F(LibtpuClientTest, NothingListeningIsUnavailable) {
   EXPECT_EQ(reading.chips.status().code(), absl::StatusCode::kUnavailable);
 }
 
-}  // namespace
+}  // namespace libtpu_metrics_test
 }  // namespace torus::metrics

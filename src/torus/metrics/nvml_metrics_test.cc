@@ -4,7 +4,7 @@
 #include "gtest/gtest.h"
 
 namespace torus::metrics {
-namespace {
+namespace nvml_metrics_test {
 
 using ::testing::HasSubstr;
 
@@ -44,5 +44,5 @@ TEST(NvmlMetricsTest, ReadsEveryGpuOfTheFakeLibrary) {
   EXPECT_EQ(g1.temperature_celsius, 61);
 }
 
-}  // namespace
+}  // namespace nvml_metrics_test
 }  // namespace torus::metrics

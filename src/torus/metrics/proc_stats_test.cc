@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace torus::metrics {
-namespace {
+namespace proc_stats_test {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -151,5 +151,5 @@ TEST(CpuRateTrackerTest, PercentOfOneCpuBetweenCalls) {
   EXPECT_FALSE(tracker.Update("w", {Proc(1, 77, 20)}, 5'000'000).has_value());
 }
 
-}  // namespace
+}  // namespace proc_stats_test
 }  // namespace torus::metrics

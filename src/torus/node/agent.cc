@@ -160,6 +160,16 @@ rpc::HeartbeatRequest Agent::NextHeartbeat(bool with_availability) {
   if (with_availability || ledger_version != reported_ledger_version_) {
     request.set_has_resources_available(true);
     rpc::ToProto(ledger_->Available(), request.mutable_resources_available());
+    // What leases hold, so that the head places its groups around them.
+    ResourceSet leased;
+    rpc::LeaseHoldings* holdings = request.mutable_leased();
+    for (const LedgerEntry& e : ledger_->Entries()) {
+      if (!IsLeaseGroup(e.group_id)) continue;
+      leased.Add(e.bundle.resources);
+      for (int chip : e.bundle.chips) holdings->add_chips(chip);
+      for (int gpu : e.bundle.gpus) holdings->add_gpus(gpu);
+    }
+    rpc::ToProto(leased, holdings->mutable_resources());
     reported_ledger_version_ = ledger_version;
   }
   return request;

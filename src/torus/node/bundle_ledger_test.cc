@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace torus::node {
-namespace {
+namespace bundle_ledger_test {
 
 ResourceSet Res(double cpu, double tpu) {
   ResourceSet r;
@@ -154,5 +154,5 @@ TEST_F(BundleLedgerTest, ReleaseAllReleasesEveryBundleAndNamesTheWorkers) {
   EXPECT_TRUE(ledger_.Entries().empty());
 }
 
-}  // namespace
+}  // namespace bundle_ledger_test
 }  // namespace torus::node

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace torus::node {
-namespace {
+namespace exit_details_test {
 
 namespace fs = std::filesystem;
 
@@ -107,5 +107,5 @@ TEST_F(ExitDetailsTest, OomCounterFindsTheMemoryCgroupOfAProcess) {
   EXPECT_FALSE(OomCounter::ForProcess(45, root_ + "/proc", root_ + "/cg").has_value());
 }
 
-}  // namespace
+}  // namespace exit_details_test
 }  // namespace torus::node

@@ -7,7 +7,7 @@
 #include <mutex>
 
 namespace torus::node {
-namespace {
+namespace exit_reporter_test {
 
 using std::chrono::milliseconds;
 
@@ -131,5 +131,5 @@ TEST_F(ExitReporterTest, StopsPromptlyWhileRetrying) {
   EXPECT_EQ(head_.Calls().size(), 1u);
 }
 
-}  // namespace
+}  // namespace exit_reporter_test
 }  // namespace torus::node

@@ -10,7 +10,7 @@
 #include <thread>
 
 namespace torus::node {
-namespace {
+namespace leftovers_test {
 
 pid_t StartSleeper(const std::string& mark_value) {
   pid_t pid = fork();
@@ -38,5 +38,5 @@ TEST(LeftoversTest, KillsOnlyProcessesMarkedWithThisWorkDir) {
   EXPECT_EQ(KillLeftoverWorkers("/tmp/torus-test-work-a"), 0);
 }
 
-}  // namespace
+}  // namespace leftovers_test
 }  // namespace torus::node

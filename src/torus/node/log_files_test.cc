@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace torus::node {
-namespace {
+namespace log_files_test {
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
@@ -170,5 +170,5 @@ TEST(DetectStdoutLogFileTest, RegularFileOnly) {
   EXPECT_EQ(detected_null, "");
 }
 
-}  // namespace
+}  // namespace log_files_test
 }  // namespace torus::node

@@ -83,13 +83,15 @@ std::string RandomNodeId() {
 }
 
 // Where task workers find the torus Python package: the python/ directory of the source tree and the build's python/
-// (its compiled module) beside a build (bin/../../python, bin/../python), or an install's share/torus/python.
+// (its compiled module) beside a build (bin/../../python, bin/../python), or an install's share/torus/python, or
+// the source tree this binary was built from (a build folder elsewhere).
 std::string DefaultPythonPath() {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
   std::vector<std::string> dirs;
-  for (auto candidate : {exe.parent_path() / "../../python", exe.parent_path() / "../share/torus/python"}) {
+  for (auto candidate : {exe.parent_path() / "../../python", exe.parent_path() / "../share/torus/python",
+                         std::filesystem::path(TORUS_SOURCE_DIR) / "python"}) {
     if (std::filesystem::exists(candidate / "torus" / "__init__.py", ec)) {
       dirs.push_back(std::filesystem::weakly_canonical(candidate, ec).string());
       break;

@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace torus::node {
-namespace {
+namespace metrics_sampler_test {
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
@@ -342,5 +342,5 @@ TEST(MakeHostMetricsSourcesTest, WhichSourcesExist) {
   }
 }
 
-}  // namespace
+}  // namespace metrics_sampler_test
 }  // namespace torus::node

@@ -10,7 +10,7 @@
 #include "torus/accel/fake_host.h"
 
 namespace torus::node {
-namespace {
+namespace node_identity_test {
 
 class NodeIdentityTest : public ::testing::Test {
  protected:
@@ -128,5 +128,5 @@ TEST(CpuCountTest, IsTheAffinityOfTheProcess) {
   ASSERT_EQ(sched_setaffinity(0, sizeof(original), &original), 0);
 }
 
-}  // namespace
+}  // namespace node_identity_test
 }  // namespace torus::node

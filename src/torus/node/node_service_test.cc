@@ -18,7 +18,7 @@
 #include "torus/rpc/generic_call_test_util.h"
 
 namespace torus::node {
-namespace {
+namespace node_service_test {
 
 constexpr char kToken[] = "secret";
 
@@ -451,5 +451,5 @@ TEST(FreePortTest, PortIsFreeOnTheWildcardAddress) {
   close(fd);
 }
 
-}  // namespace
+}  // namespace node_service_test
 }  // namespace torus::node

@@ -13,7 +13,7 @@
 #include "torus/package/zip.h"
 
 namespace torus::node {
-namespace {
+namespace package_cache_test {
 
 class PackageCacheTest : public ::testing::Test {
  protected:
@@ -236,5 +236,5 @@ TEST_F(PackageCacheTest, AMalformedReferenceIsInvalid) {
   EXPECT_EQ(fetches_.load(), 0);
 }
 
-}  // namespace
+}  // namespace package_cache_test
 }  // namespace torus::node

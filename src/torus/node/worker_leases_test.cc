@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace torus::node {
-namespace {
+namespace worker_leases_test {
 
 // A host with 8 CPUs and 4 TPU chips (v6e), whose task workers are `sh -c SCRIPT`; a thread plays the workers'
 // part of announcing themselves (port 40000 + n) once they run.
@@ -265,5 +265,5 @@ TEST(LeaseNamesTest, LeaseGroupsAndOwnersAreRecognised) {
   EXPECT_FALSE(IsLeaseOwner("job-1"));
 }
 
-}  // namespace
+}  // namespace worker_leases_test
 }  // namespace torus::node

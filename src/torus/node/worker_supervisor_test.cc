@@ -14,7 +14,7 @@
 #include <thread>
 
 namespace torus::node {
-namespace {
+namespace worker_supervisor_test {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -537,5 +537,5 @@ TEST_F(WorkerSupervisorTest, AFailedWorkerCarriesTheLastErrorLibtpuLoggedWhileIt
   EXPECT_EQ(exit->accelerator_error, "E1201 10:00:01.000000 7 tpu.cc:2] TPU chip 1 is unhealthy");
 }
 
-}  // namespace
+}  // namespace worker_supervisor_test
 }  // namespace torus::node

@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "torus/common/status.h"
+#include "torus/common/strings.h"
 #include "torus/package/zip.h"
 
 namespace torus::package {
@@ -28,13 +29,6 @@ namespace {
 
 // Bumped when the hashed framing changes, so that old and new names never collide.
 constexpr std::string_view kHashVersion = "torus-package-v1";
-
-// Debian's Abseil has its own absl::string_view, which does not convert from std::string_view.
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-absl::Status Errno(std::string_view what, std::string_view path) {
-  return absl::InternalError(absl::StrCat(Sv(what), " ", Sv(path), ": ", std::strerror(errno)));
-}
 
 class Sha256 {
  public:
@@ -61,14 +55,14 @@ class Sha256 {
 absl::StatusOr<uint64_t> ReadPieces(const std::string& path, bool follow,
                                     const std::function<void(std::string_view)>& piece) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
-  if (fd < 0) return Errno("cannot read", path);
+  if (fd < 0) return ErrnoError("cannot read", path);
   std::vector<char> buf(1 << 20);
   uint64_t total = 0;
   while (true) {
     const ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      const absl::Status status = Errno("cannot read", path);
+      const absl::Status status = ErrnoError("cannot read", path);
       ::close(fd);
       return status;
     }
@@ -107,7 +101,7 @@ std::optional<Pattern> ParsePattern(std::string_view line) {
   if (!line.empty() && line.front() == '/') line.remove_prefix(1);
   if (line.empty()) return std::nullopt;
   if (!anchored) p.segments.push_back("**");
-  for (absl::string_view s : absl::StrSplit(Sv(line), '/', absl::SkipEmpty())) p.segments.emplace_back(s);
+  for (absl::string_view s : absl::StrSplit(AbslView(line), '/', absl::SkipEmpty())) p.segments.emplace_back(s);
   return p;
 }
 
@@ -190,7 +184,7 @@ struct Walker {
   // Hashes a file's bytes as UpdateFramed would, reading in pieces (the name alone needs no copy of the file).
   static absl::Status HashFileFramed(Sha256& hash, const std::string& file) {
     struct stat st {};
-    if (::lstat(file.c_str(), &st) != 0) return Errno("cannot stat", file);
+    if (::lstat(file.c_str(), &st) != 0) return ErrnoError("cannot stat", file);
     const uint64_t size = static_cast<uint64_t>(st.st_size);
     char len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<char>(size >> (8 * i));
@@ -211,7 +205,7 @@ struct Walker {
     if (options.use_gitignore) TORUS_RETURN_IF_ERROR(ReadIgnoreFile(dir + "/.gitignore", rel.size()));
     std::vector<std::string> names;
     DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) return Errno("cannot read directory", dir);
+    if (d == nullptr) return ErrnoError("cannot read directory", dir);
     errno = 0;
     while (const dirent* e = ::readdir(d)) {
       const std::string_view name = e->d_name;
@@ -221,13 +215,13 @@ struct Walker {
     ::closedir(d);
     if (read_errno != 0) {
       errno = read_errno;
-      return Errno("cannot read directory", dir);
+      return ErrnoError("cannot read directory", dir);
     }
     std::sort(names.begin(), names.end());
     for (const std::string& name : names) {
       const std::string source = absl::StrCat(dir, "/", name);
       struct stat st;
-      if (::lstat(source.c_str(), &st) != 0) return Errno("cannot stat", source);
+      if (::lstat(source.c_str(), &st) != 0) return ErrnoError("cannot stat", source);
       EntryKind kind;
       if (S_ISREG(st.st_mode)) {
         kind = EntryKind::kFile;
@@ -256,7 +250,7 @@ struct Walker {
 absl::StatusOr<std::string> ReadLink(const std::string& path) {
   std::string target(4096, '\0');
   const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
-  if (n < 0) return Errno("cannot read symlink", path);
+  if (n < 0) return ErrnoError("cannot read symlink", path);
   target.resize(n);
   return target;
 }
@@ -271,7 +265,7 @@ absl::StatusOr<Packed> Pack(const std::string& dir, const std::string& out_path,
                             Walker& walker, ZipWriter* writer) {
   struct stat out;
   if (writer != nullptr) {
-    if (::stat(out_path.c_str(), &out) != 0) return Errno("cannot stat", out_path);
+    if (::stat(out_path.c_str(), &out) != 0) return ErrnoError("cannot stat", out_path);
     walker.out_dev = out.st_dev;
     walker.out_ino = out.st_ino;
   }
@@ -304,7 +298,7 @@ absl::StatusOr<Packed> Pack(const std::string& dir, const std::string& out_path,
     }
     if (writer == nullptr) continue;
     TORUS_RETURN_IF_ERROR(writer->Add(item.path, item.kind, item.mode, item.mtime, data));
-    if (::stat(out_path.c_str(), &out) != 0) return Errno("cannot stat", out_path);
+    if (::stat(out_path.c_str(), &out) != 0) return ErrnoError("cannot stat", out_path);
     if (static_cast<uint64_t>(out.st_size) > options.max_bytes) {
       return TooLarge(dir, options.max_bytes, out.st_size, false);
     }
@@ -380,7 +374,7 @@ absl::StatusOr<std::string> PackageNameOfDirectory(const std::string& dir, const
 
 bool MatchesExclude(const std::vector<std::string>& patterns, std::string_view path, bool is_dir) {
   const std::vector<Pattern> parsed = ParsePatterns(patterns);
-  const std::vector<std::string> segments = absl::StrSplit(Sv(path), '/', absl::SkipEmpty());
+  const std::vector<std::string> segments = absl::StrSplit(AbslView(path), '/', absl::SkipEmpty());
   // As in git, nothing below an excluded directory can be re-included.
   std::vector<std::string> prefix;
   for (size_t i = 0; i + 1 < segments.size(); ++i) {

@@ -23,7 +23,7 @@
 #include "torus/package/zip.h"
 
 namespace torus::package {
-namespace {
+namespace pack_test {
 
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
@@ -364,5 +364,5 @@ TEST(Sha256Test, KnownVectorsAndFiles) {
   fs::remove_all(tmpl);
 }
 
-}  // namespace
+}  // namespace pack_test
 }  // namespace torus::package

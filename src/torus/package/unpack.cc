@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "torus/common/status.h"
+#include "torus/common/strings.h"
 
 namespace torus::package {
 namespace {
@@ -30,17 +31,9 @@ constexpr size_t kMaxPath = 4095;           // PATH_MAX less the NUL
 constexpr size_t kMaxSegment = 255;         // NAME_MAX
 constexpr size_t kMaxDepth = 256;           // directories below the destination
 
-// Debian's Abseil has its own absl::string_view, which does not convert from std::string_view.
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-std::string Quote(std::string_view s) { return absl::StrCat("\"", absl::CHexEscape(Sv(s)), "\""); }
 
 absl::Status Refuse(std::string_view entry, std::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("entry ", Quote(entry), ": ", Sv(why)));
-}
-
-absl::Status Errno(std::string_view what, std::string_view path) {
-  return absl::InternalError(absl::StrCat(Sv(what), " ", Sv(path), ": ", std::strerror(errno)));
+  return absl::InvalidArgumentError(absl::StrCat("entry ", Quoted(entry), ": ", AbslView(why)));
 }
 
 // One entry to write, with its path normalized to '/'-joined segments (no trailing '/').
@@ -80,11 +73,11 @@ absl::StatusOr<std::vector<std::string>> Segments(const std::string& name) {
 // following the archive's own symlinks; refuses when it leaves the root at any step.
 absl::Status ResolveWithin(const std::map<std::string, std::string>& links, std::vector<std::string>& dir,
                            std::string_view target, int& hops, std::string_view link, std::string_view link_target) {
-  for (absl::string_view s : absl::StrSplit(Sv(target), '/')) {
+  for (absl::string_view s : absl::StrSplit(AbslView(target), '/')) {
     if (s.empty() || s == ".") continue;
     if (s == "..") {
       if (dir.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat("symlink ", Quote(link), " -> ", Quote(link_target),
+        return absl::InvalidArgumentError(absl::StrCat("symlink ", Quoted(link), " -> ", Quoted(link_target),
                                                        ": target points outside the destination"));
       }
       dir.pop_back();
@@ -95,7 +88,7 @@ absl::Status ResolveWithin(const std::map<std::string, std::string>& links, std:
     if (it == links.end()) continue;
     if (++hops > kMaxSymlinkHops) {
       return absl::InvalidArgumentError(
-          absl::StrCat("symlink ", Quote(link), " -> ", Quote(link_target), ": too many levels of symlinks"));
+          absl::StrCat("symlink ", Quoted(link), " -> ", Quoted(link_target), ": too many levels of symlinks"));
     }
     dir.pop_back();  // a target is relative to its link's directory
     TORUS_RETURN_IF_ERROR(ResolveWithin(links, dir, it->second, hops, link, link_target));
@@ -136,7 +129,7 @@ absl::StatusOr<Plan> MakePlan(std::string_view archive, const ZipLimits& limits)
       const auto it = explicit_kinds.find(parent);
       if (it != explicit_kinds.end() && it->second != EntryKind::kDirectory) {
         return Refuse(info->path,
-                      absl::StrCat(Quote(parent), " is a ", it->second == EntryKind::kSymlink ? "symlink" : "file"));
+                      absl::StrCat(Quoted(parent), " is a ", it->second == EntryKind::kSymlink ? "symlink" : "file"));
       }
       plan.directories.insert(parent);
     }
@@ -151,7 +144,7 @@ absl::StatusOr<Plan> MakePlan(std::string_view archive, const ZipLimits& limits)
         const std::string& target = links.at(path);
         if (target.front() == '/') {
           return absl::InvalidArgumentError(
-              absl::StrCat("symlink ", Quote(info->path), " -> ", Quote(target), ": absolute targets are not allowed"));
+              absl::StrCat("symlink ", Quoted(info->path), " -> ", Quoted(target), ": absolute targets are not allowed"));
         }
         std::vector<std::string> dir(segments.begin(), segments.end() - 1);
         int hops = 0;
@@ -191,10 +184,10 @@ class Fd {
 // Opens the directory `rel` below `root` one segment at a time, never following a symlink.
 absl::StatusOr<Fd> OpenDirBelow(int root, std::string_view rel, const std::string& shown_root) {
   Fd dir(::dup(root));
-  if (dir.get() < 0) return Errno("cannot open", shown_root);
-  for (absl::string_view s : absl::StrSplit(Sv(rel), '/', absl::SkipEmpty())) {
+  if (dir.get() < 0) return ErrnoError("cannot open", shown_root);
+  for (absl::string_view s : absl::StrSplit(AbslView(rel), '/', absl::SkipEmpty())) {
     Fd next(::openat(dir.get(), std::string(s).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (next.get() < 0) return Errno("cannot open", absl::StrCat(shown_root, "/", Sv(rel)));
+    if (next.get() < 0) return ErrnoError("cannot open", absl::StrCat(shown_root, "/", AbslView(rel)));
     dir = std::move(next);
   }
   return dir;
@@ -210,7 +203,7 @@ absl::Status WriteAll(int fd, std::string_view data, const std::string& shown) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Errno("cannot write", shown);
+    if (n < 0) return ErrnoError("cannot write", shown);
     data.remove_prefix(n);
   }
   return absl::OkStatus();
@@ -223,9 +216,9 @@ absl::Status WriteTree(std::string_view archive, const Plan& plan, int root, con
     const auto [parent, name] = SplitParent(dir);
     TORUS_ASSIGN_OR_RETURN(Fd parent_fd, OpenDirBelow(root, parent, shown_root));
     const std::string shown = absl::StrCat(shown_root, "/", dir);
-    if (::mkdirat(parent_fd.get(), std::string(name).c_str(), 0700) != 0) return Errno("cannot create", shown);
+    if (::mkdirat(parent_fd.get(), std::string(name).c_str(), 0700) != 0) return ErrnoError("cannot create", shown);
     Fd fd(::openat(parent_fd.get(), std::string(name).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (fd.get() < 0 || ::fchmod(fd.get(), 0755) != 0) return Errno("cannot set the mode of", shown);
+    if (fd.get() < 0 || ::fchmod(fd.get(), 0755) != 0) return ErrnoError("cannot set the mode of", shown);
   }
   std::string open_parent = "\n";  // the files come in archive order; reuse the parent while it stays the same
   Fd parent_fd;
@@ -238,22 +231,22 @@ absl::Status WriteTree(std::string_view archive, const Plan& plan, int root, con
     const std::string shown = absl::StrCat(shown_root, "/", file.path);
     Fd fd(::openat(parent_fd.get(), std::string(name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                    0600));
-    if (fd.get() < 0) return Errno("cannot create", shown);
+    if (fd.get() < 0) return ErrnoError("cannot create", shown);
     // Written as it inflates: memory stays one piece whatever the entry's size.
     TORUS_RETURN_IF_ERROR(ReadZipEntryTo(archive, *file.info, [&](std::string_view piece) {
       return WriteAll(fd.get(), piece, shown);
     }));
-    if (::fchmod(fd.get(), (file.info->mode & 0111) ? 0755 : 0644) != 0) return Errno("cannot set the mode of", shown);
-    if (::close(fd.Release()) != 0) return Errno("cannot write", shown);
+    if (::fchmod(fd.get(), (file.info->mode & 0111) ? 0755 : 0644) != 0) return ErrnoError("cannot set the mode of", shown);
+    if (::close(fd.Release()) != 0) return ErrnoError("cannot write", shown);
   }
   for (const PlannedEntry& link : plan.symlinks) {
     const auto [parent, name] = SplitParent(link.path);
     TORUS_ASSIGN_OR_RETURN(Fd dir, OpenDirBelow(root, parent, shown_root));
     if (::symlinkat(link.target.c_str(), dir.get(), std::string(name).c_str()) != 0) {
-      return Errno("cannot create symlink", absl::StrCat(shown_root, "/", link.path));
+      return ErrnoError("cannot create symlink", absl::StrCat(shown_root, "/", link.path));
     }
   }
-  if (::fchmod(root, 0755) != 0) return Errno("cannot set the mode of", shown_root);
+  if (::fchmod(root, 0755) != 0) return ErrnoError("cannot set the mode of", shown_root);
   return absl::OkStatus();
 }
 
@@ -271,17 +264,17 @@ absl::Status UnpackZip(std::string_view archive, const std::string& dest, const 
   std::string target = dest;
   while (target.size() > 1 && target.back() == '/') target.pop_back();
   if (target.empty() || target == "/") {
-    return absl::InvalidArgumentError(absl::StrCat("invalid destination ", Quote(dest)));
+    return absl::InvalidArgumentError(absl::StrCat("invalid destination ", Quoted(dest)));
   }
   struct stat st;
   if (::lstat(target.c_str(), &st) == 0) return absl::AlreadyExistsError(absl::StrCat(target, " already exists"));
   TORUS_ASSIGN_OR_RETURN(const Plan plan, MakePlan(archive, limits));
 
   std::string tmp = absl::StrCat(target, ".tmp-XXXXXX");
-  if (::mkdtemp(tmp.data()) == nullptr) return Errno("cannot create a directory beside", target);
+  if (::mkdtemp(tmp.data()) == nullptr) return ErrnoError("cannot create a directory beside", target);
   absl::Status status = [&]() -> absl::Status {
     Fd root(::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (root.get() < 0) return Errno("cannot open", tmp);
+    if (root.get() < 0) return ErrnoError("cannot open", tmp);
     TORUS_RETURN_IF_ERROR(WriteTree(archive, plan, root.get(), tmp));
     // RENAME_NOREPLACE: a plain rename would replace an empty directory created at `dest` meanwhile.
     int rc = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE);
@@ -290,7 +283,7 @@ absl::Status UnpackZip(std::string_view archive, const std::string& dest, const 
     }
     if (rc == 0) return absl::OkStatus();
     if (errno == EEXIST || errno == ENOTEMPTY) return absl::AlreadyExistsError(absl::StrCat(target, " already exists"));
-    return Errno(absl::StrCat("cannot rename ", tmp, " to"), target);
+    return ErrnoError(absl::StrCat("cannot rename ", tmp, " to"), target);
   }();
   if (!status.ok()) {
     std::error_code ignored;

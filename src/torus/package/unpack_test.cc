@@ -18,7 +18,7 @@
 #include "torus/package/zip.h"
 
 namespace torus::package {
-namespace {
+namespace unpack_test {
 
 using ::testing::HasSubstr;
 
@@ -281,5 +281,5 @@ TEST_F(UnpackTest, SecondUnpackLosesAndLeavesTheFirstWhole) {
   EXPECT_EQ(ReadFile(dest_ + "/v"), "1");
 }
 
-}  // namespace
+}  // namespace unpack_test
 }  // namespace torus::package

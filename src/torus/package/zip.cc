@@ -16,6 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "torus/common/status.h"
+#include "torus/common/strings.h"
 
 namespace torus::package {
 namespace {
@@ -38,15 +39,12 @@ constexpr uint16_t kFlagEncrypted = 0x0001;
 constexpr uint16_t kFlagUtf8 = 0x0800;
 constexpr size_t kChunk = 64 << 10;
 
-// Debian's Abseil has its own absl::string_view, which does not convert from std::string_view.
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
 absl::Status Bad(std::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("invalid zip archive: ", Sv(what)));
+  return absl::InvalidArgumentError(absl::StrCat("invalid zip archive: ", AbslView(what)));
 }
 
 std::string EntryName(size_t index, std::string_view path) {
-  return absl::StrCat("entry ", index, " (\"", absl::CHexEscape(Sv(path)), "\")");
+  return absl::StrCat("entry ", index, " (\"", absl::CHexEscape(AbslView(path)), "\")");
 }
 
 // Little-endian reads; callers have checked the bounds.
@@ -426,7 +424,7 @@ absl::Status ZipWriter::Add(std::string_view path, EntryKind kind, uint32_t mode
   if (impl_->fd < 0) return absl::FailedPreconditionError(absl::StrCat(impl_->path, ": archive already finished"));
   if (path.empty() || path.size() > kMax16) {
     return absl::InvalidArgumentError(
-        absl::StrCat("zip entry path must be 1 to 65535 bytes: \"", absl::CHexEscape(Sv(path)), "\""));
+        absl::StrCat("zip entry path must be 1 to 65535 bytes: \"", absl::CHexEscape(AbslView(path)), "\""));
   }
   Impl::Central e;
   e.path = std::string(path);

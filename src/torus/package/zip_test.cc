@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 
 namespace torus::package {
-namespace {
+namespace zip_test {
 
 using ::testing::HasSubstr;
 
@@ -430,5 +430,5 @@ TEST(ZipTest, CreateNamesThePath) {
   EXPECT_THAT(status.message(), HasSubstr("No such file or directory"));
 }
 
-}  // namespace
+}  // namespace zip_test
 }  // namespace torus::package

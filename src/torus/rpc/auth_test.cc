@@ -7,7 +7,7 @@
 #include <filesystem>
 
 namespace torus::rpc {
-namespace {
+namespace auth_test {
 
 TEST(AuthTest, BearerMatchesExactly) {
   EXPECT_TRUE(BearerMatches("Bearer abc", "abc"));
@@ -42,5 +42,5 @@ TEST(AuthTest, MissingTokenFileIsNotFound) {
   EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
 }
 
-}  // namespace
+}  // namespace auth_test
 }  // namespace torus::rpc

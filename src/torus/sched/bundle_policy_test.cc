@@ -5,7 +5,7 @@
 #include "torus/sched/sched_test_util.h"
 
 namespace torus::sched {
-namespace {
+namespace bundle_policy_test {
 
 using testing::CpuNode;
 using testing::Index;
@@ -244,5 +244,5 @@ TEST(ValidateBundleRequestTest, Table) {
   }
 }
 
-}  // namespace
+}  // namespace bundle_policy_test
 }  // namespace torus::sched

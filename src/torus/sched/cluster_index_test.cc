@@ -7,7 +7,7 @@
 #include "torus/sched/sched_test_util.h"
 
 namespace torus::sched {
-namespace {
+namespace cluster_index_test {
 
 using testing::Append;
 using testing::CpuNode;
@@ -226,5 +226,5 @@ TEST(ClusterIndexTest, ShuffledInputBuildsTheSameIndex) {
   }
 }
 
-}  // namespace
+}  // namespace cluster_index_test
 }  // namespace torus::sched

@@ -5,7 +5,7 @@
 #include "torus/sched/sched_test_util.h"
 
 namespace torus::sched {
-namespace {
+namespace single_policy_test {
 
 using testing::CpuNode;
 using testing::Index;
@@ -169,5 +169,5 @@ TEST(ValidateSingleRequestTest, Table) {
   }
 }
 
-}  // namespace
+}  // namespace single_policy_test
 }  // namespace torus::sched

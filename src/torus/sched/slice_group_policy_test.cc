@@ -6,7 +6,7 @@
 #include "torus/sched/sched_test_util.h"
 
 namespace torus::sched {
-namespace {
+namespace slice_group_policy_test {
 
 using testing::Append;
 using testing::Find;
@@ -386,5 +386,5 @@ TEST(SliceShapeRequestTest, ToString) {
   EXPECT_EQ(s.ToString(), "TPU-V6E 2x4 x1 (4 chips per host)");
 }
 
-}  // namespace
+}  // namespace slice_group_policy_test
 }  // namespace torus::sched

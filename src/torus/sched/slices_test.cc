@@ -5,7 +5,7 @@
 #include "torus/common/well_known_labels.h"
 
 namespace torus::sched {
-namespace {
+namespace slices_test {
 
 NodeSnapshot TpuHost(std::string id, std::string slice, int worker, bool alive = true,
                      std::string topology = "4x4", std::string type = "TPU-V6E", std::string pod = "v6e-16") {
@@ -135,5 +135,5 @@ TEST(SlicesTest, StateNames) {
   EXPECT_EQ(SliceStateName(SliceState::kReserved), "RESERVED");
 }
 
-}  // namespace
+}  // namespace slices_test
 }  // namespace torus::sched

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace torus::sim {
-namespace {
+namespace chip_model_test {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
@@ -87,5 +87,5 @@ TEST(ChipModelTest, Tpu7xReportsMemoryPerDeviceAndDutyPerChip) {
   EXPECT_EQ(s.hbm_total_bytes[3], 96 * kGiB);
 }
 
-}  // namespace
+}  // namespace chip_model_test
 }  // namespace torus::sim

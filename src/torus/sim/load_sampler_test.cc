@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace torus::sim {
-namespace {
+namespace load_sampler_test {
 
 constexpr char kMark[] = "/tmp/session/hosts/v6e-0-w0/work";
 
@@ -168,5 +168,5 @@ TEST(LoadSamplerTest, ReadsTheRealProcTree) {
   EXPECT_FALSE(loads[0].held());
 }
 
-}  // namespace
+}  // namespace load_sampler_test
 }  // namespace torus::sim

@@ -11,7 +11,7 @@
 #include "torus/sim/query.h"
 
 namespace torus::sim {
-namespace {
+namespace metric_service_test {
 
 namespace runtime = tpu::monitoring::runtime;
 
@@ -151,5 +151,5 @@ TEST(QueryTest, UnreachableAddressNamesIt) {
   EXPECT_NE(json.status().message().find("127.0.0.1:1"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace metric_service_test
 }  // namespace torus::sim

@@ -14,7 +14,7 @@
 #include "absl/time/civil_time.h"
 
 namespace torus::sim {
-namespace {
+namespace simulator_test {
 
 namespace runtime = tpu::monitoring::runtime;
 
@@ -113,5 +113,5 @@ TEST(SimulatorTest, FollowsARealWorkerAndLogsItsChip) {
   std::filesystem::remove_all(dir);
 }
 
-}  // namespace
+}  // namespace simulator_test
 }  // namespace torus::sim

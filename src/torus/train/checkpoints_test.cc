@@ -6,7 +6,7 @@
 #include <fstream>
 
 namespace torus::train {
-namespace {
+namespace checkpoints_test {
 namespace fs = std::filesystem;
 
 class CheckpointsTest : public ::testing::Test {
@@ -67,5 +67,5 @@ TEST_F(CheckpointsTest, StagedDirMustBeUnderStaging) {
   EXPECT_FALSE(ValidateStagedDir(root_, root_ + "/.staging/attempt_1/nope").ok());
 }
 
-}  // namespace
+}  // namespace checkpoints_test
 }  // namespace torus::train

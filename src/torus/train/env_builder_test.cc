@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 
 namespace torus::train {
-namespace {
+namespace env_builder_test {
 
 using Env = std::map<std::string, std::string>;
 using Unset = std::vector<std::string>;
@@ -431,5 +431,5 @@ TEST(BuildGangEnvTest, Errors) {
   }
 }
 
-}  // namespace
+}  // namespace env_builder_test
 }  // namespace torus::train

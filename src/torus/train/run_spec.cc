@@ -16,14 +16,6 @@
 namespace torus::train {
 namespace {
 
-absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
-
-// `prefix` + the status's message, keeping its code.
-absl::Status Prefixed(const std::string& prefix, const absl::Status& status) {
-  if (status.ok() || prefix.empty()) return status;
-  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
-}
-
 std::string Chips(int n) { return absl::StrCat(n, n == 1 ? " chip" : " chips"); }
 
 // One alternative of a TPU run, resolved.
@@ -46,17 +38,17 @@ absl::StatusOr<Alternative> ResolveAlternative(const std::string& accelerator_ty
                                                const std::string& prefix) {
   Alternative alt;
   absl::StatusOr<TpuGeneration> gen = ParseAcceleratorType(accelerator_type);
-  if (!gen.ok()) return Prefixed(prefix, gen.status());
+  if (!gen.ok()) return PrefixStatus(prefix, gen.status());
   alt.generation = *gen;
   absl::StatusOr<Topology> topo = ParseTopology(alt.generation, topology);
-  if (!topo.ok()) return Prefixed(prefix, topo.status());
+  if (!topo.ok()) return PrefixStatus(prefix, topo.status());
   alt.topology = *topo;
   if (num_slices < 1) {
-    return Invalid(absl::StrCat(prefix, "num_slices=", num_slices, " is not valid; ask for at least 1 slice"));
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "num_slices=", num_slices, " is not valid; ask for at least 1 slice"));
   }
   alt.num_slices = num_slices;
   absl::StatusOr<SliceShape> shape = MakeSliceShape(alt.generation, alt.topology, chips_per_host);
-  if (!shape.ok()) return Prefixed(prefix, shape.status());
+  if (!shape.ok()) return PrefixStatus(prefix, shape.status());
   alt.chips_per_host = shape->chips_per_host;
   int admissible = 0;
   for (int cph : ValidChipsPerHost(alt.generation)) {
@@ -68,23 +60,23 @@ absl::StatusOr<Alternative> ResolveAlternative(const std::string& accelerator_ty
 
 absl::Status CheckTpuOnlyFieldsUnset(const ScalingConfig& s) {
   if (!s.accelerator_type.empty()) {
-    return Invalid(
+    return absl::InvalidArgumentError(
         "accelerator_type requires use_tpu; to pick a GPU type, use label_selector "
         "{\"torus.io/accelerator-type\": \"H100\"}");
   }
-  if (!s.topology.empty()) return Invalid("topology requires use_tpu");
-  if (s.num_slices != 1) return Invalid("num_slices requires use_tpu");
-  if (s.chips_per_host.has_value()) return Invalid("chips_per_host requires use_tpu");
-  if (!s.fallbacks.empty()) return Invalid("fallbacks require use_tpu");
+  if (!s.topology.empty()) return absl::InvalidArgumentError("topology requires use_tpu");
+  if (s.num_slices != 1) return absl::InvalidArgumentError("num_slices requires use_tpu");
+  if (s.chips_per_host.has_value()) return absl::InvalidArgumentError("chips_per_host requires use_tpu");
+  if (!s.fallbacks.empty()) return absl::InvalidArgumentError("fallbacks require use_tpu");
   return absl::OkStatus();
 }
 
 absl::Status PlanTpu(const ScalingConfig& s, const LabelSelector& selector, GangPlan& plan) {
   if (s.accelerator_type.empty() || s.topology.empty()) {
-    return Invalid("use_tpu requires accelerator_type and topology");
+    return absl::InvalidArgumentError("use_tpu requires accelerator_type and topology");
   }
   if (absl::AsciiStrToUpper(s.placement_strategy) != "PACK") {
-    return Invalid(absl::StrCat("placement_strategy \"", s.placement_strategy,
+    return absl::InvalidArgumentError(absl::StrCat("placement_strategy \"", s.placement_strategy,
                                 "\" applies only without use_tpu; a TPU run reserves whole slices"));
   }
   std::vector<Alternative> alts;
@@ -97,10 +89,10 @@ absl::Status PlanTpu(const ScalingConfig& s, const LabelSelector& selector, Gang
     const ScalingConfig::Fallback& f = s.fallbacks[i];
     const std::string prefix = absl::StrCat("fallback ", i + 1, ": ");
     if (f.accelerator_type.empty() || f.topology.empty()) {
-      return Invalid(absl::StrCat(prefix, "accelerator_type and topology are required"));
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "accelerator_type and topology are required"));
     }
     if (f.num_slices < 0) {
-      return Invalid(absl::StrCat(prefix, "num_slices=", f.num_slices,
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "num_slices=", f.num_slices,
                                   " is not valid; ask for at least 1 slice, or 0 for as many as the primary"));
     }
     const int num_slices = f.num_slices == 0 ? s.num_slices : f.num_slices;
@@ -111,7 +103,7 @@ absl::Status PlanTpu(const ScalingConfig& s, const LabelSelector& selector, Gang
 
   ResourceSet per_worker = s.resources_per_worker.value_or(ResourceSet());
   if (per_worker.GetFixed(kResourceGpu) > 0) {
-    return Invalid("resources_per_worker: GPU cannot be combined with use_tpu");
+    return absl::InvalidArgumentError("resources_per_worker: GPU cannot be combined with use_tpu");
   }
   const int64_t tpu_fixed = per_worker.GetFixed(kResourceTpu);
   bool whole_hosts = true;
@@ -122,17 +114,17 @@ absl::Status PlanTpu(const ScalingConfig& s, const LabelSelector& selector, Gang
       alt.chips_per_worker = alt.chips_per_host;
       continue;
     }
-    TORUS_RETURN_IF_ERROR(Prefixed(prefix, ValidateTpuRequest(FromFixed(tpu_fixed), alt.chips_per_host)));
+    TORUS_RETURN_IF_ERROR(PrefixStatus(prefix, ValidateTpuRequest(FromFixed(tpu_fixed), alt.chips_per_host)));
     alt.chips_per_worker = static_cast<int>(tpu_fixed / kResourceScale);
     if (alt.chips_per_host % alt.chips_per_worker != 0) {  // 1, 2, 4, 8 divide every valid chips per host
-      return Invalid(absl::StrCat(prefix, "TPU per worker ", alt.chips_per_worker, " does not divide the ",
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "TPU per worker ", alt.chips_per_worker, " does not divide the ",
                                   alt.chips_per_host, " chips per host"));
     }
     if (alt.chips_per_worker != alt.chips_per_host) whole_hosts = false;
   }
   for (size_t i = 0; i < alts.size(); ++i) {
     if (alts[i].Workers() > kMaxWorkers) {
-      return Invalid(absl::StrCat(i == 0 ? "" : absl::StrCat("fallback ", i, ": "), alts[i].ShapeText(), " with ",
+      return absl::InvalidArgumentError(absl::StrCat(i == 0 ? "" : absl::StrCat("fallback ", i, ": "), alts[i].ShapeText(), " with ",
                                   Chips(alts[i].chips_per_worker), " per worker is ", alts[i].Workers(),
                                   " workers; a run has at most ", kMaxWorkers));
     }
@@ -140,7 +132,7 @@ absl::Status PlanTpu(const ScalingConfig& s, const LabelSelector& selector, Gang
 
   const Alternative& primary = alts.front();
   if (s.num_workers.has_value() && *s.num_workers != primary.Workers()) {
-    return Invalid(absl::StrCat("num_workers=", *s.num_workers, " does not match ", primary.ShapeText(), " with ",
+    return absl::InvalidArgumentError(absl::StrCat("num_workers=", *s.num_workers, " does not match ", primary.ShapeText(), " with ",
                                 Chips(primary.chips_per_worker), " per worker; expected ", primary.Workers()));
   }
 
@@ -173,28 +165,28 @@ absl::Status PlanTpu(const ScalingConfig& s, const LabelSelector& selector, Gang
 
 absl::Status PlanBundles(const ScalingConfig& s, const LabelSelector& selector, GangPlan& plan) {
   TORUS_RETURN_IF_ERROR(CheckTpuOnlyFieldsUnset(s));
-  if (!s.num_workers.has_value()) return Invalid("num_workers is required without use_tpu");
+  if (!s.num_workers.has_value()) return absl::InvalidArgumentError("num_workers is required without use_tpu");
   if (*s.num_workers < 1) {
-    return Invalid(absl::StrCat("num_workers=", *s.num_workers, " is not valid; use 1 or more"));
+    return absl::InvalidArgumentError(absl::StrCat("num_workers=", *s.num_workers, " is not valid; use 1 or more"));
   }
   if (*s.num_workers > kMaxWorkers) {
-    return Invalid(absl::StrCat("num_workers=", *s.num_workers, " is too many; a run has at most ", kMaxWorkers));
+    return absl::InvalidArgumentError(absl::StrCat("num_workers=", *s.num_workers, " is too many; a run has at most ", kMaxWorkers));
   }
   ResourceSet per_worker;
   if (s.resources_per_worker.has_value()) {
     per_worker = *s.resources_per_worker;
     if (per_worker.GetFixed(kResourceTpu) > 0) {
-      return Invalid("resources_per_worker asks for TPU; TPU runs set use_tpu, accelerator_type and topology");
+      return absl::InvalidArgumentError("resources_per_worker asks for TPU; TPU runs set use_tpu, accelerator_type and topology");
     }
     if (per_worker.GetFixed(kResourceGpu) > 0 && !s.use_gpu) {
-      return Invalid("resources_per_worker asks for GPU; set use_gpu, or remove GPU from resources_per_worker");
+      return absl::InvalidArgumentError("resources_per_worker asks for GPU; set use_gpu, or remove GPU from resources_per_worker");
     }
   } else {
     per_worker.SetFixed(kResourceCpu, kResourceScale);
   }
   if (s.use_gpu && per_worker.GetFixed(kResourceGpu) == 0) per_worker.SetFixed(kResourceGpu, kResourceScale);
   if (per_worker.empty()) {
-    return Invalid("resources_per_worker is empty; give at least one positive amount, e.g. {\"CPU\": 1}");
+    return absl::InvalidArgumentError("resources_per_worker is empty; give at least one positive amount, e.g. {\"CPU\": 1}");
   }
   TORUS_ASSIGN_OR_RETURN(plan.bundle_request.strategy, sched::ParseStrategy(s.placement_strategy));
   plan.bundle_request.primary.bundles.assign(*s.num_workers, per_worker);
@@ -213,24 +205,24 @@ absl::Status ValidateRunConfig(const RunConfig& run) {
     const bool valid = run.name.size() <= 64 && std::all_of(run.name.begin(), run.name.end(), IsNameChar) &&
                        (absl::ascii_islower(run.name[0]) || absl::ascii_isdigit(run.name[0]));
     if (!valid) {
-      return Invalid(absl::StrCat("name \"", run.name,
+      return absl::InvalidArgumentError(absl::StrCat("name \"", run.name,
                                   "\" is not valid; use 1-64 characters of a-z, 0-9, '-', '_', '.', starting with a "
                                   "letter or digit"));
     }
   }
   if (!run.storage_path.empty() && !run.storage_path.starts_with("/")) {
-    return Invalid(absl::StrCat("storage_path \"", run.storage_path, "\" is not an absolute path"));
+    return absl::InvalidArgumentError(absl::StrCat("storage_path \"", run.storage_path, "\" is not an absolute path"));
   }
   if (run.max_failures < -1) {
-    return Invalid(absl::StrCat("max_failures=", run.max_failures,
+    return absl::InvalidArgumentError(absl::StrCat("max_failures=", run.max_failures,
                                 " is not valid; use -1 (unlimited), 0 (no restart) or more"));
   }
   if (run.placement_timeout_s < 0) {
-    return Invalid(absl::StrCat("placement_timeout_s=", run.placement_timeout_s,
+    return absl::InvalidArgumentError(absl::StrCat("placement_timeout_s=", run.placement_timeout_s,
                                 ": must be 0 (wait as long as it takes) or a number of seconds"));
   }
   if (run.checkpoints_to_keep.has_value() && *run.checkpoints_to_keep < 1) {
-    return Invalid(absl::StrCat("checkpoints_to_keep=", *run.checkpoints_to_keep,
+    return absl::InvalidArgumentError(absl::StrCat("checkpoints_to_keep=", *run.checkpoints_to_keep,
                                 " is not valid; keep at least 1 (unset keeps all)"));
   }
   return absl::OkStatus();
@@ -238,28 +230,28 @@ absl::Status ValidateRunConfig(const RunConfig& run) {
 
 absl::Status ValidateCommand(const RunSpec& spec) {
   if (spec.entrypoint.empty()) {
-    return Invalid("entrypoint is empty; give the program and its arguments, or a shell command");
+    return absl::InvalidArgumentError("entrypoint is empty; give the program and its arguments, or a shell command");
   }
-  if (spec.entrypoint[0].empty()) return Invalid("entrypoint[0] is empty; it names the program to run");
+  if (spec.entrypoint[0].empty()) return absl::InvalidArgumentError("entrypoint[0] is empty; it names the program to run");
   for (size_t i = 0; i < spec.entrypoint.size(); ++i) {
     if (spec.entrypoint[i].find('\0') != std::string::npos) {
-      return Invalid(absl::StrCat("entrypoint[", i, "] contains a NUL character"));
+      return absl::InvalidArgumentError(absl::StrCat("entrypoint[", i, "] contains a NUL character"));
     }
   }
   for (const auto& [name, value] : spec.env) {
     if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos) {
-      return Invalid(
+      return absl::InvalidArgumentError(
           absl::StrCat("env: variable name \"", name, "\" is not valid; a name is not empty and has no '='"));
     }
     if (value.find('\0') != std::string::npos) {
-      return Invalid(absl::StrCat("env: the value of ", name, " contains a NUL character"));
+      return absl::InvalidArgumentError(absl::StrCat("env: the value of ", name, " contains a NUL character"));
     }
   }
-  if (spec.working_dir.find('\0') != std::string::npos) return Invalid("working_dir contains a NUL character");
+  if (spec.working_dir.find('\0') != std::string::npos) return absl::InvalidArgumentError("working_dir contains a NUL character");
   // A package uploaded to the head ("gcs://<name>.zip") or a path on every host; no other URI scheme.
   auto location = [](const std::string& field, const std::string& value) -> absl::Status {
     if (value.find("://") != std::string::npos && value.rfind("gcs://", 0) != 0) {
-      return Invalid(absl::StrCat(field, " \"", value, "\" is not supported; use a package uploaded to the head ",
+      return absl::InvalidArgumentError(absl::StrCat(field, " \"", value, "\" is not supported; use a package uploaded to the head ",
                                   "(gcs://<name>.zip) or a directory on every host"));
     }
     return absl::OkStatus();
@@ -267,7 +259,7 @@ absl::Status ValidateCommand(const RunSpec& spec) {
   TORUS_RETURN_IF_ERROR(location("working_dir", spec.working_dir));
   for (size_t i = 0; i < spec.py_modules.size(); ++i) {
     if (spec.py_modules[i].empty() || spec.py_modules[i].find('\0') != std::string::npos) {
-      return Invalid(absl::StrCat("py_modules[", i, "] is empty or contains a NUL character"));
+      return absl::InvalidArgumentError(absl::StrCat("py_modules[", i, "] is empty or contains a NUL character"));
     }
     TORUS_RETURN_IF_ERROR(location(absl::StrCat("py_modules[", i, "]"), spec.py_modules[i]));
   }
@@ -285,7 +277,7 @@ std::string BaseName(const std::string& path) {
 
 absl::StatusOr<GangPlan> PlanRun(const RunSpec& spec) {
   const ScalingConfig& s = spec.scaling;
-  if (s.use_tpu && s.use_gpu) return Invalid("use_tpu and use_gpu cannot both be set");
+  if (s.use_tpu && s.use_gpu) return absl::InvalidArgumentError("use_tpu and use_gpu cannot both be set");
   GangPlan plan;
   {
     TORUS_ASSIGN_OR_RETURN(LabelSelector selector, LabelSelector::Parse(s.label_selector));

@@ -17,14 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
-
-// `prefix` + the status's message, keeping its code.
-absl::Status Prefixed(const std::string& prefix, const absl::Status& status) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
-}
-
 std::string Join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
 
 std::string Describe(const json& value) {
@@ -34,13 +26,13 @@ std::string Describe(const json& value) {
 }
 
 absl::Status TypeError(const std::string& path, std::string_view expected, const json& value) {
-  return Invalid(absl::StrCat(path, ": expected ", std::string(expected), ", got ", Describe(value)));
+  return absl::InvalidArgumentError(absl::StrCat(path, ": expected ", std::string(expected), ", got ", Describe(value)));
 }
 
 // Checks that `j` is an object with only `accepted` keys.
 absl::Status CheckObject(const json& j, const std::string& path, const std::vector<std::string>& accepted) {
   if (!j.is_object()) {
-    return path.empty() ? Invalid(absl::StrCat("expected a JSON object, got ", Describe(j)))
+    return path.empty() ? absl::InvalidArgumentError(absl::StrCat("expected a JSON object, got ", Describe(j)))
                         : TypeError(path, "an object", j);
   }
   std::vector<std::string> unknown;
@@ -48,7 +40,7 @@ absl::Status CheckObject(const json& j, const std::string& path, const std::vect
     if (std::find(accepted.begin(), accepted.end(), key) == accepted.end()) unknown.push_back(json(key).dump());
   }
   if (unknown.empty()) return absl::OkStatus();
-  return Invalid(absl::StrCat(path.empty() ? "" : path + ": ",
+  return absl::InvalidArgumentError(absl::StrCat(path.empty() ? "" : path + ": ",
                               unknown.size() == 1 ? "unknown field " : "unknown fields ", absl::StrJoin(unknown, ", "),
                               "; accepted: ", absl::StrJoin(accepted, ", ")));
 }
@@ -57,7 +49,7 @@ absl::StatusOr<int> ReadInt(const json& j, const std::string& path) {
   if (!j.is_number_integer()) return TypeError(path, "an integer", j);
   const bool fits = j.is_number_unsigned() ? j.get<uint64_t>() <= static_cast<uint64_t>(INT_MAX)
                                            : j.get<int64_t>() >= INT_MIN && j.get<int64_t>() <= INT_MAX;
-  if (!fits) return Invalid(absl::StrCat(path, ": ", j.dump(), " is out of range"));
+  if (!fits) return absl::InvalidArgumentError(absl::StrCat(path, ": ", j.dump(), " is out of range"));
   return static_cast<int>(j.get<int64_t>());
 }
 
@@ -91,10 +83,10 @@ absl::StatusOr<ResourceSet> ReadResources(const json& j, const std::string& path
   ResourceSet out;
   for (const auto& [name, value] : j.items()) {
     const std::string field = Join(path, name);
-    TORUS_RETURN_IF_ERROR(Prefixed(path + ": ", ValidateResourceName(name)));
+    TORUS_RETURN_IF_ERROR(PrefixStatus(path + ": ", ValidateResourceName(name)));
     if (!value.is_number()) return TypeError(field, "a non-negative number", value);
     absl::StatusOr<int64_t> fixed = ToFixed(value.get<double>());
-    if (!fixed.ok()) return Prefixed(field + ": ", fixed.status());
+    if (!fixed.ok()) return PrefixStatus(field + ": ", fixed.status());
     out.SetFixed(name, *fixed);
   }
   return out;
@@ -103,7 +95,7 @@ absl::StatusOr<ResourceSet> ReadResources(const json& j, const std::string& path
 absl::StatusOr<std::vector<std::string>> ReadEntrypoint(const json& j) {
   if (j.is_string()) {
     const std::string command = j.get<std::string>();
-    if (absl::StripAsciiWhitespace(command).empty()) return Invalid("entrypoint: the shell command is empty");
+    if (absl::StripAsciiWhitespace(command).empty()) return absl::InvalidArgumentError("entrypoint: the shell command is empty");
     return std::vector<std::string>{"/bin/sh", "-c", command};
   }
   if (!j.is_array()) return TypeError("entrypoint", "a list of strings or a shell command string", j);
@@ -282,11 +274,11 @@ absl::StatusOr<RunSpec> RunSpecFromJson(std::string_view text) {
     root = json::parse(text.begin(), text.end(),
                        [&](int, json::parse_event_t event, json& parsed) { return duplicates.OnEvent(event, parsed); });
   } catch (const json::exception& e) {
-    return Invalid(absl::StrCat("invalid JSON: ", JsonErrorText(e)));
+    return absl::InvalidArgumentError(absl::StrCat("invalid JSON: ", JsonErrorText(e)));
   }
   TORUS_RETURN_IF_ERROR(CheckObject(root, "", {"scaling_config", "run_config", "entrypoint", "env", "working_dir", "py_modules"}));
   if (!duplicates.duplicate().empty()) {
-    return Invalid(absl::StrCat("duplicate field \"", duplicates.duplicate(), "\""));
+    return absl::InvalidArgumentError(absl::StrCat("duplicate field \"", duplicates.duplicate(), "\""));
   }
   RunSpec spec;
   for (const auto& [key, value] : root.items()) {

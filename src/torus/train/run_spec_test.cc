@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace torus::train {
-namespace {
+namespace run_spec_test {
 
 using ::testing::ElementsAre;
 
@@ -535,5 +535,5 @@ TEST(RunSpecJsonTest, Errors) {
   }
 }
 
-}  // namespace
+}  // namespace run_spec_test
 }  // namespace torus::train

@@ -7,26 +7,24 @@
 namespace torus::head {
 namespace {
 
-absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
-
 bool IsHex(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 absl::Status CheckActor(const Actor& a) {
   if (a.id.empty() || a.id.str().size() > 64 || !IsHex(a.id.str())) {
-    return Invalid(absl::StrCat("actor_id: 1 to 64 lowercase hex digits are required, got \"", a.id.str(), "\""));
+    return absl::InvalidArgumentError(absl::StrCat("actor_id: 1 to 64 lowercase hex digits are required, got \"", a.id.str(), "\""));
   }
   if (a.name.size() > ActorDirectory::kMaxNameBytes || a.ns.size() > ActorDirectory::kMaxNameBytes) {
-    return Invalid(absl::StrCat("name and namespace: at most ", ActorDirectory::kMaxNameBytes, " bytes each"));
+    return absl::InvalidArgumentError(absl::StrCat("name and namespace: at most ", ActorDirectory::kMaxNameBytes, " bytes each"));
   }
-  if (a.class_name.empty()) return Invalid("class_name: required");
-  if (a.owner_address.empty()) return Invalid("owner_address: required (the owner's host:port)");
+  if (a.class_name.empty()) return absl::InvalidArgumentError("class_name: required");
+  if (a.owner_address.empty()) return absl::InvalidArgumentError("owner_address: required (the owner's host:port)");
   if (a.max_restarts < -1) {
-    return Invalid(absl::StrCat("max_restarts: -1 (without limit) or more is required, got ", a.max_restarts));
+    return absl::InvalidArgumentError(absl::StrCat("max_restarts: -1 (without limit) or more is required, got ", a.max_restarts));
   }
   for (const auto& [name, amount] : a.resources) {
-    if (amount < 0) return Invalid(absl::StrCat("resources[\"", name, "\"]: must not be negative"));
+    if (amount < 0) return absl::InvalidArgumentError(absl::StrCat("resources[\"", name, "\"]: must not be negative"));
   }
   return absl::OkStatus();
 }
@@ -37,7 +35,7 @@ absl::StatusOr<ActorState> ParseActorState(const std::string& field, const std::
   for (ActorState s : {ActorState::kPendingCreation, ActorState::kAlive, ActorState::kRestarting, ActorState::kDead}) {
     if (ActorStateName(s) == name) return s;
   }
-  return Invalid(absl::StrCat(field, ": \"", name, "\" is not a state; use PENDING_CREATION, ALIVE, RESTARTING or DEAD"));
+  return absl::InvalidArgumentError(absl::StrCat(field, ": \"", name, "\" is not a state; use PENDING_CREATION, ALIVE, RESTARTING or DEAD"));
 }
 
 absl::StatusOr<Actor> ActorDirectory::Register(Actor actor) {
@@ -65,12 +63,12 @@ absl::StatusOr<Actor> ActorDirectory::Register(Actor actor) {
 
 absl::StatusOr<Actor> ActorDirectory::Update(ActorUpdated update) {
   if (update.state == ActorState::kPendingCreation) {
-    return Invalid("state: an update is ALIVE, RESTARTING or DEAD");
+    return absl::InvalidArgumentError("state: an update is ALIVE, RESTARTING or DEAD");
   }
   if (update.state == ActorState::kAlive && update.worker_address.empty()) {
-    return Invalid("worker_address: required when ALIVE");
+    return absl::InvalidArgumentError("worker_address: required when ALIVE");
   }
-  if (update.restarts < 0) return Invalid("restarts: must not be negative");
+  if (update.restarts < 0) return absl::InvalidArgumentError("restarts: must not be negative");
   update.wall_ms = clock_->WallMillis();
   return store_->Update([&](Txn& txn) -> absl::StatusOr<Actor> {
     const Actor* a = txn.state().FindActor(update.actor);

@@ -8,7 +8,7 @@
 #include "torus/head/state/journal_test_util.h"
 
 namespace torus::head {
-namespace {
+namespace actor_directory_test {
 
 using testutil::SharedJournal;
 
@@ -187,5 +187,5 @@ TEST_F(ActorDirectoryTest, TheOwnerMonitorEndsTheActorsOfAnOwnerThatFailsThreePr
   EXPECT_EQ(probes["10.0.0.1:1"], 6);  // no live actors left there: not asked again
 }
 
-}  // namespace
+}  // namespace actor_directory_test
 }  // namespace torus::head

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace torus::head {
-namespace {
+namespace dashboard_http_test {
 
 using ::testing::HasSubstr;
 
@@ -121,5 +121,5 @@ TEST(DashboardHttpTest, EmbeddedPageReferencesOnlyEmbeddedFiles) {
   EXPECT_GT(references, 3);
 }
 
-}  // namespace
+}  // namespace dashboard_http_test
 }  // namespace torus::head

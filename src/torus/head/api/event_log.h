@@ -30,6 +30,10 @@
 
 namespace torus::head {
 
+// A watch or event stream with nothing new is sent a progress note (its revision) this often, so that a client
+// tells a quiet head from a lost one.
+inline constexpr absl::Duration kEventProgressInterval = absl::Seconds(10);
+
 struct Event {
   uint64_t revision = 0;
   std::string kind;     // "node", "group", "job", "run", "worker", "package"

@@ -8,7 +8,7 @@
 #include "torus/head/api/event_test_util.h"
 
 namespace torus::head {
-namespace {
+namespace event_log_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -163,5 +163,5 @@ TEST(EventLogTest, CloseWakesWaitingReaders) {
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
 }
 
-}  // namespace
+}  // namespace event_log_test
 }  // namespace torus::head

@@ -12,7 +12,6 @@ namespace torus::head {
 namespace {
 
 constexpr int kMaxWatches = 32;
-constexpr absl::Duration kProgressEvery = absl::Seconds(10);
 constexpr absl::Duration kCancelCheck = absl::Seconds(1);  // how soon a watch notices its client is gone
 
 grpc::Status WatchStatus(const absl::Status& s) {
@@ -92,7 +91,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<rpc::Event> {
       }
       cursor_ = batch->revision;
       if (batch->events.empty()) {
-        if (absl::Now() - last_sent < kProgressEvery) continue;
+        if (absl::Now() - last_sent < kEventProgressInterval) continue;
         open = Write(Progress());
         last_sent = absl::Now();
         continue;

@@ -12,7 +12,7 @@
 #include "torus/rpc/auth.h"
 
 namespace torus::head {
-namespace {
+namespace event_service_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -184,5 +184,5 @@ TEST(EventServiceTest, ClosingTheLogEndsOpenWatches) {
   EXPECT_EQ(status.error_message(), "the head is stopping");
 }
 
-}  // namespace
+}  // namespace event_service_test
 }  // namespace torus::head

@@ -13,7 +13,6 @@ namespace {
 
 constexpr int kMaxStreams = 32;
 constexpr int64_t kMaxWaitMs = 60'000;
-constexpr absl::Duration kProgressEvery = absl::Seconds(10);
 
 struct EventQuery {
   uint64_t since = 0;
@@ -140,7 +139,7 @@ void RegisterEventRoutes(httplib::Server& server, const EventLog* events) {
         const std::string hello = Sse("hello", {{"epoch", events->epoch()}, {"revision", stream->cursor}});
         if (!sink.write(hello.data(), hello.size())) return false;
       }
-      auto batch = events->Wait(stream->cursor, stream->query.filter, absl::Now() + kProgressEvery);
+      auto batch = events->Wait(stream->cursor, stream->query.filter, absl::Now() + kEventProgressInterval);
       std::string out;
       if (!batch.ok()) {
         nlohmann::json body = GoneBody(std::string(batch.status().message()), *events);

@@ -12,7 +12,7 @@
 #include "nlohmann/json.hpp"
 
 namespace torus::head {
-namespace {
+namespace events_http_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -195,5 +195,5 @@ TEST(EventsHttpTest, AStreamEndsWithAnErrorEventWhenTheHeadStops) {
   EXPECT_THAT(events[1], HasSubstr("the head is stopping"));
 }
 
-}  // namespace
+}  // namespace events_http_test
 }  // namespace torus::head

@@ -1,6 +1,9 @@
 #include "torus/head/api/heartbeat_stream.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "torus/common/status.h"
 #include "torus/rpc/auth.h"
 #include "torus/rpc/convert.h"
 #include "torus/rpc/server_auth.h"
@@ -99,20 +102,40 @@ class HeartbeatStreamServer::Call {
   rpc::HeartbeatReply reply_;
 };
 
-absl::StatusOr<std::optional<ResourceSet>> ParseHeartbeat(const rpc::HeartbeatRequest& request) {
+absl::StatusOr<std::optional<HeartbeatReport>> ParseHeartbeat(const rpc::HeartbeatRequest& request) {
   if (request.node_id().empty()) return absl::InvalidArgumentError("node_id: required");
-  if (!request.has_resources_available()) return std::optional<ResourceSet>();
-  auto parsed = rpc::FromProto(request.resources_available(), "resources_available");
-  if (!parsed.ok()) return parsed.status();
-  return std::optional<ResourceSet>(*std::move(parsed));
+  if (!request.has_resources_available()) return std::optional<HeartbeatReport>();
+  HeartbeatReport report;
+  TORUS_ASSIGN_OR_RETURN(report.available, rpc::FromProto(request.resources_available(), "resources_available"));
+  TORUS_ASSIGN_OR_RETURN(report.leased.resources, rpc::FromProto(request.leased().resources(), "leased.resources"));
+  // Device indices: 0-4095 each, listed once; kept ascending.
+  auto devices = [](const google::protobuf::RepeatedField<int32_t>& in, const char* field,
+                    std::vector<int>* out) -> absl::Status {
+    for (int32_t index : in) {
+      if (index < 0 || index > 4095) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ": ", index, " is not a device index (0-4095)"));
+      }
+      out->push_back(index);
+    }
+    std::sort(out->begin(), out->end());
+    if (std::adjacent_find(out->begin(), out->end()) != out->end()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": an index is listed twice"));
+    }
+    return absl::OkStatus();
+  };
+  TORUS_RETURN_IF_ERROR(devices(request.leased().chips(), "leased.chips", &report.leased.chips));
+  TORUS_RETURN_IF_ERROR(devices(request.leased().gpus(), "leased.gpus", &report.leased.gpus));
+  return std::optional<HeartbeatReport>(std::move(report));
 }
 
 absl::StatusOr<rpc::HeartbeatReply::Action> ApplyHeartbeat(const rpc::HeartbeatRequest& request,
                                                            Liveness& liveness) {
-  auto available = ParseHeartbeat(request);
-  if (!available.ok()) return available.status();
+  auto report = ParseHeartbeat(request);
+  if (!report.ok()) return report.status();
+  const HeartbeatReport* r = report->has_value() ? &**report : nullptr;
   const Liveness::Beat beat = liveness.Heartbeat(NodeId(request.node_id()), request.incarnation(),
-                                                 available->has_value() ? &**available : nullptr);
+                                                 r != nullptr ? &r->available : nullptr,
+                                                 r != nullptr ? &r->leased : nullptr);
   return beat == Liveness::Beat::kOk ? rpc::HeartbeatReply::OK : rpc::HeartbeatReply::REREGISTER;
 }
 

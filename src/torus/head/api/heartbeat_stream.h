@@ -28,8 +28,15 @@
 
 namespace torus::head {
 
-// The availability a heartbeat carries (nullopt when unchanged), or INVALID_ARGUMENT naming the field.
-absl::StatusOr<std::optional<ResourceSet>> ParseHeartbeat(const rpc::HeartbeatRequest& request);
+// What a heartbeat reports when availability changed: what the agent's ledger has available and what its task
+// leases hold.
+struct HeartbeatReport {
+  ResourceSet available;
+  LeaseHoldings leased;
+};
+
+// The report a heartbeat carries (nullopt when unchanged), or INVALID_ARGUMENT naming the field.
+absl::StatusOr<std::optional<HeartbeatReport>> ParseHeartbeat(const rpc::HeartbeatRequest& request);
 
 // Applies one heartbeat to `liveness`: OK or REREGISTER, or the parse error.
 absl::StatusOr<rpc::HeartbeatReply::Action> ApplyHeartbeat(const rpc::HeartbeatRequest& request, Liveness& liveness);

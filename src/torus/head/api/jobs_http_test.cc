@@ -13,7 +13,7 @@
 #include "torus/head/workloads/workload_test_util.h"
 
 namespace torus::head {
-namespace {
+namespace jobs_http_test {
 
 using testutil::TestHead;
 using testutil::World;
@@ -85,5 +85,5 @@ TEST_F(JobsHttpTest, AWaitingReadOfAFinishedLogAnswersWithTheRecordedEnd) {
   EXPECT_EQ(body["status"], "SUCCEEDED");
 }
 
-}  // namespace
+}  // namespace jobs_http_test
 }  // namespace torus::head

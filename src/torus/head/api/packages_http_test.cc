@@ -14,7 +14,7 @@
 #include "torus/package/zip.h"
 
 namespace torus::head {
-namespace {
+namespace packages_http_test {
 
 using testutil::TempDir;
 
@@ -150,5 +150,5 @@ TEST_F(PackagesHttpTest, RoutesNeedTheToken) {
   EXPECT_FALSE(packages_->Find("_ray_pkg_1.zip").has_value());
 }
 
-}  // namespace
+}  // namespace packages_http_test
 }  // namespace torus::head

@@ -8,7 +8,7 @@
 #include "torus/train/run_spec.h"
 
 namespace torus::head {
-namespace {
+namespace views_test {
 
 constexpr int64_t kWall = 1'733'050'000'000;
 
@@ -230,5 +230,5 @@ TEST(RunJsonTest, AttemptsRanksExitsAndCheckpoints) {
   EXPECT_EQ(RunJson(view)["attempts"][0]["ranks"][1]["error"], "was lost: node n2 died: no heartbeat for 3001 ms");
 }
 
-}  // namespace
+}  // namespace views_test
 }  // namespace torus::head

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace torus::head {
-namespace {
+namespace metrics_store_test {
 
 constexpr int64_t kT0 = 1'700'000'000'000;
 
@@ -187,5 +187,5 @@ TEST(MetricsTimeTest, ParsesAbsoluteAndRelativeTimes) {
   }
 }
 
-}  // namespace
+}  // namespace metrics_store_test
 }  // namespace torus::head

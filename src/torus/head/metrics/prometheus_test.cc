@@ -9,7 +9,7 @@
 #include <sstream>
 
 namespace torus::head {
-namespace {
+namespace prometheus_test {
 
 // A strict reading of the text format: every line is a HELP, a TYPE, or a sample of the family last declared.
 void ExpectValidExposition(const std::string& text) {
@@ -134,5 +134,5 @@ TEST(PrometheusTest, NodeAndChipMetricsAreGroupedFamiliesWithTheirTags) {
   EXPECT_EQ(later.Text().find("torus_tpu_duty_cycle_percent{"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace prometheus_test
 }  // namespace torus::head

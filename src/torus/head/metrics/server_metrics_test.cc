@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace torus::head {
-namespace {
+namespace server_metrics_test {
 
 TEST(HistogramTest, WritesCumulativeBuckets) {
   Histogram h({0.01, 0.1, 1});
@@ -53,5 +53,5 @@ TEST(GrpcCodeNameTest, Names) {
   EXPECT_EQ(GrpcCodeName(99), "CODE_99");
 }
 
-}  // namespace
+}  // namespace server_metrics_test
 }  // namespace torus::head

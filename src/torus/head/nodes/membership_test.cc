@@ -14,7 +14,7 @@
 #include "torus/head/state/journal.h"
 
 namespace torus::head {
-namespace {
+namespace membership_test {
 
 using sched::Strategy;
 using test_util::Bundle;
@@ -492,5 +492,5 @@ TEST_F(MembershipTest, RestoreLivenessMarksAliveNodesUnconfirmed) {
   EXPECT_EQ(liveness_.SilentMicros(NodeId("n2")), std::nullopt);
 }
 
-}  // namespace
+}  // namespace membership_test
 }  // namespace torus::head

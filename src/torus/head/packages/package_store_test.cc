@@ -12,7 +12,7 @@
 #include "torus/package/zip.h"
 
 namespace torus::head {
-namespace {
+namespace package_store_test {
 
 using testutil::SharedJournal;
 using testutil::TempDir;
@@ -211,5 +211,5 @@ TEST(PackageUsesTest, CountsLiveUsersOfJobsAndRunsAndIgnoresPaths) {
   EXPECT_EQ(uses.at("r.zip").live_users, 1);
 }
 
-}  // namespace
+}  // namespace package_store_test
 }  // namespace torus::head

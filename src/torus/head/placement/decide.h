@@ -1,4 +1,5 @@
-// One scheduling decision for one waiting group, against the head's own accounting of what every group holds:
+// One scheduling decision for one waiting group, against the head's own accounting of what every group holds (and
+// what the agents report their task leases hold, which no group accounts for):
 // the scheduling core chooses nodes (and slices and chip blocks), then each new bundle is given its devices —
 // TPU chips (an aligned block when the core did not choose them) and GPU indices (the lowest free ones) — so that
 // the agent's ledger, and every worker later started on the bundle, holds exactly these devices.
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "torus/head/state/cluster_state.h"
+#include "torus/head/state/liveness.h"
 #include "torus/head/state/model.h"
 #include "torus/sched/cluster_index.h"
 
@@ -37,9 +39,11 @@ struct PassInput {
 };
 
 // The pass input from the state. `placeable(node)` says whether a node that is alive in the state may be placed on
-// now (a node restored from the journal may not, until it registers again).
+// now (a node restored from the journal may not, until it registers again). `leased`: what task leases hold per
+// node, as their agents report it — not available, and their chips and GPUs busy.
 template <typename Placeable>
-PassInput BuildPassInput(const ClusterState& state, Placeable placeable);
+PassInput BuildPassInput(const ClusterState& state, Placeable placeable,
+                         const std::map<NodeId, LeaseHoldings>& leased = {});
 
 struct Decision {
   GroupId group;
@@ -66,11 +70,13 @@ DecideOutcome Decide(const Group& group, PassInput& input);
 // ---- template definition ----
 
 template <typename Placeable>
-PassInput BuildPassInput(const ClusterState& state, Placeable placeable) {
+PassInput BuildPassInput(const ClusterState& state, Placeable placeable,
+                         const std::map<NodeId, LeaseHoldings>& leased) {
   PassInput input;
   input.index.nodes = state.NodeSnapshots(/*include_dead=*/true);
   for (sched::NodeSnapshot& n : input.index.nodes) {
     if (n.alive && !placeable(NodeId(n.node_id))) n.alive = false;
+    if (auto it = leased.find(NodeId(n.node_id)); it != leased.end()) n.available.Subtract(it->second.resources);
   }
   input.index.slice_holders = state.SliceHolders();
   const std::map<NodeId, ClusterState::Held> held = state.HeldByNode();
@@ -81,8 +87,16 @@ PassInput BuildPassInput(const ClusterState& state, Placeable placeable) {
     if (auto it = held.find(id); it != held.end()) {
       d.busy_chips.insert(it->second.chips.begin(), it->second.chips.end());
       d.busy_gpus.insert(it->second.gpus.begin(), it->second.gpus.end());
-      input.index.busy_chips[id.str()] = it->second.chips;
     }
+    if (auto it = leased.find(id); it != leased.end()) {
+      for (int chip : it->second.chips) {
+        if (chip < d.host_chips) d.busy_chips.insert(chip);
+      }
+      for (int gpu : it->second.gpus) {
+        if (gpu < d.host_gpus) d.busy_gpus.insert(gpu);
+      }
+    }
+    if (!d.busy_chips.empty()) input.index.busy_chips[id.str()] = {d.busy_chips.begin(), d.busy_chips.end()};
   }
   return input;
 }

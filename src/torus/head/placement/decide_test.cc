@@ -6,7 +6,7 @@
 #include "torus/head/placement/placement_test_util.h"
 
 namespace torus::head {
-namespace {
+namespace decide_test {
 
 using sched::Strategy;
 using test_util::ApplyAll;
@@ -130,6 +130,46 @@ INSTANTIATE_TEST_SUITE_P(Indices, GpuIndexTest,
                                            GpuCase{"HoleBelowAHeldOne", {1}, 1, {0}},
                                            GpuCase{"LastFree", {0, 1, 2}, 1, {3}}),
                          [](const auto& info) { return info.param.name; });
+
+// ---- What task leases hold (reported by agents, held by no group) ----
+
+TEST_F(DecideTest, ChipsHeldByLeasesAreBusyAndTheirResourcesNotAvailable) {
+  Register({test_util::TpuHost("t1", 4), test_util::TpuHost("t2", 4)});
+  // t1's agent leases chips 0 and 1 to tasks: a pair goes to t1's free half; the whole host goes to t2.
+  const std::map<NodeId, LeaseHoldings> leased = {
+      {NodeId("t1"), LeaseHoldings{Res({{"CPU", 1}, {"TPU", 2}}), {0, 1}, {}}}};
+  PassInput input = BuildPassInput(state_, [](const NodeId&) { return true; }, leased);
+  EXPECT_THAT(input.devices[NodeId("t1")].busy_chips, ElementsAre(0, 1));
+  EXPECT_THAT(input.index.busy_chips["t1"], ElementsAre(0, 1));
+  const Group pair = Submit(test_util::NewBundleGroup(
+      "pg-pair", test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1}, {"TPU", 2}})})));
+  EXPECT_THAT(Layout(Decided(Decide(pair, input)).fresh), ElementsAre("0 t1 pg-pair:0 chips[2,3] gpus[]"));
+  const Group whole = Submit(test_util::NewBundleGroup(
+      "pg-whole", test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1}, {"TPU", 4}})}), 2));
+  EXPECT_THAT(Layout(Decided(Decide(whole, input)).fresh), ElementsAre("0 t2 pg-whole:0 chips[0,1,2,3] gpus[]"));
+}
+
+TEST_F(DecideTest, AGroupWaitsWhileLeasesHoldWhatItNeeds) {
+  Register({test_util::TpuHost("t1", 4)});
+  const std::map<NodeId, LeaseHoldings> leased = {{NodeId("t1"), LeaseHoldings{Res({{"TPU", 1}}), {3}, {}}}};
+  PassInput input = BuildPassInput(state_, [](const NodeId&) { return true; }, leased);
+  const Group g = Submit(test_util::NewBundleGroup(
+      "pg-a", test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1}, {"TPU", 4}})})));
+  const std::string reason = Reason(Decide(g, input));
+  EXPECT_EQ(reason.rfind("placed", 0), std::string::npos) << reason;
+  // Once the leases are gone it fits.
+  PassInput freed = Input();
+  EXPECT_THAT(Layout(Decided(Decide(g, freed)).fresh), ElementsAre("0 t1 pg-a:0 chips[0,1,2,3] gpus[]"));
+}
+
+TEST_F(DecideTest, GpusHeldByLeasesAreSkipped) {
+  Register({test_util::GpuHost("g1", 4)});
+  const std::map<NodeId, LeaseHoldings> leased = {{NodeId("g1"), LeaseHoldings{Res({{"GPU", 1}}), {}, {0}}}};
+  PassInput input = BuildPassInput(state_, [](const NodeId&) { return true; }, leased);
+  const Group g = Submit(
+      test_util::NewBundleGroup("pg-a", test_util::BundleReq(Strategy::kPack, {Res({{"GPU", 2}})})));
+  EXPECT_THAT(Layout(Decided(Decide(g, input)).fresh), ElementsAre("0 g1 pg-a:0 chips[] gpus[1,2]"));
+}
 
 TEST_F(DecideTest, BundlesOfOneDecisionTakeDifferentGpus) {
   Register({test_util::GpuHost("g1", 4)});
@@ -393,5 +433,5 @@ TEST_F(DecideTest, UnplaceableNodesAreNotPlacedOn) {
   EXPECT_THAT(Layout(Decided(Decide(g, input)).fresh), ElementsAre("0 c2 pg-a:0 chips[] gpus[]"));
 }
 
-}  // namespace
+}  // namespace decide_test
 }  // namespace torus::head

@@ -7,7 +7,7 @@
 #include "torus/head/state/journal.h"
 
 namespace torus::head {
-namespace {
+namespace group_ops_test {
 
 using sched::Strategy;
 using test_util::Bundle;
@@ -294,5 +294,5 @@ TEST_F(GroupOpsTest, NothingPickedNothingLost) {
   EXPECT_EQ(Get(a).state, PgState::kCreated);
 }
 
-}  // namespace
+}  // namespace group_ops_test
 }  // namespace torus::head

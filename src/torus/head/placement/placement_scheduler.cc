@@ -228,6 +228,8 @@ void PlacementScheduler::ExpireTimeouts() {
 
 void PlacementScheduler::Schedule() {
   auto placeable = [this](const NodeId& node) { return liveness_->Confirmed(node); };
+  // Read once per pass: a lease granted meanwhile may still refuse a prepare, and the group then retries.
+  const std::map<NodeId, LeaseHoldings> leased = liveness_->Leased();
   struct PassStart {
     std::vector<Group> waiting;
     PassInput input;
@@ -239,7 +241,7 @@ void PlacementScheduler::Schedule() {
       const bool ar = a.state == PgState::kRescheduling, br = b.state == PgState::kRescheduling;
       return ar != br ? ar : a.seq < b.seq;
     });
-    if (!out.waiting.empty()) out.input = BuildPassInput(s, placeable);
+    if (!out.waiting.empty()) out.input = BuildPassInput(s, placeable, leased);
     return out;
   });
   if (start.waiting.empty()) return;
@@ -279,7 +281,7 @@ void PlacementScheduler::Schedule() {
       auto fresh = store_->Read([&](const ClusterState& s) -> std::optional<std::pair<Group, PassInput>> {
         const Group* now_g = s.FindGroup(g.id);
         if (now_g == nullptr || !now_g->Waiting()) return std::nullopt;
-        return std::make_pair(*now_g, BuildPassInput(s, placeable));
+        return std::make_pair(*now_g, BuildPassInput(s, placeable, leased));
       });
       if (!fresh) continue;
       DecideOutcome outcome = Decide(fresh->first, fresh->second);
@@ -287,7 +289,7 @@ void PlacementScheduler::Schedule() {
         Reserve({std::move(*d)});
         placed = true;  // or refused: either way it was tried
         // What it holds now counts for the groups decided after it in this pass.
-        start.input = store_->Read([&](const ClusterState& s) { return BuildPassInput(s, placeable); });
+        start.input = store_->Read([&](const ClusterState& s) { return BuildPassInput(s, placeable, leased); });
       } else {
         reason = std::get<NotPlaced>(outcome).reason;
       }

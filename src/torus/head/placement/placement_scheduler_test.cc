@@ -15,7 +15,7 @@
 #include "torus/head/state/journal.h"
 
 namespace torus::head {
-namespace {
+namespace placement_scheduler_test {
 
 using sched::Strategy;
 using test_util::History;
@@ -481,5 +481,5 @@ TEST_F(PlacementSchedulerTest, TimeoutDoesNotFailAGroupReschedulingAfterItWasCre
                                                    absl::StrCat("1 c3 pg-0000000001:1 chips[] gpus[] a", Attempt(1))));
 }
 
-}  // namespace
+}  // namespace placement_scheduler_test
 }  // namespace torus::head

@@ -8,7 +8,7 @@
 #include "torus/train/run_spec.h"
 
 namespace torus::head {
-namespace {
+namespace cluster_state_test {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
@@ -612,5 +612,5 @@ TEST(ClusterStateIndexTest, LiveAndWaitingGroupsAndPruningOfEndedOnes) {
   EXPECT_EQ(s.live_groups(), (std::set<GroupId>{GroupId("pg-1")}));
 }
 
-}  // namespace
+}  // namespace cluster_state_test
 }  // namespace torus::head

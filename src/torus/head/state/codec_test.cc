@@ -10,7 +10,7 @@
 #include "torus/train/run_spec.h"
 
 namespace torus::head {
-namespace {
+namespace codec_test {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -506,11 +506,11 @@ TEST(StateCodecTest, DecodeStateErrors) {
   EXPECT_THAT(std::string(missing.status().message()), StartsWith("snapshot: "));
 }
 
-}  // namespace
+}  // namespace codec_test
 }  // namespace torus::head
 
 namespace torus::head {
-namespace {
+namespace codec_test {
 
 // Journals written before a worker's exit carried its cause, and before attempts had causes and report times.
 TEST(StateCodecTest, RecordsWithoutTheLaterFieldsDecodeWithDefaults) {
@@ -539,5 +539,5 @@ TEST(StateCodecTest, RecordsWithoutTheLaterFieldsDecodeWithDefaults) {
   EXPECT_FALSE(bad.ok());
 }
 
-}  // namespace
+}  // namespace codec_test
 }  // namespace torus::head

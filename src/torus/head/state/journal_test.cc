@@ -12,7 +12,7 @@
 #include "torus/head/state/journal_test_util.h"
 
 namespace torus::head {
-namespace {
+namespace journal_test {
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
@@ -223,5 +223,5 @@ TEST(SqliteJournalTest, UnusableDirectoryIsAnError) {
               HasSubstr("cannot create the state directory " + file + "/state: "));
 }
 
-}  // namespace
+}  // namespace journal_test
 }  // namespace torus::head

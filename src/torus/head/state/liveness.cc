@@ -5,13 +5,20 @@
 namespace torus::head {
 
 void Liveness::Registered(const NodeId& node, uint64_t incarnation, ResourceSet reported_available) {
-  absl::MutexLock lock(&mu_);
-  nodes_[node.str()] = Entry{incarnation, clock_->NowMicros(), true, std::move(reported_available)};
+  bool had_leases = false;
+  {
+    absl::MutexLock lock(&mu_);
+    Entry& e = nodes_[node.str()];
+    had_leases = !e.leased.empty();
+    // Its leases arrive with its first heartbeat.
+    e = Entry{incarnation, clock_->NowMicros(), true, std::move(reported_available), {}};
+  }
+  if (had_leases && on_leases_changed_) on_leases_changed_();
 }
 
 void Liveness::Restored(const NodeId& node, uint64_t incarnation, int64_t allowance_micros) {
   absl::MutexLock lock(&mu_);
-  nodes_[node.str()] = Entry{incarnation, clock_->NowMicros() + allowance_micros, false, std::nullopt};
+  nodes_[node.str()] = Entry{incarnation, clock_->NowMicros() + allowance_micros, false, std::nullopt, {}};
 }
 
 void Liveness::Forget(const NodeId& node, uint64_t incarnation) {
@@ -20,12 +27,23 @@ void Liveness::Forget(const NodeId& node, uint64_t incarnation) {
   if (it != nodes_.end() && it->second.incarnation == incarnation) nodes_.erase(it);
 }
 
-Liveness::Beat Liveness::Heartbeat(const NodeId& node, uint64_t incarnation, const ResourceSet* available) {
-  absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(node.str());
-  if (it == nodes_.end() || !it->second.confirmed || it->second.incarnation != incarnation) return Beat::kReregister;
-  it->second.last_heard_micros = clock_->NowMicros();
-  if (available != nullptr) it->second.available = *available;
+Liveness::Beat Liveness::Heartbeat(const NodeId& node, uint64_t incarnation, const ResourceSet* available,
+                                   const LeaseHoldings* leased) {
+  bool leases_changed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = nodes_.find(node.str());
+    if (it == nodes_.end() || !it->second.confirmed || it->second.incarnation != incarnation) {
+      return Beat::kReregister;
+    }
+    it->second.last_heard_micros = clock_->NowMicros();
+    if (available != nullptr) it->second.available = *available;
+    if (leased != nullptr && !(it->second.leased == *leased)) {
+      it->second.leased = *leased;
+      leases_changed = true;
+    }
+  }
+  if (leases_changed && on_leases_changed_) on_leases_changed_();
   return Beat::kOk;
 }
 
@@ -59,6 +77,15 @@ std::optional<ResourceSet> Liveness::ReportedAvailable(const NodeId& node) const
   auto it = nodes_.find(node.str());
   if (it == nodes_.end()) return std::nullopt;
   return it->second.available;
+}
+
+std::map<NodeId, LeaseHoldings> Liveness::Leased() const {
+  std::map<NodeId, LeaseHoldings> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, e] : nodes_) {
+    if (e.confirmed && !e.leased.empty()) out.emplace(NodeId(id), e.leased);
+  }
+  return out;
 }
 
 }  // namespace torus::head

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace torus::head {
-namespace {
+namespace liveness_test {
 
 using Beat = Liveness::Beat;
 
@@ -146,5 +146,40 @@ TEST_F(LivenessTest, ReportedAvailableChangesOnlyWhenAHeartbeatCarriesIt) {
   EXPECT_EQ(liveness_.ReportedAvailable(a_), ResourceSet());
 }
 
-}  // namespace
+TEST_F(LivenessTest, LeaseHoldingsOfConfirmedNodesAreKeptAndChangesAnnounced) {
+  int announced = 0;
+  liveness_.OnLeasesChanged([&] { ++announced; });
+  liveness_.Registered(a_, 1, Cpu(8));
+  liveness_.Registered(b_, 1, Cpu(8));
+  EXPECT_TRUE(liveness_.Leased().empty());
+
+  const LeaseHoldings two_chips{Cpu(1), {0, 1}, {}};
+  EXPECT_EQ(liveness_.Heartbeat(a_, 1, nullptr, &two_chips), Beat::kOk);
+  EXPECT_EQ(announced, 1);
+  ASSERT_EQ(liveness_.Leased().size(), 1u);
+  EXPECT_EQ(liveness_.Leased().at(a_), two_chips);
+  // The same holdings again, or none reported (unchanged): no announcement.
+  EXPECT_EQ(liveness_.Heartbeat(a_, 1, nullptr, &two_chips), Beat::kOk);
+  EXPECT_EQ(liveness_.Heartbeat(a_, 1, nullptr, nullptr), Beat::kOk);
+  EXPECT_EQ(announced, 1);
+  // Given back: announced (a waiting group may fit now), and the node is left out.
+  const LeaseHoldings none;
+  EXPECT_EQ(liveness_.Heartbeat(a_, 1, nullptr, &none), Beat::kOk);
+  EXPECT_EQ(announced, 2);
+  EXPECT_TRUE(liveness_.Leased().empty());
+
+  // A heartbeat of a stale incarnation changes nothing.
+  EXPECT_EQ(liveness_.Heartbeat(b_, 7, nullptr, &two_chips), Beat::kReregister);
+  EXPECT_TRUE(liveness_.Leased().empty());
+  EXPECT_EQ(announced, 2);
+
+  // Registering again forgets the holdings until the agent's next heartbeat reports them.
+  EXPECT_EQ(liveness_.Heartbeat(b_, 1, nullptr, &two_chips), Beat::kOk);
+  EXPECT_EQ(announced, 3);
+  liveness_.Registered(b_, 2, Cpu(8));
+  EXPECT_TRUE(liveness_.Leased().empty());
+  EXPECT_EQ(announced, 4);
+}
+
+}  // namespace liveness_test
 }  // namespace torus::head

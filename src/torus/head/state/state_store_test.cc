@@ -14,7 +14,7 @@
 #include "torus/head/state/journal_test_util.h"
 
 namespace torus::head {
-namespace {
+namespace state_store_test {
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
@@ -443,5 +443,5 @@ TEST(StateStoreDeathTest, AJournalThatCannotBeWrittenStopsTheHead) {
       "");
 }
 
-}  // namespace
+}  // namespace state_store_test
 }  // namespace torus::head

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace torus::head {
-namespace {
+namespace task_table_test {
 
 rpc::TaskEvent Event(const std::string& id, const std::string& state, int64_t t, const std::string& name = "m.f") {
   rpc::TaskEvent e;
@@ -110,5 +110,5 @@ TEST(TaskTableTest, TheLiveTasksOfAGoneOwnerFail) {
   EXPECT_EQ(table.LiveOwners(), (std::set<std::string>{"b:2"}));
 }
 
-}  // namespace
+}  // namespace task_table_test
 }  // namespace torus::head

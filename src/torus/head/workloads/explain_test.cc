@@ -7,7 +7,7 @@
 #include <vector>
 
 namespace torus::head {
-namespace {
+namespace explain_test {
 
 // Rank r runs on host "h<r>".
 Worker Rank(int rank, std::optional<WorkerExit> exit) {
@@ -139,5 +139,5 @@ TEST(HumanBytes, Units) {
   EXPECT_EQ(HumanBytes(900 << 10), "900 KiB");
 }
 
-}  // namespace
+}  // namespace explain_test
 }  // namespace torus::head

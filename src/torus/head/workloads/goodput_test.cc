@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace torus::head {
-namespace {
+namespace goodput_test {
 
 RunAttempt Attempt(int number, int64_t start, int64_t end, int64_t first_report, int64_t kept_until) {
   RunAttempt a;
@@ -94,5 +94,5 @@ TEST(RunGoodput, TimesOutOfOrderStillSumToTheWallTime) {
   ExpectSums(g);
 }
 
-}  // namespace
+}  // namespace goodput_test
 }  // namespace torus::head

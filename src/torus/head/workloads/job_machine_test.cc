@@ -22,7 +22,7 @@ void PrintTo(const JobStep& s, std::ostream* os) {
   *os << "start=" << s.start << " stop_worker=" << s.stop_worker << " release_group=" << s.release_group << "}";
 }
 
-namespace {
+namespace job_machine_test {
 
 constexpr int64_t kWall = 1'700'000'000'042;
 const JobId kJob("job-1");
@@ -415,5 +415,5 @@ TEST_F(JobStateTest, JobFactsOfFollowsTheStateAndItsNodes) {
   EXPECT_TRUE(step.release_group);
 }
 
-}  // namespace
+}  // namespace job_machine_test
 }  // namespace torus::head

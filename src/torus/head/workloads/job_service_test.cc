@@ -14,7 +14,7 @@
 #include "torus/head/workloads/workload_test_util.h"
 
 namespace torus::head {
-namespace {
+namespace job_service_test {
 
 using ::testing::ElementsAre;
 using ::testing::StartsWith;
@@ -366,5 +366,5 @@ TEST_F(JobServiceTest, AJobWhosePackageIsGoneFailsWithTheReasonAndNeverStarts) {
   EXPECT_TRUE(world_.agents.Workers(TargetOf("10.0.0.7")).empty());
 }
 
-}  // namespace
+}  // namespace job_service_test
 }  // namespace torus::head

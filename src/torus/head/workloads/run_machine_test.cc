@@ -10,7 +10,7 @@
 #include "torus/train/run_spec.h"
 
 namespace torus::head {
-namespace {
+namespace run_machine_test {
 
 constexpr int64_t kWall = 1'700'000'000'042;
 const RunId kRun("run-0000000001");
@@ -385,11 +385,11 @@ TEST(RunFactsOfTest, WorkersOfTheLastAttemptByRank) {
   EXPECT_EQ(facts.workers[1]->id, WorkerId(kRun.str() + "-a2-r1"));
 }
 
-}  // namespace
+}  // namespace run_machine_test
 }  // namespace torus::head
 
 namespace torus::head {
-namespace {
+namespace run_machine_test {
 
 // A run waiting for its slices, `waited_ms` after its last attempt ended (or after its submission, with none).
 RunStep WaitingForSlices(bool after_attempt, int timeout_s, int64_t waited_ms) {
@@ -481,11 +481,11 @@ TEST(DecideRunTest, AnEndedAttemptIsExplainedWhenItsWorkersAreGoneOrTheWindowPas
   EXPECT_TRUE(step.start_attempt);
 }
 
-}  // namespace
+}  // namespace run_machine_test
 }  // namespace torus::head
 
 namespace torus::head {
-namespace {
+namespace run_machine_test {
 
 TEST(DecideRunTest, ARunWhoseGroupWasRemovedIsExplainedByItsGroup) {
   head::Run run;
@@ -513,5 +513,5 @@ TEST(DecideRunTest, ARunWhoseGroupWasRemovedIsExplainedByItsGroup) {
   EXPECT_EQ(step.explain->run_message, "");  // the run's own message stays
 }
 
-}  // namespace
+}  // namespace run_machine_test
 }  // namespace torus::head

@@ -14,7 +14,7 @@
 #include "torus/train/checkpoints.h"
 
 namespace torus::head {
-namespace {
+namespace run_service_test {
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
@@ -354,5 +354,5 @@ TEST_F(RunServiceTest, ReadLogsReadsEveryRankFromItsOffset) {
   EXPECT_EQ(head_.runs.ReadLogs("nope", 0, {}, 100).status().code(), absl::StatusCode::kNotFound);
 }
 
-}  // namespace
+}  // namespace run_service_test
 }  // namespace torus::head

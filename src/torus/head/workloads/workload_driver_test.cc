@@ -16,7 +16,7 @@
 #include "torus/head/workloads/workload_test_util.h"
 
 namespace torus::head {
-namespace {
+namespace workload_driver_test {
 
 using ::testing::ElementsAre;
 using testutil::AgentReportFor;
@@ -509,5 +509,5 @@ TEST_F(GangRunTest, MaxFailuresSpentFailsTheRunAndStopsTheOthers) {
   EXPECT_EQ(settled.message, absl::StrCat("failed 1 time (max_failures=0); last: ", killed, "; rank 0 stopped by torus"));
 }
 
-}  // namespace
+}  // namespace workload_driver_test
 }  // namespace torus::head
