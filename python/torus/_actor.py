@@ -70,7 +70,8 @@ class ActorClass(Remote):
         try:
             actor_id = state.core.create_actor(_runtime._core_new_task_id(), f"{self._name}.__init__", function_id,
                                                blob, wire_args, resources, env, working_dir,
-                                               int(opts.get("max_restarts", 0)), selector, strategy, group, bundle,
+                                               int(opts.get("max_restarts", 0)), int(opts.get("max_task_retries", 0)),
+                                               selector, strategy, group, bundle,
                                                name, namespace, self._name, methods)
         except ValueError as e:
             raise ValueError(f"{self._target.__name__}: {e}") from None
@@ -143,7 +144,7 @@ def get_actor(name, namespace=None):
     except KeyError as e:
         raise ValueError(f"no live actor named {name!r} in namespace {ns!r} ({e.args[0]})") from None
     return ActorHandle(bytes.fromhex(found["actor_id"]), found["owner_address"], found["class_name"],
-                       found["methods"])
+                       found["methods"], found["max_task_retries"])
 
 
 def kill(actor, *, no_restart=True):

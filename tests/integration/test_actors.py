@@ -230,6 +230,9 @@ def test_leases_held_by_a_driver_are_in_metrics(cluster, tmp_path):
     proc = subprocess.Popen([PYTHON, str(script)], env=python_env(cluster), stdout=subprocess.PIPE, text=True,
                             cwd=tmp_path)
     try:
+        import select
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "the driver printed no job id within 60 s"
         job_id = proc.stdout.readline().strip()
         assert job_id.startswith("driver-"), job_id
 
@@ -239,7 +242,11 @@ def test_leases_held_by_a_driver_are_in_metrics(cluster, tmp_path):
         assert wait_until(lambda: leases() == 3, 30, interval=0.5, message="3 leases of the driver in /metrics")
     finally:
         go.write_text("")
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     wait_until(lambda: leases() == 0, 30, interval=0.5, message="the driver's leases to leave /metrics")
 
 
@@ -577,8 +584,17 @@ def test_max_task_retries_sends_a_call_again_to_the_restarted_actor(cluster, tmp
             w.slow.options(max_task_retries=-2)
         except ValueError as e:
             out["bad"] = str(e)
+        # A handle found by name retries as the actor's creator said.
+        Worker.options(name="retrier").remote()
+        found = torus.get_actor("retrier")
+        third = torus.get(found.pid.remote())
+        retried_by_name = found.slow.remote(3)
+        time.sleep(1)
+        os.kill(third, signal.SIGKILL)
+        out["get_actor_handle_retried"] = torus.get(retried_by_name, timeout=60) != third
         print(json.dumps(out))
     """)
+    assert result["get_actor_handle_retried"] is True
     assert result["retried_ran_in_new_process"] is True
     assert result["not_retried"].startswith("the actor's worker died while running")
     assert result["bad"] == "max_task_retries: an integer >= -1 is required, got -2"

@@ -28,6 +28,7 @@ namespace torus::core {
 struct ActorOptions {
   TaskShape shape;
   int max_restarts = 0;
+  int max_task_retries = 0;  // what handles from get_actor retry a call with (callers choose per call otherwise)
   // For the head's directory: a name unique in its namespace (empty: unnamed), the class and its methods.
   std::string name;
   std::string ns;

@@ -338,6 +338,7 @@ absl::StatusOr<std::string> CoreWorker::CreateActor(TaskSpec creation, ActorOpti
   entry.set_owner_address(address_);
   for (const auto& [k, v] : options.shape.resources) (*entry.mutable_resources())[k] = v;
   entry.set_max_restarts(options.max_restarts);
+  entry.set_max_task_retries(options.max_task_retries);
   if (absl::Status s = reporter_->Register(entry); !s.ok()) return s;
   actors_->Create(std::move(creation), std::move(options));
   return actor_id;

@@ -200,15 +200,17 @@ PYBIND11_MODULE(_torus_core, m) {
       .def("create_actor",
            [](CoreWorker& w, py::bytes task_id, std::string name, py::bytes function_id, py::bytes function,
               py::list args, std::map<std::string, int64_t> resources, std::map<std::string, std::string> env,
-              std::string working_dir, int max_restarts, std::map<std::string, std::string> label_selector,
-              std::string strategy, std::string placement_group, int bundle_index, std::string actor_name,
-              std::string ns, std::string class_name, std::vector<std::string> methods) {
+              std::string working_dir, int max_restarts, int max_task_retries,
+              std::map<std::string, std::string> label_selector, std::string strategy, std::string placement_group,
+              int bundle_index, std::string actor_name, std::string ns, std::string class_name,
+              std::vector<std::string> methods) {
              torus::core::TaskSpec spec = MakeSpec(task_id, std::move(name), function_id, function, args);
              torus::core::ActorOptions options{
                  .shape = MakeShape(std::move(resources), std::move(env), std::move(working_dir),
                                     std::move(label_selector), std::move(strategy), std::move(placement_group),
                                     bundle_index),
                  .max_restarts = max_restarts,
+                 .max_task_retries = max_task_retries,
                  .name = std::move(actor_name),
                  .ns = std::move(ns),
                  .class_name = std::move(class_name),
@@ -235,6 +237,7 @@ PYBIND11_MODULE(_torus_core, m) {
              d["class_name"] = v->class_name();
              d["methods"] = std::vector<std::string>(v->methods().begin(), v->methods().end());
              d["state"] = v->state();
+             d["max_task_retries"] = v->max_task_retries();
              return d;
            })
       .def("call_actor",

@@ -23,6 +23,10 @@ absl::Status CheckActor(const Actor& a) {
   if (a.max_restarts < -1) {
     return absl::InvalidArgumentError(absl::StrCat("max_restarts: -1 (without limit) or more is required, got ", a.max_restarts));
   }
+  if (a.max_task_retries < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_task_retries: -1 (without limit) or more is required, got ", a.max_task_retries));
+  }
   for (const auto& [name, amount] : a.resources) {
     if (amount < 0) return absl::InvalidArgumentError(absl::StrCat("resources[\"", name, "\"]: must not be negative"));
   }
@@ -156,6 +160,7 @@ nlohmann::json ActorJson(const Actor& a) {
           {"resources", resources},
           {"restarts", a.restarts},
           {"max_restarts", a.max_restarts},
+          {"max_task_retries", a.max_task_retries},
           {"death_cause", a.death_cause},
           {"create_time_ms", a.create_time_ms},
           {"start_time_ms", a.start_time_ms},
@@ -178,6 +183,7 @@ void ActorToProto(const Actor& a, rpc::ActorView* v) {
   for (const auto& [k, amount] : a.resources) (*v->mutable_resources())[k] = amount;
   v->set_restarts(a.restarts);
   v->set_max_restarts(a.max_restarts);
+  v->set_max_task_retries(a.max_task_retries);
   v->set_death_cause(a.death_cause);
   v->set_create_time_ms(a.create_time_ms);
   v->set_start_time_ms(a.start_time_ms);
@@ -195,6 +201,7 @@ Actor ActorFromProto(const rpc::ActorView& v) {
   a.owner_address = v.owner_address();
   a.resources.insert(v.resources().begin(), v.resources().end());
   a.max_restarts = v.max_restarts();
+  a.max_task_retries = v.max_task_retries();
   return a;
 }
 

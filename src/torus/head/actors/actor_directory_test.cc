@@ -94,11 +94,14 @@ TEST_F(ActorDirectoryTest, BadRegistrationsAndUpdatesNameTheField) {
   Actor bad_restarts = NewActor("b2");
   bad_restarts.max_restarts = -2;
   Actor long_name = NewActor("b3", std::string(257, 'x'));
+  Actor bad_retries = NewActor("b4");
+  bad_retries.max_task_retries = -3;
   for (const Case& c : std::vector<Case>{
            {NewActor("XYZ"), "actor_id: 1 to 64 lowercase hex digits are required, got \"XYZ\""},
            {no_class, "class_name: required"},
            {bad_restarts, "max_restarts: -1 (without limit) or more is required, got -2"},
-           {long_name, "name and namespace: at most 256 bytes each"}}) {
+           {long_name, "name and namespace: at most 256 bytes each"},
+           {bad_retries, "max_task_retries: -1 (without limit) or more is required, got -3"}}) {
     auto r = actors_->Register(c.actor);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(r.status().message(), c.message);

@@ -3,7 +3,7 @@
 //   GET /api/v0/actors[?state=ALIVE][&job_id=J][&name=N][&namespace=S][&limit=L][&offset=O]
 //                              [actor], newest first; X-Total-Count
 //   GET /api/v0/actors/{id}    actor: actor_id, name, namespace, class_name, state, job_id, owner_address, node_id,
-//                              pid, address, resources, restarts, max_restarts, death_cause, times, methods
+//                              pid, address, resources, restarts, max_restarts, max_task_retries, death_cause, times, methods
 //   GET /api/v0/tasks[?state=RUNNING][&job_id=J][&name=F][&limit=N]
 //                              [task], newest first (limit default 100, at most 10000); X-Total-Count: the kept
 //                              tasks that match

@@ -284,8 +284,11 @@ TORUS_JSON_FIELDS(RunReported, run, attempt, rank, step, metrics_json, checkpoin
 TORUS_JSON_FIELDS_AND_LATER(CheckpointCommitted, (run, step, dir, committed), (wall_ms))
 TORUS_JSON_FIELDS(PackageStored, package)
 TORUS_JSON_FIELDS(PackageRemoved, name, wall_ms)
-TORUS_JSON_FIELDS(Actor, id, name, ns, class_name, methods, job_id, owner_address, state, node, pid, worker_address,
-                  resources, restarts, max_restarts, death_cause, create_time_ms, start_time_ms, end_time_ms)
+TORUS_JSON_FIELDS_AND_LATER(Actor,
+                            (id, name, ns, class_name, methods, job_id, owner_address, state, node, pid, worker_address,
+                             resources, restarts, max_restarts, death_cause, create_time_ms, start_time_ms,
+                             end_time_ms),
+                            (max_task_retries))
 TORUS_JSON_FIELDS(ActorRegistered, actor)
 TORUS_JSON_FIELDS(ActorUpdated, actor, state, node, pid, worker_address, restarts, death_cause, wall_ms)
 

@@ -178,7 +178,8 @@ std::vector<Record> OneOfEach() {
       PackageRemoved{"_ray_pkg_a.zip", 4200},
       ActorRegistered{Actor{.id = ActorId("a1f0"), .name = "learner", .ns = "rl", .class_name = "Learner",
                             .methods = {"step"}, .job_id = "driver-1", .owner_address = "127.0.0.1:5000",
-                            .resources = {{"TPU", 10000}}, .max_restarts = -1, .create_time_ms = 4300}},
+                            .resources = {{"TPU", 10000}}, .max_restarts = -1, .max_task_retries = 2,
+                            .create_time_ms = 4300}},
       ActorUpdated{ActorId("a1f0"), ActorState::kDead, NodeId("a"), 4321, "", 2, "its owner is gone", 4400},
   };
 }
@@ -532,6 +533,16 @@ TEST(StateCodecTest, RecordsWithoutTheLaterFieldsDecodeWithDefaults) {
       R"({"type":"CheckpointCommitted","run":"r1","step":2,"dir":"/c","committed":[[2,"/c"]]})");
   ASSERT_TRUE(committed.ok()) << committed.status();
   EXPECT_EQ(std::get<CheckpointCommitted>(*committed).wall_ms, 0);
+
+  // An actor registered before handles learned its max_task_retries.
+  auto actor = StateCodec::DecodeRecord(
+      R"({"type":"ActorRegistered","actor":{"id":"a1","name":"","ns":"n","class_name":"C","methods":[],)"
+      R"("job_id":"driver-1","owner_address":"h:1","state":"PENDING_CREATION","node":"","pid":0,)"
+      R"("worker_address":"","resources":{},"restarts":0,"max_restarts":1,"death_cause":"",)"
+      R"("create_time_ms":1,"start_time_ms":0,"end_time_ms":0}})");
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  EXPECT_EQ(std::get<ActorRegistered>(*actor).actor.max_restarts, 1);
+  EXPECT_EQ(std::get<ActorRegistered>(*actor).actor.max_task_retries, 0);
 
   // A field that is there must still be of its type.
   auto bad = StateCodec::DecodeRecord(

@@ -233,6 +233,7 @@ struct Actor {
   std::map<std::string, int64_t> resources;  // fixed point, as leased
   int restarts = 0;
   int max_restarts = 0;                   // -1: without limit
+  int max_task_retries = 0;               // a call's retries after its worker died, for every handle; -1: no limit
   std::string death_cause;
   int64_t create_time_ms = 0;
   int64_t start_time_ms = 0;              // ALIVE the first time
