@@ -142,3 +142,26 @@ def test_bytes_that_are_not_utf8_get_a_clear_error(torus):
         assert False, "accepted a body that is not JSON"
     except urllib.error.HTTPError as error:
         assert error.code == 400, error.read()
+
+
+def test_the_head_gives_out_its_advertised_host_not_the_bind_address(torus, tmp_path):
+    # Bound to loopback but told to advertise a name: the session files, ClusterStatus (what drivers and the CLI
+    # read) and the address workers report to all carry the name, and it works.
+    from conftest import binary
+    session = tmp_path / "adv"
+    torus.spawn([binary("torus-head"), "--session-dir", session, "--port", "0", "--dashboard-port", "0",
+                 "--host", "127.0.0.1", "--advertise-host", "localhost"], tmp_path / "head.log")
+    http_address = wait_until(lambda: (session / "dashboard_address").exists() and
+                              (session / "dashboard_address").read_text().strip(), 15, message="head address")
+    head_address = (session / "head_address").read_text().strip()
+    assert http_address.startswith("localhost:") and head_address.startswith("localhost:"), (http_address,
+                                                                                              head_address)
+    token = (session / "token").read_text().strip()
+    request = urllib.request.Request(f"http://{http_address}/api/v0/cluster",
+                                     headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+    # `torus status` dials the gRPC address and then the HTTP address the head gives over gRPC (tasks and actors).
+    status = torus.run("status", "--address", head_address, env={"TORUS_TOKEN": token})
+    assert status.returncode == 0, status.stderr
+    assert "did not answer" not in status.stdout, status.stdout

@@ -39,12 +39,14 @@
 #include "torus/head/workloads/job_service.h"
 #include "torus/head/workloads/run_service.h"
 #include "torus/head/workloads/workload_driver.h"
+#include "torus/rpc/advertised_host.h"
 #include "torus/rpc/auth.h"
 
 namespace {
 
 struct HeadFlags {
   std::string host = "127.0.0.1";
+  std::string advertise_host;  // "" = --host, or this machine's address for a wildcard --host
   int port = 6380;
   int dashboard_port = 8265;
   std::string session_dir;
@@ -172,8 +174,10 @@ int Run(const HeadFlags& flags) {
   torus::head::PlacementService groups(&store, &scheduler, &ids, &clock);
   torus::head::JobService jobs(&store, &scheduler, &agents, &ids, &clock);
   torus::head::RunService runs(&store, &scheduler, &agents, &ids, &clock);
+  // What drivers, the CLI, workers and the session files are given: never a wildcard bind address.
+  const std::string advertised = torus::rpc::AdvertisedHost(flags.host, flags.advertise_host);
   torus::head::WorkloadDriver driver(&store, &liveness, &scheduler, &agents, &clock,
-                                     {.head_host = flags.host,
+                                     {.head_host = advertised,
                                       .token = *token,
                                       .python_path = flags.python_path,
                                       .run_stop_grace_ms = flags.stop_grace_ms,
@@ -255,7 +259,7 @@ int Run(const HeadFlags& flags) {
     return 1;
   }
   heartbeat_streams.Start();
-  std::string address = absl::StrCat(flags.host, ":", bound_port);
+  std::string address = absl::StrCat(advertised, ":", bound_port);
   driver.SetHeadAddress(address);
   torus::head::HttpApi http(&store, &liveness, &clock, *token, cluster_id);
   http.SetReadOnly(flags.dashboard_read_only);
@@ -338,7 +342,7 @@ int Run(const HeadFlags& flags) {
     spdlog::error("{} (is --dashboard-port in use?)", std::string(http_port.status().message()));
     return 1;
   }
-  std::string http_address = absl::StrCat(flags.host, ":", *http_port);
+  std::string http_address = absl::StrCat(advertised, ":", *http_port);
   driver.SetReportBaseUrl("http://" + http_address);
   service.SetHttpAddress(http_address);
   driver.Start();
@@ -383,6 +387,9 @@ int main(int argc, char** argv) {
   HeadFlags flags;
   CLI::App app{"torus-head: the torus control plane (membership, cluster view, slices, reservations, jobs, runs)."};
   app.add_option("--host", flags.host, "Address to listen on; loopback unless told otherwise")->capture_default_str();
+  app.add_option("--advertise-host", flags.advertise_host,
+                 "Host (address or DNS name) given to clients and workers to reach this head; default: --host, or "
+                 "this machine's address when --host is 0.0.0.0 or ::");
   app.add_option("--port", flags.port, "gRPC port; 0 picks a free one (written to SESSION_DIR/head_address)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
