@@ -228,8 +228,9 @@ void PlacementScheduler::ExpireTimeouts() {
 
 void PlacementScheduler::Schedule() {
   auto placeable = [this](const NodeId& node) { return liveness_->Confirmed(node); };
-  // Read once per pass: a lease granted meanwhile may still refuse a prepare, and the group then retries.
-  const std::map<NodeId, LeaseHoldings> leased = liveness_->Leased();
+  // What task leases hold, read once per pass that has groups waiting: a lease granted meanwhile may still refuse a
+  // prepare, and the group then retries.
+  std::map<NodeId, LeaseHoldings> leased;
   struct PassStart {
     std::vector<Group> waiting;
     PassInput input;
@@ -241,7 +242,10 @@ void PlacementScheduler::Schedule() {
       const bool ar = a.state == PgState::kRescheduling, br = b.state == PgState::kRescheduling;
       return ar != br ? ar : a.seq < b.seq;
     });
-    if (!out.waiting.empty()) out.input = BuildPassInput(s, placeable, leased);
+    if (!out.waiting.empty()) {
+      leased = liveness_->Leased();
+      out.input = BuildPassInput(s, placeable, leased);
+    }
     return out;
   });
   if (start.waiting.empty()) return;
