@@ -361,17 +361,23 @@ def test_a_placement_group_is_placed_around_the_chips_that_actors_hold(cluster, 
 
         actors = [WholeHost.remote() for _ in range(3)]
         held = [torus.get(a.node.remote()) for a in actors]
-        first = placement_group([{"TPU": 4}])
-        first_ready = first.wait(timeout_seconds=30)
-        first_node = first.table()["bundles"][0]["node_id"]
-        second = placement_group([{"TPU": 4}])
-        second_ready_early = second.wait(timeout_seconds=2)
-        waiting = second.table()
-        torus.kill(actors[1])
-        second_ready = second.wait(timeout_seconds=30)
-        second_node = second.table()["bundles"][0]["node_id"]
-        remove_placement_group(first)
-        remove_placement_group(second)
+        groups = []
+        try:
+            # Groups outlive their driver: removed whatever happens, so later tests find the slice free.
+            first = placement_group([{"TPU": 4}])
+            groups.append(first)
+            first_ready = first.wait(timeout_seconds=30)
+            first_node = (first.table()["bundles"] or [{"node_id": None}])[0]["node_id"]
+            second = placement_group([{"TPU": 4}])
+            groups.append(second)
+            second_ready_early = second.wait(timeout_seconds=2)
+            waiting = second.table()
+            torus.kill(actors[1])
+            second_ready = second.wait(timeout_seconds=30)
+            second_node = (second.table()["bundles"] or [{"node_id": None}])[0]["node_id"]
+        finally:
+            for g in groups:
+                remove_placement_group(g)
         print(json.dumps({"held": held, "first_ready": first_ready, "first_node": first_node,
                           "second_ready_early": second_ready_early, "waiting_state": waiting["state"],
                           "waiting_reason": waiting.get("reason", ""), "second_ready": second_ready,
