@@ -6,10 +6,12 @@ processes as the machine has cores (one thread each), then measures, for each:
   - sync task round trip: `get(f.remote())` one after another (p50, p99);
   - async throughput: N tasks submitted, then all results gathered (tasks/s, end to end);
   - actor method calls: sync round trip (p50) and async calls/s;
-  - put + get of a numpy array in the same process.
+  - put + get of a numpy array in the same process;
+  - torus only: get of that array by a task on the same node, and by a task on a second node (an agent started on
+    another loopback address: the pull between the two agents' stores), and the store bytes each node then holds.
 Prints a table with torus/Dask ratios (for times lower is better; for throughput higher is better).
 
-Usage: /usr/bin/python3 bench/tasks.py [--sync 300] [--async-tasks 3000] [--array-mb 100]
+Usage: /usr/bin/python3 bench/tasks.py [--sync 300] [--async-tasks 3000] [--array-mb 1024]
 """
 
 import argparse
@@ -36,11 +38,19 @@ def bench_torus(args):
     root = tempfile.mkdtemp(prefix="bench-tasks-")
     env = dict(os.environ, TORUS_TEMP_DIR=root)
     binary = os.path.join(REPO, "build", "bin", "torus")
-    subprocess.run([binary, "start", "--head", "--port", "0", "--dashboard-port", "0"], env=env, check=True,
-                   capture_output=True)
+    store = str(args.array_mb * 2 + 256) + "Mi"
+    subprocess.run([binary, "start", "--head", "--port", "0", "--dashboard-port", "0", "--object-store-memory", store],
+                   env=env, check=True, capture_output=True)
     os.environ["TORUS_TEMP_DIR"] = root
     try:
         torus.init()
+        head = torus.get_runtime_context().get_node_id()
+        address = os.environ["TORUS_ADDRESS"]
+        subprocess.run([binary, "start", "--address", address, "--node-ip", "127.0.1.9", "--node-id", "bench-b",
+                        "--num-cpus", "1", "--object-store-memory", store], env=env, check=True, capture_output=True)
+        deadline = time.time() + 30
+        while len(torus.nodes()) < 2 and time.time() < deadline:
+            time.sleep(0.1)
 
         @torus.remote
         def f(x):
@@ -82,9 +92,35 @@ def bench_torus(args):
         back = torus.get(ref)
         get_s = time.perf_counter() - t0
         assert np.array_equal(arr, back)
+        del back
+
+        @torus.remote
+        def timed_get(refs):
+            import hashlib
+            t = time.perf_counter()
+            x = torus.get(refs[0])
+            took = time.perf_counter() - t
+            return took, hashlib.sha256(x).hexdigest()
+
+        from torus.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        def on(node):
+            return timed_get.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+        digest = __import__("hashlib").sha256(arr).hexdigest()
+        local_s, local_digest = torus.get(on(head).remote([ref]))
+        remote_s, remote_digest = torus.get(on("bench-b").remote([ref]))
+        assert local_digest == digest and remote_digest == digest
+        held = {}
+        for d in os.listdir("/dev/shm"):
+            if d.startswith("torus-objects-"):
+                node = d[len("torus-objects-"):].rsplit("-", 1)[0]
+                files = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join("/dev/shm", d)) for f in fs]
+                held[node] = held.get(node, 0) + sum(os.path.getsize(f) for f in files)
         torus.shutdown()
         return {"sync_p50": pct(sync, 50), "sync_p99": pct(sync, 99), "async": async_rate, "put": put_s, "get": get_s,
-                "actor_sync_p50": pct(actor_sync, 50), "actor_async": actor_async}
+                "actor_sync_p50": pct(actor_sync, 50), "actor_async": actor_async,
+                "put_rate": arr.nbytes / put_s / 1e9, "get_other": local_s, "pull": remote_s,
+                "pull_rate": arr.nbytes / remote_s / 1e9,
+                "held_head": held.get(head, 0) / arr.nbytes, "held_b": held.get("bench-b", 0) / arr.nbytes}
     finally:
         subprocess.run([binary, "down"], env=env, capture_output=True)
 
@@ -147,7 +183,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sync", type=int, default=300)
     parser.add_argument("--async-tasks", type=int, default=3000)
-    parser.add_argument("--array-mb", type=int, default=100)
+    parser.add_argument("--array-mb", type=int, default=1024)
     args = parser.parse_args()
     t = bench_torus(args)
     try:
@@ -161,6 +197,12 @@ def main():
             ("async actor calls, submit -> all gathered", "actor_async", "calls/s", 1),
             (f"put of a {args.array_mb} MB numpy array", "put", "ms", 1e3),
             (f"get of it (same process)", "get", "ms", 1e3)]
+    torus_only = [("put rate", "put_rate", "GB/s", 1),
+                  ("get of it by a task on the same node", "get_other", "ms", 1e3),
+                  ("get of it by a task on another node", "pull", "ms", 1e3),
+                  ("  that is, pulled between nodes at", "pull_rate", "GB/s", 1),
+                  ("store bytes on the put's node / array", "held_head", "x", 1),
+                  ("store bytes on the other node / array", "held_b", "x", 1)]
     print(f"| {'measure':42} | {'torus':>18} | {'Dask':>18} | torus/Dask |")
     print(f"|{'-' * 44}|{'-' * 20}|{'-' * 20}|-----------:|")
     for label, key, unit, scale in rows:
@@ -169,6 +211,8 @@ def main():
         ratio = f"{tv / dv:.2f}" if dv else "-"
         dtext = f"{dv:,.2f} {unit}" if dv is not None else "-"
         print(f"| {label:42} | {f'{tv:,.2f} {unit}':>18} | {dtext:>18} | {ratio:>10} |")
+    for label, key, unit, scale in torus_only:
+        print(f"| {label:42} | {f'{t[key] * scale:,.2f} {unit}':>18} | {'-':>18} | {'-':>10} |")
 
 
 if __name__ == "__main__":

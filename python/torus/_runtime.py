@@ -88,11 +88,14 @@ def _torus_binary():
     raise exceptions.TorusError("cannot start a local cluster: no `torus` binary beside this package or on PATH")
 
 
-def _start_local_cluster():
+def _start_local_cluster(object_store_memory=None):
     binary = _torus_binary()
     root = tempfile.mkdtemp(prefix="torus-local-")
     env = dict(os.environ, TORUS_TEMP_DIR=root)
-    out = subprocess.run([binary, "start", "--head"], env=env, capture_output=True, text=True, timeout=120)
+    argv = [binary, "start", "--head"]
+    if object_store_memory:
+        argv += ["--object-store-memory", str(object_store_memory)]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
         raise exceptions.TorusError(f"`torus start --head` failed ({out.returncode}): {out.stderr.strip()}")
     endpoint = _session_endpoint(root)
@@ -153,9 +156,10 @@ def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=
     """Connects this process to a cluster, as ray.init does.
 
     namespace: where this program's named actors are registered and looked up (default: one of its own).
-    object_store_memory: bytes of values this process may hold (its puts, its tasks' returns, copies it fetched;
-    default 30% of the machine's memory); a put beyond it raises ObjectStoreFullError, and so does reading a return
-    that did not fit.
+    object_store_memory: bytes of the object store of the node that init starts, when it starts one (default 30% of
+    the node's memory; a running cluster's nodes have theirs, `torus start --object-store-memory`); it also bounds
+    the small values this process holds itself. A put beyond it raises ObjectStoreFullError, and so does reading a
+    return that did not fit.
 
     address: None — the cluster of TORUS_ADDRESS or of this machine's latest session, else a new local one (head
     and agent) that lives as long as this process; "auto" — an existing one only; "host:port" — that head.
@@ -189,7 +193,7 @@ def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=
                 raise ConnectionError(f"address='auto': no running cluster (no TORUS_ADDRESS and no session under "
                                       f"{_temp_root()}); start one with `torus up` or `torus start --head`")
             if endpoint is None:
-                endpoint, local_cluster = _start_local_cluster()
+                endpoint, local_cluster = _start_local_cluster(object_store_memory)
         else:
             if token is None:
                 session = _session_endpoint(_temp_root())
@@ -364,7 +368,7 @@ def get(refs, *, timeout=None):
         raise
     except KeyError as e:
         raise exceptions.ObjectLostError(e.args[0] if e.args else str(e)) from None
-    out = [ser.value_of(data, fmt) for data, fmt in values]
+    out = [ser.value_of(data, fmt, buffers) for data, fmt, buffers in values]
     return out[0] if single else out
 
 
@@ -374,7 +378,8 @@ def put(value):
     if isinstance(value, ObjectRef):
         raise TypeError("torus.put of an ObjectRef is not allowed; pass the ref itself")
     try:
-        object_id = state.core.put(ser.dumps(value), ser.FORMAT_PICKLE)
+        data, buffers = ser.dumps_oob(value)
+        object_id = state.core.put(data, ser.FORMAT_PICKLE, buffers)
     except BufferError as e:
         raise exceptions.ObjectStoreFullError(str(e)) from None
     return ObjectRef(object_id, state.core.address)

@@ -1,5 +1,5 @@
-"""Values to bytes and back: cloudpickle (pickle protocol 5). Object refs inside values travel as (id, owner) and
-are marked as escaped in their owner, which then keeps them for the reader."""
+"""Values to bytes and back: cloudpickle (pickle protocol 5, large buffers out of band). Object refs inside values
+travel as (id, owner) and are marked as escaped in their owner, which then keeps them for the reader."""
 
 import pickle
 
@@ -15,12 +15,22 @@ def dumps(value):
     return cloudpickle.dumps(value, protocol=5)
 
 
-def loads(data):
-    return pickle.loads(data)
+def dumps_oob(value):
+    """(data, buffers): `value` pickled with its large contiguous buffers (numpy arrays, bytearrays) left out of band,
+    so that the core copies them once into the object store and readers map them back without a copy."""
+    buffers = []
+    data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    return data, [b.raw() for b in buffers]
+
+
+def loads(data, buffers=None):
+    return pickle.loads(data, buffers=buffers or ())
 
 
 def error_from(data, fmt):
     """The exception a value of format `fmt` stands for, or None when it is a plain value."""
+    if fmt != FORMAT_PICKLE and isinstance(data, memoryview):
+        data = bytes(data)
     if fmt == FORMAT_ERROR:
         err = loads(data)
         if isinstance(err, exceptions.TaskError):
@@ -48,9 +58,10 @@ def error_from(data, fmt):
     return None
 
 
-def value_of(data, fmt):
-    """The Python value of (data, fmt); raises the error it holds."""
+def value_of(data, fmt, buffers=None):
+    """The Python value of (data, fmt, buffers); raises the error it holds. A value read from the object store is
+    built on its mapping: numpy arrays in it are read-only views of the store's pages."""
     err = error_from(data, fmt)
     if err is not None:
         raise err
-    return loads(data)
+    return loads(data, buffers)

@@ -17,13 +17,12 @@ from torus import exceptions
 
 
 def _resolve(core, kind, a, b):
-    """An argument's value: ("v", data, format) inline, ("r", id, owner) fetched from its owner. A failed
-    dependency's error is raised."""
+    """An argument's value: ("v", data, format) inline, ("r", id, owner) fetched from its owner (or mapped from this
+    node's object store). A failed dependency's error is raised."""
     if kind == "r":
-        [(data, fmt)] = core.get([(a, b)], -1)
-    else:
-        data, fmt = a, b
-    return ser.value_of(data, fmt)
+        [(data, fmt, buffers)] = core.get([(a, b)], -1)
+        return ser.value_of(data, fmt, buffers)
+    return ser.value_of(a, b)
 
 
 def _error_value(name, exc, tb_text):
@@ -108,14 +107,20 @@ def _prepare(core, functions, task):
     return (fn, values, kwargs), None
 
 
+def _return_value(value):
+    """(data, format, buffers) of a return value: its large buffers go to the object store without a copy here."""
+    data, buffers = ser.dumps_oob(value)
+    return (data, ser.FORMAT_PICKLE, buffers)
+
+
 def _returns(task, result):
     num_returns = task["num_returns"]
     if num_returns == 1:
-        return [(ser.dumps(result), ser.FORMAT_PICKLE)]
+        return [_return_value(result)]
     result = tuple(result)
     if len(result) != num_returns:
         raise ValueError(f"{task['name']} returned {len(result)} values; num_returns is {num_returns}")
-    return [(ser.dumps(r), ser.FORMAT_PICKLE) for r in result]
+    return [_return_value(r) for r in result]
 
 
 def _create(task, fn, values, kwargs):

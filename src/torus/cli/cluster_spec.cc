@@ -51,6 +51,14 @@ absl::StatusOr<double> GetCpus(const YAML::Node& node, const std::string& path) 
   return value;
 }
 
+// A size in bytes ("64Mi", "2Gi", "1000000").
+absl::StatusOr<int64_t> GetBytes(const YAML::Node& node, const std::string& path) {
+  TORUS_ASSIGN_OR_RETURN(std::string text, GetString(node, path));
+  auto bytes = ParseByteSize(text);
+  if (!bytes.ok()) return FieldError(path, bytes.status().message());
+  return *bytes;
+}
+
 absl::StatusOr<Labels> GetLabels(const YAML::Node& node, const std::string& path) {
   if (!node.IsMap()) return FieldError(path, "must be a map of label key to value");
   Labels raw;
@@ -116,7 +124,8 @@ absl::StatusOr<TpuGroupSpec> ParseTpu(const YAML::Node& node, const std::string&
 
 absl::StatusOr<NodeGroupSpec> ParseGroup(const YAML::Node& node, const std::string& path) {
   TORUS_RETURN_IF_ERROR(CheckKeys(
-      node, path, {"name", "count", "slices", "num_cpus", "memory", "labels", "market_type", "tpu", "gpu"}));
+      node, path, {"name", "count", "slices", "num_cpus", "memory", "object_store_memory", "labels", "market_type", "tpu",
+                   "gpu"}));
   NodeGroupSpec group;
   if (!node["name"]) return FieldError(path + ".name", "is required");
   TORUS_ASSIGN_OR_RETURN(group.name, GetString(node["name"], path + ".name"));
@@ -158,6 +167,9 @@ absl::StatusOr<NodeGroupSpec> ParseGroup(const YAML::Node& node, const std::stri
     auto bytes = ParseByteSize(text);
     if (!bytes.ok()) return FieldError(path + ".memory", bytes.status().message());
     group.memory_bytes = *bytes;
+  }
+  if (node["object_store_memory"]) {
+    TORUS_ASSIGN_OR_RETURN(group.object_store_bytes, GetBytes(node["object_store_memory"], path + ".object_store_memory"));
   }
   if (node["labels"]) {
     TORUS_ASSIGN_OR_RETURN(group.labels, GetLabels(node["labels"], path + ".labels"));
@@ -206,7 +218,7 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(const std::string& yaml_text) {
     TORUS_RETURN_IF_ERROR(CheckKeys(root, "spec", {"head", "node_groups"}));
     if (root["head"]) {
       const YAML::Node head = root["head"];
-      TORUS_RETURN_IF_ERROR(CheckKeys(head, "head", {"num_cpus", "memory", "labels"}));
+      TORUS_RETURN_IF_ERROR(CheckKeys(head, "head", {"num_cpus", "memory", "object_store_memory", "labels"}));
       if (head["num_cpus"]) {
         TORUS_ASSIGN_OR_RETURN(spec.head_num_cpus, GetCpus(head["num_cpus"], "head.num_cpus"));
       }
@@ -215,6 +227,10 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(const std::string& yaml_text) {
         auto bytes = ParseByteSize(text);
         if (!bytes.ok()) return FieldError("head.memory", bytes.status().message());
         spec.head_memory_bytes = *bytes;
+      }
+      if (head["object_store_memory"]) {
+        TORUS_ASSIGN_OR_RETURN(spec.head_object_store_bytes,
+                               GetBytes(head["object_store_memory"], "head.object_store_memory"));
       }
       if (head["labels"]) {
         TORUS_ASSIGN_OR_RETURN(spec.head_labels, GetLabels(head["labels"], "head.labels"));
@@ -251,6 +267,7 @@ std::vector<SimulatedHost> ExpandClusterSpec(const ClusterSpec& spec) {
   head.node_ip = "127.0.0.1";
   head.num_cpus = spec.head_num_cpus;
   head.memory_bytes = spec.head_memory_bytes;
+  head.object_store_bytes = spec.head_object_store_bytes;
   head.labels = spec.head_labels;
   hosts.push_back(head);
   int next_ip = 1;
@@ -261,6 +278,7 @@ std::vector<SimulatedHost> ExpandClusterSpec(const ClusterSpec& spec) {
     h.node_ip = absl::StrCat("127.0.1.", next_ip++);
     h.num_cpus = g.num_cpus;
     h.memory_bytes = g.memory_bytes;
+    h.object_store_bytes = g.object_store_bytes;
     h.labels = g.labels;
     h.env["TORUS_NODE_GROUP"] = g.name;
     if (!g.market_type.empty()) h.env["TORUS_NODE_MARKET_TYPE"] = g.market_type;

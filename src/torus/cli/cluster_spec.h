@@ -46,6 +46,7 @@ struct NodeGroupSpec {
   int count = 1;                 // hosts (CPU and GPU groups)
   std::optional<double> num_cpus;
   std::optional<int64_t> memory_bytes;
+  std::optional<int64_t> object_store_bytes;  // object_store_memory: the agents' --object-store-memory
   Labels labels;                 // user labels, canonical
   std::string market_type;       // sets TORUS_NODE_MARKET_TYPE
   std::optional<TpuGroupSpec> tpu;
@@ -55,6 +56,7 @@ struct NodeGroupSpec {
 struct ClusterSpec {
   std::optional<double> head_num_cpus;
   std::optional<int64_t> head_memory_bytes;
+  std::optional<int64_t> head_object_store_bytes;
   Labels head_labels;
   std::vector<NodeGroupSpec> groups;
 };
@@ -74,6 +76,7 @@ struct SimulatedHost {
   std::string node_ip;           // a distinct loopback address 127.0.1.N (the head host is 127.0.0.1)
   std::optional<double> num_cpus;
   std::optional<int64_t> memory_bytes;
+  std::optional<int64_t> object_store_bytes;
   Labels labels;
   std::map<std::string, std::string> env;  // what GKE (or the operator) would inject
   std::optional<TpuGeneration> tpu_generation;

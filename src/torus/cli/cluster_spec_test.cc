@@ -21,6 +21,7 @@ node_groups:
     count: 2
     num_cpus: 4
     memory: 8Gi
+    object_store_memory: 512Mi
     labels: {team: infra, ray.io/node-group: cpu-pool}
   - name: gpu
     count: 2
@@ -36,6 +37,8 @@ TEST(ClusterSpecTest, ParsesAndExpandsTheLocalSpec) {
   EXPECT_EQ(spec->groups[1].tpu->shape.chips_per_host, 8);
   EXPECT_EQ(spec->groups[2].tpu->shape.hosts, 2);
   EXPECT_EQ(*spec->groups[3].memory_bytes, int64_t{8} << 30);
+  EXPECT_EQ(*spec->groups[3].object_store_bytes, int64_t{512} << 20);
+  EXPECT_FALSE(spec->groups[0].object_store_bytes.has_value());
   EXPECT_EQ(spec->groups[3].labels.at("torus.io/node-group"), "cpu-pool");
 
   auto hosts = ExpandClusterSpec(*spec);
@@ -85,6 +88,9 @@ TEST(ClusterSpecTest, ErrorsNameTheField) {
       {"node_groups: [{name: a, tpu: {pod_type: v6e-16, topology: 4x4}, count: 3}]",
        "node_groups[0].count: TPU groups are sized by slices"},
       {"node_groups: [{name: a, memory: lots}]", "node_groups[0].memory: \"lots\" is not a byte size"},
+      {"node_groups: [{name: a, object_store_memory: 1x}]",
+       "node_groups[0].object_store_memory: \"1x\" is not a byte size"},
+      {"head: {object_store_memory: [1]}", "head.object_store_memory: must be a string"},
       {"node_groups: [{name: a, labels: {torus.io/tpu-worker-id: '3'}}]", "node_groups[0].labels:"},
       {"node_groups: {name: a}", "node_groups: must be a list"},
       {"head: [1]", "head: must be a map"},

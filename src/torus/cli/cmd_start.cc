@@ -48,6 +48,12 @@ absl::Status ValidateAgentFlags(const AgentFlags& flags) {
     auto bytes = ParseByteSize(*flags.memory);
     if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat("--memory: ", bytes.status().message()));
   }
+  if (flags.object_store_memory) {
+    auto bytes = ParseByteSize(*flags.object_store_memory);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--object-store-memory: ", bytes.status().message()));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -70,6 +76,9 @@ std::vector<std::string> AgentArgs(const AgentFlags& flags, const std::string& a
   add("--metadata-url", flags.metadata_url);
   if (flags.num_cpus) add("--num-cpus", FormatFixed(static_cast<int64_t>(*flags.num_cpus * kResourceScale)));
   if (flags.memory) add("--memory", absl::StrCat(*ParseByteSize(*flags.memory)));
+  if (flags.object_store_memory) {
+    add("--object-store-memory", absl::StrCat(*ParseByteSize(*flags.object_store_memory)));
+  }
   if (flags.chips_per_host) add("--chips-per-host", absl::StrCat(*flags.chips_per_host));
   if (flags.slice_name) add("--slice-name", *flags.slice_name);
   return args;

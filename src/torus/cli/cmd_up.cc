@@ -65,6 +65,10 @@ std::vector<std::string> SimulatedAgentArgs(const SimulatedHost& host, const std
     args.push_back("--memory");
     args.push_back(absl::StrCat(*host.memory_bytes));
   }
+  if (host.object_store_bytes) {
+    args.push_back("--object-store-memory");
+    args.push_back(absl::StrCat(*host.object_store_bytes));
+  }
   if (!host.labels.empty()) {
     args.push_back("--labels");
     args.push_back(FormatLabels(host.labels));

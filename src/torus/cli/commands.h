@@ -58,6 +58,7 @@ struct AgentFlags {
   std::string resources;
   std::optional<double> num_cpus;
   std::optional<std::string> memory;  // bytes, or with a suffix (16Gi)
+  std::optional<std::string> object_store_memory;
   std::string node_ip = "127.0.0.1";
   std::string node_id;
   std::string dev_root;

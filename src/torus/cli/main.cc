@@ -27,6 +27,8 @@ void AddAgentOptions(CLI::App* cmd, torus::cli::AgentFlags& agent) {
   cmd->add_option("--resources", agent.resources, "Custom resources as JSON, e.g. '{\"special\": 2}'");
   cmd->add_option("--num-cpus", agent.num_cpus, "CPU resource of this node [default: CPUs available]");
   cmd->add_option("--memory", agent.memory, "memory resource, e.g. 16Gi [default: MemTotal]");
+  cmd->add_option("--object-store-memory", agent.object_store_memory,
+                  "Shared memory for large objects of tasks and actors, e.g. 2Gi [default: 30% of --memory]");
   cmd->add_option("--node-ip", agent.node_ip, "Address other nodes reach this node at")->capture_default_str();
   cmd->add_option("--node-id", agent.node_id, "Node id [default: random]");
   cmd->add_option("--dev-root", agent.dev_root, "Root holding dev/ for accelerator detection [default: /]");

@@ -1,4 +1,5 @@
 #include "torus/core/actor_caller.h"
+#include "torus/core/value_proto.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -143,8 +144,7 @@ void ActorCaller::Send(const std::string& address, std::vector<std::shared_ptr<T
             }
             for (int i = 0; i < spec->num_returns(); ++i) {
               const ObjectValue& v = reply->returns(std::min(i, reply->returns_size() - 1));
-              table_->Put(ReturnObjectId(spec->task_id(), static_cast<uint32_t>(i + 1)),
-                          Value{.data = v.data(), .format = v.format(), .buffers = {v.buffers().begin(), v.buffers().end()}});
+              table_->Put(ReturnObjectId(spec->task_id(), static_cast<uint32_t>(i + 1)), FromProto(v));
             }
             return;
           }

@@ -1,4 +1,5 @@
 #include "torus/core/args.h"
+#include "torus/core/value_proto.h"
 
 namespace torus::core {
 
@@ -8,10 +9,9 @@ void ResolveOwnedArgs(ObjectTable* table, const std::string& own_address, TaskSp
     if (!arg.has_ref() || arg.ref().owner_address() != own_address) continue;
     const std::string id = arg.ref().object_id();
     if (auto value = table->Get(id)) {
-      ObjectValue* v = spec->mutable_args(i)->mutable_value();
-      v->set_data(value->data);
-      v->set_format(value->format);
-      for (const std::string& b : value->buffers) v->add_buffers(b);
+      // A stored value stays a ref: the executor maps it from its node's store by the object's id.
+      if (value->stored()) continue;
+      ToProto(*value, spec->mutable_args(i)->mutable_value());
       continue;
     }
     // Wait for it, then look at the rest again.

@@ -1,5 +1,5 @@
 // Argument resolution shared by tasks and actor calls: a ref argument that this process owns is replaced by its
-// value once that is ready (refs owned elsewhere stay refs, for the executor to fetch).
+// value once that is ready (refs owned elsewhere, and values in an object store, stay refs for the executor to fetch).
 // Thread-safety: as ObjectTable's; `done` runs on the thread that makes the last argument ready.
 #pragma once
 

@@ -21,6 +21,13 @@ CoreWorkerService::Stub* Channels::Worker(const std::string& address) {
   return stub.get();
 }
 
+ObjectStoreService::Stub* Channels::Store(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& stub = store_stubs_[address];
+  if (!stub) stub = ObjectStoreService::NewStub(GetLocked(address));
+  return stub.get();
+}
+
 std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
   auto& channel = channels_[address];
   if (!channel) {

@@ -18,6 +18,7 @@ class Channels {
   std::shared_ptr<grpc::Channel> Get(const std::string& address);
   LeaseService::Stub* Leases(const std::string& address);
   CoreWorkerService::Stub* Worker(const std::string& address);
+  ObjectStoreService::Stub* Store(const std::string& address);
   void Authorize(grpc::ClientContext& ctx) const;
 
  private:
@@ -27,6 +28,7 @@ class Channels {
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;                 // guarded by mu_
   std::map<std::string, std::unique_ptr<LeaseService::Stub>> lease_stubs_;         // guarded by mu_
   std::map<std::string, std::unique_ptr<CoreWorkerService::Stub>> worker_stubs_;  // guarded by mu_
+  std::map<std::string, std::unique_ptr<ObjectStoreService::Stub>> store_stubs_;   // guarded by mu_
 };
 
 }  // namespace torus::core

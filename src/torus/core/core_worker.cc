@@ -1,4 +1,5 @@
 #include "torus/core/core_worker.h"
+#include "torus/core/value_proto.h"
 
 #include <unistd.h>
 
@@ -137,6 +138,10 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
     return absl::UnavailableError(absl::StrCat("cannot listen on ", w->options_.node_ip));
   }
   w->address_ = absl::StrCat(w->options_.node_ip, ":", port);
+  w->store_ = std::make_unique<StoreClient>(&w->channels_, w->options_.local_agent,
+                                            OwnerIdentity{.address = w->address_, .pid = getpid(), .boot_id = BootId()});
+  w->table_.SetOnFreeStored(
+      [store = w->store_.get()](const std::string& id, const Value& v) { store->Delete(v.location, id); });
   w->task_events_ = std::make_unique<TaskEvents>(&w->channels_, w->options_.head_address, w->address_);
   w->submitter_ = std::make_unique<TaskSubmitter>(TaskSubmitter::Options{.job_id = w->options_.job_id,
                                                                          .local_agent = w->options_.local_agent,
@@ -257,6 +262,11 @@ void CoreWorker::Shutdown() {
   if (caller_) caller_->Shutdown();
   if (actors_) actors_->Shutdown();
   if (reporter_) reporter_->Flush(std::chrono::seconds(2));  // the actors' last states
+  if (store_) {
+    // What this process owns goes with it, escaped or not: the store frees it now rather than when it notices.
+    for (const auto& [id, v] : table_.OwnedStored()) store_->Delete(v.location, id);
+    store_->Flush(2000);
+  }
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
 }
 
@@ -424,6 +434,43 @@ absl::StatusOr<std::string> CoreWorker::Put(Value value) {
   return id;
 }
 
+absl::StatusOr<std::string> CoreWorker::PutParts(const ValueParts& parts) {
+  if (PartsSize(parts) < kInlineMaxBytes) {
+    Value value{.data = std::string(parts.data), .format = std::string(parts.format)};
+    for (std::string_view b : parts.buffers) value.buffers.emplace_back(b);
+    return Put(std::move(value));
+  }
+  std::string id = PutObjectId();
+  auto stored = store_->Write(id, parts, store_->self());
+  if (!stored.ok()) return stored.status();
+  if (absl::Status s = table_.TryPut(id, *std::move(stored)); !s.ok()) return s;
+  return id;
+}
+
+Value CoreWorker::StoreReturn(const std::string& task_id, uint32_t index, const ValueParts& parts) {
+  if (PartsSize(parts) < kInlineMaxBytes) {
+    Value value{.data = std::string(parts.data), .format = std::string(parts.format)};
+    for (std::string_view b : parts.buffers) value.buffers.emplace_back(b);
+    return value;
+  }
+  std::string owner;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = running_.find(task_id); it != running_.end()) owner = it->second.owner_address;
+  }
+  auto stored = store_->Write(ReturnObjectId(task_id, index), parts, OwnerIdentity{.address = owner});
+  if (!stored.ok()) {
+    return Value{.data = absl::StrCat("a return value of the task could not be stored on node ", store_->local_agent(),
+                                      ": ", stored.status().message()),
+                 .format = "object_store_full"};
+  }
+  return *std::move(stored);
+}
+
+absl::StatusOr<std::shared_ptr<MappedObject>> CoreWorker::MapStored(const Ref& ref, const Value& value) {
+  return store_->Map(ref.object_id, value, ref.owner_address.empty() ? address_ : ref.owner_address);
+}
+
 absl::StatusOr<std::optional<Value>> CoreWorker::Fetch(const Ref& ref, int64_t wait_ms) {
   grpc::ClientContext ctx;
   channels_.Authorize(ctx);
@@ -442,8 +489,7 @@ absl::StatusOr<std::optional<Value>> CoreWorker::Fetch(const Ref& ref, int64_t w
         absl::StrCat("object ", Hex(ref.object_id), " is lost: its owner at ", ref.owner_address, " no longer holds it"));
   }
   if (reply.status() == GetObjectReply::PENDING) return std::optional<Value>();
-  const ObjectValue& v = reply.value();
-  Value value{.data = v.data(), .format = v.format(), .buffers = {v.buffers().begin(), v.buffers().end()}};
+  Value value = FromProto(reply.value());
   table_.Put(ref.object_id, value);
   return std::optional<Value>(std::move(value));
 }
@@ -540,7 +586,7 @@ void CoreWorker::HandlePush(grpc::ServerUnaryReactor* reactor, const PushTaskReq
     reactor->Finish(grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "this task is already running here"));
     return;
   }
-  running_[task_id] = Running{.reactor = reactor, .reply = reply};
+  running_[task_id] = Running{.reactor = reactor, .reply = reply, .owner_address = request.task().owner_address()};
   const TaskSpec& spec = request.task();
   if (spec.actor_id().empty() || spec.actor_creation() || spec.sequence() <= 0) {
     pending_.push_back(Execution{.spec = spec});
@@ -563,9 +609,7 @@ grpc::Status CoreWorker::HandleGetObject(const GetObjectRequest& request, GetObj
   if (state == ObjectState::kReady) {
     if (auto v = table_.Get(request.object_id())) {
       reply->set_status(GetObjectReply::READY);
-      reply->mutable_value()->set_data(v->data);
-      reply->mutable_value()->set_format(v->format);
-      for (const std::string& b : v->buffers) reply->mutable_value()->add_buffers(b);
+      ToProto(*v, reply->mutable_value());
       return grpc::Status::OK;
     }
   }
@@ -623,10 +667,7 @@ void CoreWorker::FinishTask(const std::string& task_id, std::vector<Value> retur
   }
   running.reply->set_function_unknown(function_unknown);
   for (Value& v : returns) {
-    ObjectValue* out = running.reply->add_returns();
-    out->set_data(std::move(v.data));
-    out->set_format(std::move(v.format));
-    for (std::string& b : v.buffers) out->add_buffers(std::move(b));
+    MoveToProto(std::move(v), running.reply->add_returns());
   }
   running.reactor->Finish(grpc::Status::OK);
 }

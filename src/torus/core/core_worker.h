@@ -29,6 +29,7 @@
 #include "torus/core/task_events.h"
 #include "torus/core/object_table.h"
 #include "torus/core/output_follower.h"
+#include "torus/core/store_client.h"
 #include "torus/core/task_submitter.h"
 
 namespace torus::core {
@@ -99,6 +100,14 @@ class CoreWorker {
   // Stores a value this process owns; returns its id.
   // ResourceExhausted when it does not fit the object store's bound.
   absl::StatusOr<std::string> Put(Value value);
+  // The same from the language's buffers: a large value (kInlineMaxBytes and more) is written to this node's object
+  // store (ResourceExhausted "object store full: ..." when it has no room), a small one is held here.
+  absl::StatusOr<std::string> PutParts(const ValueParts& parts);
+  // Return `index` (from 1) of task `task_id` that this worker runs, as FinishTask takes it: a large one is written to
+  // this node's store for the task's owner (an "object_store_full" value in its place when it has no room).
+  Value StoreReturn(const std::string& task_id, uint32_t index, const ValueParts& parts);
+  // This node's mapping of a stored value that Get returned for `ref`.
+  absl::StatusOr<std::shared_ptr<MappedObject>> MapStored(const Ref& ref, const Value& value);
   // Each ref's value, waiting up to `timeout_ms` (< 0: forever). DeadlineExceeded naming how many are not ready;
   // NotFound when an owner no longer holds one (or is gone).
   absl::StatusOr<std::vector<Value>> Get(const std::vector<Ref>& refs, int64_t timeout_ms);
@@ -147,6 +156,7 @@ class CoreWorker {
   Channels channels_;
   ObjectTable table_;
   std::string address_;
+  std::unique_ptr<StoreClient> store_;  // this node's object store
   OutputFollower output_{&channels_};
   std::unique_ptr<TaskEvents> task_events_;  // before submitter_ and caller_, which report to it
   std::unique_ptr<TaskSubmitter> submitter_;
@@ -163,6 +173,7 @@ class CoreWorker {
   struct Running {
     grpc::ServerUnaryReactor* reactor;
     PushTaskReply* reply;
+    std::string owner_address;  // the task's submitter, which owns its returns
   };
   std::map<std::string, Running> running_;  // pushed tasks not yet answered, by task id; guarded by mu_
   // Actor calls, per caller: the next sequence number to run and the calls that came ahead of it.

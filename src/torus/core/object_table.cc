@@ -15,7 +15,7 @@ size_t SizeOf(const Value& v) {
 
 void ObjectTable::AddPending(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  entries_.try_emplace(id);
+  entries_[id].owned = true;
 }
 
 std::string ObjectTable::NoRoomLocked(size_t size) const {
@@ -26,7 +26,14 @@ std::string ObjectTable::NoRoomLocked(size_t size) const {
                       "object_store_memory");
 }
 
-absl::Status ObjectTable::TryPut(const std::string& id, Value value) { return Store(id, std::move(value), true); }
+absl::Status ObjectTable::TryPut(const std::string& id, Value value) {
+  absl::Status s = Store(id, std::move(value), true);
+  if (s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = entries_.find(id); it != entries_.end()) it->second.owned = true;
+  }
+  return s;
+}
 
 void ObjectTable::Put(const std::string& id, Value value) { Store(id, std::move(value), false).IgnoreError(); }
 
@@ -128,7 +135,22 @@ void ObjectTable::MaybeFreeLocked(const std::string& id, Entry& e) {
   // A pending object stays: its task will still deliver it (and a retry needs the entry).
   if (e.escaped || e.state != ObjectState::kReady) return;
   bytes_ -= SizeOf(e.value);
+  if (e.owned && e.value.stored() && on_free_stored_) on_free_stored_(id, e.value);
   entries_.erase(id);
+}
+
+void ObjectTable::SetOnFreeStored(std::function<void(const std::string& id, const Value& value)> on_free) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_free_stored_ = std::move(on_free);
+}
+
+std::vector<std::pair<std::string, Value>> ObjectTable::OwnedStored() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, Value>> out;
+  for (const auto& [id, e] : entries_) {
+    if (e.owned && e.state == ObjectState::kReady && e.value.stored()) out.emplace_back(id, e.value);
+  }
+  return out;
 }
 
 size_t ObjectTable::size() const {

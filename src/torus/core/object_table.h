@@ -1,6 +1,8 @@
 // ObjectTable: the values a core worker holds — the objects it owns (its `put`s and the returns of tasks it
 // submitted) and copies of objects it borrowed and fetched from their owners.
 //
+// Values held here count their bytes; a stored value (in a node's object store) counts nothing here.
+//
 // An owned object is pending until its task finishes, then ready; it is freed when no reference to it is left in
 // this process (AddRef/RemoveRef count the language's handles) unless it escaped — was passed to another process,
 // which may still read it; escaped objects live until the table goes (its job ends).
@@ -14,6 +16,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <cstddef>
 #include <condition_variable>
 #include <functional>
@@ -21,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,6 +35,10 @@ struct Value {
   std::string data;
   std::string format;  // "pickle5", "error", "raw", or a failure the core made: "worker_crashed", "unschedulable"
   std::vector<std::string> buffers;
+  // A large value lies in a node's object store instead (data and buffers empty): that node's agent, and its size.
+  std::string location;
+  uint64_t stored_size = 0;
+  bool stored() const { return !location.empty(); }
 };
 
 enum class ObjectState { kUnknown, kPending, kReady, kFreed };
@@ -57,6 +65,12 @@ class ObjectTable {
   std::vector<size_t> WaitAny(const std::vector<std::string>& ids, size_t num,
                               std::chrono::steady_clock::time_point deadline) const;
 
+  // Called with each owned stored value as it is freed (with the table's lock held: it must not call back into the
+  // table), so that the node's store frees it too.
+  void SetOnFreeStored(std::function<void(const std::string& id, const Value& value)> on_free);
+  // The owned stored values (id, value) still held (to free at shutdown).
+  std::vector<std::pair<std::string, Value>> OwnedStored() const;
+
   // Reference counting by the language's handles.
   void AddRef(const std::string& id);
   void RemoveRef(const std::string& id);
@@ -73,6 +87,7 @@ class ObjectTable {
     Value value;
     int refs = 0;
     bool escaped = false;
+    bool owned = false;  // AddPending or TryPut made it (not a copy of a borrowed object)
     std::vector<std::function<void(const Value&)>> on_ready;
   };
   void MaybeFreeLocked(const std::string& id, Entry& entry);
@@ -85,6 +100,7 @@ class ObjectTable {
   mutable std::condition_variable ready_;
   std::map<std::string, Entry> entries_;  // guarded by mu_
   const size_t max_bytes_;
+  std::function<void(const std::string&, const Value&)> on_free_stored_;  // guarded by mu_
   size_t bytes_ = 0;                      // of ready values; guarded by mu_
 };
 

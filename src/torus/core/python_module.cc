@@ -1,5 +1,7 @@
-// _torus_core: the core worker for Python (the `torus` package calls it; users do not). Values cross as (bytes,
-// format) pairs; object refs as (object id bytes, owner address) pairs; blocking calls release the GIL.
+// _torus_core: the core worker for Python (the `torus` package calls it; users do not). Values cross as (data,
+// format, buffers) triples — pickle protocol 5 data and its out-of-band buffers; a value read from a node's object
+// store comes as read-only memoryviews of its mapping — and object refs as (object id bytes, owner address) pairs;
+// blocking calls release the GIL.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -26,7 +28,42 @@ std::vector<Ref> Refs(const std::vector<std::pair<py::bytes, std::string>>& refs
   return out;
 }
 
-py::tuple ValueTuple(const Value& v) { return py::make_tuple(py::bytes(v.data), v.format); }
+// A value for Python: inline bytes, or views of the mapping of a stored one (kept mapped while a view lives).
+py::tuple ValueTuple(CoreWorker& w, const Ref& ref, const Value& v) {
+  if (!v.stored()) {
+    py::list buffers;
+    // Writable copies: an array read from a small value is the reader's own, as an in-band one would be.
+    for (const std::string& b : v.buffers) buffers.append(py::bytearray(b));
+    return py::make_tuple(py::bytes(v.data), v.format, buffers);
+  }
+  absl::StatusOr<std::shared_ptr<torus::core::MappedObject>> mapped;
+  {
+    py::gil_scoped_release release;
+    mapped = w.MapStored(ref, v);
+  }
+  if (!mapped.ok()) Raise(mapped.status());
+  const torus::core::StoredLayout& layout = (*mapped)->layout();
+  py::memoryview whole(py::cast(*mapped));
+  auto view = [&](const torus::core::StoredSpan& span) {
+    return whole[py::slice(static_cast<py::ssize_t>(span.offset), static_cast<py::ssize_t>(span.offset + span.size), 1)];
+  };
+  py::list buffers;
+  for (const auto& span : layout.buffers) buffers.append(view(span));
+  return py::make_tuple(view(layout.data), layout.format, buffers);
+}
+
+// Views of a value's parts; `keep` holds the buffers' exports while the views are used.
+torus::core::ValueParts PartsOf(const py::bytes& data, const std::string& format, const py::list& buffers,
+                                std::vector<py::buffer_info>& keep) {
+  torus::core::ValueParts parts{.format = format, .data = std::string_view(data)};
+  for (py::handle b : buffers) {
+    py::buffer_info info = py::reinterpret_borrow<py::buffer>(b).request();
+    if (info.ndim > 1 && info.strides.back() != info.itemsize) throw py::value_error("a buffer that is not contiguous");
+    parts.buffers.emplace_back(static_cast<const char*>(info.ptr), static_cast<size_t>(info.size * info.itemsize));
+    keep.push_back(std::move(info));
+  }
+  return parts;
+}
 
 void AddArgs(torus::core::TaskSpec& spec, const py::list& args) {
   for (py::handle a : args) {
@@ -116,6 +153,13 @@ void AddRunFunctions(py::module_& m);  // python_runs.cc
 
 PYBIND11_MODULE(_torus_core, m) {
   m.doc() = "torus core worker (internal)";
+  py::class_<torus::core::MappedObject, std::shared_ptr<torus::core::MappedObject>>(m, "MappedObject",
+                                                                                  py::buffer_protocol())
+      .def_buffer([](torus::core::MappedObject& o) {
+        return py::buffer_info(const_cast<char*>(o.data()), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(o.size())}, {py::ssize_t{1}}, /*readonly=*/true);
+      });
+  m.attr("INLINE_MAX_BYTES") = torus::core::kInlineMaxBytes;
   torus::core::AddRunFunctions(m);
   m.def("new_task_id", [] { return py::bytes(torus::core::NewTaskId()); });
   m.def("check_label_selector", [](const std::map<std::string, std::string>& selector) {
@@ -353,8 +397,14 @@ PYBIND11_MODULE(_torus_core, m) {
              return py::bytes(w.WhenGroupReady(id, Value{.data = std::string(ready), .format = "pickle5"}));
            })
       .def("put",
-           [](CoreWorker& w, py::bytes data, std::string format) {
-             auto id = w.Put(Value{.data = std::string(data), .format = std::move(format)});
+           [](CoreWorker& w, py::bytes data, std::string format, py::list buffers) {
+             std::vector<py::buffer_info> keep;
+             torus::core::ValueParts parts = PartsOf(data, format, buffers, keep);
+             absl::StatusOr<std::string> id;
+             {
+               py::gil_scoped_release release;
+               id = w.PutParts(parts);
+             }
              if (id.status().code() == absl::StatusCode::kResourceExhausted) {
                throw py::buffer_error(std::string(id.status().message()));  // the SDK raises ObjectStoreFullError
              }
@@ -371,7 +421,7 @@ PYBIND11_MODULE(_torus_core, m) {
              }
              if (!values.ok()) Raise(values.status());
              py::list out;
-             for (const Value& v : *values) out.append(ValueTuple(v));
+             for (size_t i = 0; i < values->size(); ++i) out.append(ValueTuple(w, r[i], (*values)[i]));
              return out;
            })
       .def("wait",
@@ -412,12 +462,20 @@ PYBIND11_MODULE(_torus_core, m) {
            })
       .def("finish_task",
            [](CoreWorker& w, py::bytes task_id, py::list returns, bool function_unknown) {
+             const std::string id(task_id);
              std::vector<Value> values;
+             uint32_t index = 0;
              for (py::handle r : returns) {
                auto t = r.cast<py::tuple>();
-               values.push_back(Value{.data = t[0].cast<std::string>(), .format = t[1].cast<std::string>()});
+               std::vector<py::buffer_info> keep;
+               const std::string format = t[1].cast<std::string>();
+               torus::core::ValueParts parts =
+                   PartsOf(t[0].cast<py::bytes>(), format, t.size() > 2 ? t[2].cast<py::list>() : py::list(), keep);
+               py::gil_scoped_release release;
+               values.push_back(w.StoreReturn(id, ++index, parts));
              }
-             w.FinishTask(std::string(task_id), std::move(values), function_unknown);
+             py::gil_scoped_release release;
+             w.FinishTask(id, std::move(values), function_unknown);
            },
            py::arg("task_id"), py::arg("returns"), py::arg("function_unknown") = false)
       .def("cancel",

@@ -1,4 +1,5 @@
 #include "torus/core/task_submitter.h"
+#include "torus/core/value_proto.h"
 
 #include <algorithm>
 
@@ -474,8 +475,7 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
     }
     for (int i = 0; i < task->spec.num_returns(); ++i) {
       const ObjectValue& v = reply.returns(std::min(i, reply.returns_size() - 1));
-      Value value{.data = v.data(), .format = v.format(), .buffers = {v.buffers().begin(), v.buffers().end()}};
-      table_->Put(ReturnObjectId(task->spec.task_id(), static_cast<uint32_t>(i + 1)), std::move(value));
+      table_->Put(ReturnObjectId(task->spec.task_id(), static_cast<uint32_t>(i + 1)), FromProto(v));
     }
   }
   {

@@ -17,6 +17,7 @@
 #include "spdlog/spdlog.h"
 #include "torus/accel/tpu_detect.h"
 #include "torus/common/clock.h"
+#include "torus/common/strings.h"
 #include "torus/common/termination.h"
 #include "torus/node/agent.h"
 #include "torus/node/bundle_ledger.h"
@@ -26,6 +27,8 @@
 #include "torus/node/metrics_sampler.h"
 #include "torus/node/node_identity.h"
 #include "torus/node/lease_service.h"
+#include "torus/node/object_service.h"
+#include "torus/node/object_store.h"
 #include "torus/node/node_service.h"
 #include "torus/node/worker_leases.h"
 #include "torus/node/worker_supervisor.h"
@@ -55,6 +58,8 @@ struct NodeFlags {
   std::optional<std::string> slice_name;
   bool no_nvml = false;
   std::string work_dir;
+  std::optional<int64_t> object_store_memory;
+  std::string object_store_dir;
   int64_t metrics_period_ms = 5000;
   std::string tpu_log_dir = "/tmp/tpu_logs";
   int64_t head_grace_ms = 300'000;
@@ -107,6 +112,28 @@ std::string Hostname() {
   char buf[256] = {0};
   gethostname(buf, sizeof(buf) - 1);
   return buf;
+}
+
+// The node's object store: in --object-store-dir, or a directory of its own on /dev/shm (what agents that died left
+// there goes), else in the work dir.
+absl::StatusOr<std::unique_ptr<torus::node::ObjectStore>> OpenObjectStore(const NodeFlags& flags,
+                                                                          const std::string& node_id,
+                                                                          const torus::ResourceSet& resources,
+                                                                          const std::string& work_dir) {
+  const int64_t memory = resources.GetFixed(torus::kResourceMemory) / torus::kResourceScale;
+  const uint64_t capacity =
+      static_cast<uint64_t>(flags.object_store_memory.value_or(static_cast<int64_t>(memory * 0.3)));
+  std::string dir = flags.object_store_dir;
+  if (dir.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory("/dev/shm", ec)) {
+      torus::node::RemoveLeftoverStores("/dev/shm", "torus-objects-");
+      dir = absl::StrCat("/dev/shm/torus-objects-", node_id, "-", getpid());
+    } else {
+      dir = work_dir + "/objects";
+    }
+  }
+  return torus::node::ObjectStore::Open(dir, capacity);
 }
 
 // Exit codes: 0 stopped, 1 runtime failure, 2 bad flags or input.
@@ -276,6 +303,14 @@ int Run(const NodeFlags& flags) {
   // names the agent's port).
   torus::node::LeaseServiceImpl lease_service(token, identity->node_id);
   builder.RegisterService(&lease_service);
+  // The object store answers only once the port is known (it tells other agents where to pull from).
+  auto object_store = OpenObjectStore(flags, identity->node_id, identity->resources, work_dir);
+  if (!object_store.ok()) {
+    std::cerr << "torus-node: object store: " << object_store.status().message() << "\n";
+    return 1;
+  }
+  torus::node::ObjectStoreServiceImpl object_service(object_store->get(), token, torus::node::ReadBootId());
+  builder.RegisterService(&object_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || agent_port == 0) {
     std::cerr << "torus-node: cannot listen on " << flags.node_ip << ":" << flags.node_port
@@ -283,6 +318,9 @@ int Run(const NodeFlags& flags) {
     return 1;
   }
   spdlog::info("agent service listening on {}:{}", flags.node_ip, agent_port);
+  object_service.Start(absl::StrCat(flags.node_ip, ":", agent_port));
+  spdlog::info("object store in {} holding up to {}", (*object_store)->dir(),
+               torus::HumanBytes(static_cast<int64_t>((*object_store)->stats().capacity)));
   {
     const std::string python_path = flags.python_path.empty() ? DefaultPythonPath() : flags.python_path;
     lease_options.worker_argv = {flags.task_python, "-m", "torus._worker"};
@@ -342,6 +380,7 @@ int Run(const NodeFlags& flags) {
   signal_thread.join();
   if (sampler) sampler->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  object_service.Stop();
   service_for_exits = nullptr;  // the service goes before the supervisor
   leases_for_exits = nullptr;   // and so do the leases
   return 0;
@@ -385,6 +424,11 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", flags.work_dir,
                  "Directory for this agent's files; worker logs go to <work-dir>/workers/ "
                  "[default: /tmp/torus/node_<node-id>]");
+  app.add_option("--object-store-memory", flags.object_store_memory,
+                 "Bytes of shared memory for large objects of tasks and actors [default: 30% of the memory resource]")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50));
+  app.add_option("--object-store-dir", flags.object_store_dir,
+                 "Directory of the object store's files, on a tmpfs [default: /dev/shm/torus-objects-<node-id>-<pid>]");
   app.add_option("--package-cache-bytes", flags.package_cache_bytes,
                  "Unpacked bytes of packages (uploaded working dirs and py_modules) kept for later workers; the "
                  "least recently used go first, never one a worker runs in")

@@ -185,12 +185,6 @@ std::string CauseKindName(CauseKind kind) {
   return "";
 }
 
-std::string HumanBytes(int64_t bytes) {
-  if (bytes >= (int64_t{1} << 30)) return absl::StrFormat("%.1f GiB", bytes / double(int64_t{1} << 30));
-  if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%.1f MiB", bytes / double(int64_t{1} << 20));
-  return absl::StrCat(bytes / 1024, " KiB");
-}
-
 Explanation ExplainAttempt(const std::vector<const Worker*>& workers, bool stop_requested) {
   std::optional<Finding> cause;
   const Worker* cause_worker = nullptr;

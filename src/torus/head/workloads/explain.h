@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "torus/common/strings.h"
 #include "torus/head/state/model.h"
 
 namespace torus::head {
@@ -49,8 +50,5 @@ Explanation ExplainAttempt(const std::vector<const Worker*>& workers, bool stop_
 
 // A job's one worker, ended.
 Explanation ExplainWorker(const Worker& worker, bool stop_requested);
-
-// "1.5 GiB", "312.0 MiB", "900 KiB".
-std::string HumanBytes(int64_t bytes);
 
 }  // namespace torus::head

@@ -1,0 +1,78 @@
+// ObjectStoreServiceImpl: the node's ObjectStore over gRPC (core.proto's ObjectStoreService), with the cluster token
+// checked on every call.
+//
+// - CreateObject / SealObject: a process of this host writes a new object (it maps the file it is given).
+// - PullObject: a process of this host wants to read an object; the answer is the path of this node's copy, pulled
+//   first from the agent that holds it (ReadObject, in chunks of kChunkBytes) when there is none here. Concurrent
+//   pulls of one object share one transfer.
+// - DeleteObjects: the owner freed objects; the deletion is forwarded once to the agents that pulled copies.
+// - A watch thread frees the objects of owners that are gone: an owner on this machine (same boot id) when its pid
+//   no longer exists, another one when its core worker refuses two probes in a row (one per second).
+//
+// Thread-safety: thread-safe (a synchronous service: a pull holds its RPC thread for the transfer).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "grpcpp/grpcpp.h"
+#include "torus/core.grpc.pb.h"
+#include "torus/node/object_store.h"
+
+namespace torus::node {
+
+class ObjectStoreServiceImpl final : public core::ObjectStoreService::Service {
+ public:
+  static constexpr size_t kChunkBytes = 4 << 20;
+
+  // `store` (owned by the caller) outlives the service; `boot_id` is this machine's (ReadBootId). Every call answers
+  // UNAVAILABLE until Start.
+  ObjectStoreServiceImpl(ObjectStore* store, std::string token, std::string boot_id);
+  ~ObjectStoreServiceImpl() override;
+  // Serves from now on; `self_address` is this agent's host:port (what other agents pull from). Starts the owner
+  // watch. Call once.
+  void Start(std::string self_address);
+
+  grpc::Status CreateObject(grpc::ServerContext* ctx, const core::CreateObjectRequest* request,
+                            core::CreateObjectReply* reply) override;
+  grpc::Status SealObject(grpc::ServerContext* ctx, const core::SealObjectRequest* request,
+                          core::SealObjectReply* reply) override;
+  grpc::Status PullObject(grpc::ServerContext* ctx, const core::PullObjectRequest* request,
+                          core::PullObjectReply* reply) override;
+  grpc::Status ReadObject(grpc::ServerContext* ctx, const core::ReadObjectRequest* request,
+                          grpc::ServerWriter<core::ObjectChunk>* writer) override;
+  grpc::Status DeleteObjects(grpc::ServerContext* ctx, const core::DeleteObjectsRequest* request,
+                             core::DeleteObjectsReply* reply) override;
+
+  // One look at the owners of the objects here (the watch thread's step; public for tests).
+  void SweepOwners();
+  // Stops the watch thread. Idempotent.
+  void Stop();
+
+ private:
+  // Copies `id` from the agent at `source` into this store.
+  absl::Status Pull(const std::string& id, const std::string& source, const StoreOwner& owner);
+  std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address);
+  void Authorize(grpc::ClientContext& ctx) const;
+  void WatchLoop();
+
+  ObjectStore* const store_;
+  const std::string token_;
+  const std::string boot_id_;
+  std::string self_;                  // set once by Start, before started_
+  std::atomic<bool> started_{false};
+
+  std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;                                           // guarded by mu_
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
+  std::map<std::string, int> failed_probes_;                        // remote owner -> probes refused in a row; mu_
+  std::thread watch_;
+};
+
+}  // namespace torus::node
