@@ -1,5 +1,4 @@
 #include "torus/core/actor_caller.h"
-#include "torus/core/value_proto.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "torus/core/args.h"
 #include "torus/core/ids.h"
+#include "torus/core/value_proto.h"
 
 namespace torus::core {
 

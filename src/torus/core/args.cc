@@ -1,4 +1,5 @@
 #include "torus/core/args.h"
+
 #include "torus/core/value_proto.h"
 
 namespace torus::core {

@@ -1,5 +1,4 @@
 #include "torus/core/core_worker.h"
-#include "torus/core/value_proto.h"
 
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "torus/core/groups.h"
 #include "torus/core/ids.h"
+#include "torus/core/value_proto.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/node.grpc.pb.h"
 

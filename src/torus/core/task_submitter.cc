@@ -1,11 +1,11 @@
 #include "torus/core/task_submitter.h"
-#include "torus/core/value_proto.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "torus/core/args.h"
 #include "torus/core/ids.h"
+#include "torus/core/value_proto.h"
 
 namespace torus::core {
 namespace {

@@ -352,7 +352,11 @@ int Run(const NodeFlags& flags) {
         [&] {
           auto sources = torus::node::MakeHostMetricsSources(chips, gpus, !flags.no_nvml, options.env,
                                                              [&workers] { return workers.Running(); });
-          sources.read_agent = [&leases] { return leases->Samples(); };
+          sources.read_agent = [&leases, store = object_store->get()] {
+            std::vector<torus::node::AgentSample> samples = leases->Samples();
+            for (auto& s : torus::node::StoreSamples(store->stats())) samples.push_back(std::move(s));
+            return samples;
+          };
           return sources;
         }(),
         torus::node::MakeHeadMetricsSender(channel, token), [&agent] { return agent.incarnation(); });

@@ -18,6 +18,18 @@ namespace torus::node {
 
 std::string ObjectFileName(const std::string& id) { return absl::BytesToHexString(id); }
 
+std::vector<AgentSample> StoreSamples(const StoreStats& s) {
+  return {{.name = "torus_node_object_store_bytes",
+           .value = static_cast<double>(s.primary_bytes),
+           .labels = {{"kind", "primary"}}},
+          {.name = "torus_node_object_store_bytes",
+           .value = static_cast<double>(s.used - s.primary_bytes),
+           .labels = {{"kind", "copies"}}},
+          {.name = "torus_node_object_store_capacity_bytes", .value = static_cast<double>(s.capacity)},
+          {.name = "torus_node_object_store_objects", .value = static_cast<double>(s.objects)},
+          {.name = "torus_node_object_store_evictions_total", .value = static_cast<double>(s.evicted)}};
+}
+
 int RemoveLeftoverStores(const std::string& parent, const std::string& prefix) {
   std::error_code ec;
   int removed = 0;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "torus/node/metrics_sampler.h"
 
 namespace torus::node {
 
@@ -106,6 +107,10 @@ class ObjectStore {
   uint64_t clock_ = 0;                     // guarded by mu_
   uint64_t evicted_ = 0;                   // guarded by mu_
 };
+
+// For /metrics: torus_node_object_store_bytes{kind="primary"|"copies"}, torus_node_object_store_capacity_bytes,
+// torus_node_object_store_objects and torus_node_object_store_evictions_total.
+std::vector<AgentSample> StoreSamples(const StoreStats& stats);
 
 // Hex of an object id (its file name).
 std::string ObjectFileName(const std::string& id);

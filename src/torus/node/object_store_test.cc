@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -150,6 +151,21 @@ TEST_F(ObjectStoreTest, AnOwnersObjectsGoTogether) {
   EXPECT_TRUE(store->Contains("b1"));
   ASSERT_EQ(store->Owners().size(), 1u);
   EXPECT_EQ(store->Owners()[0].address, "owner-b:1");
+}
+
+TEST_F(ObjectStoreTest, SamplesCountPrimariesAndCopiesApart) {
+  auto store = Open(10'000);
+  Write(*store, "p", 1000, true);
+  Write(*store, "c", 300, false);
+  std::map<std::string, double> got;
+  for (const AgentSample& s : StoreSamples(store->stats())) {
+    got[s.labels.empty() ? s.name : absl::StrCat(s.name, "/", s.labels.at("kind"))] = s.value;
+  }
+  EXPECT_EQ(got, (std::map<std::string, double>{{"torus_node_object_store_bytes/copies", 300},
+                                                 {"torus_node_object_store_bytes/primary", 1000},
+                                                 {"torus_node_object_store_capacity_bytes", 10'000},
+                                                 {"torus_node_object_store_evictions_total", 0},
+                                                 {"torus_node_object_store_objects", 2}}));
 }
 
 TEST_F(ObjectStoreTest, AbortFreesTheRoomAndTheStoreRemovesItsDirectory) {
