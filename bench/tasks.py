@@ -8,7 +8,8 @@ processes as the machine has cores (one thread each), then measures, for each:
   - actor method calls: sync round trip (p50) and async calls/s;
   - put + get of a numpy array in the same process;
   - torus only: get of that array by a task on the same node, and by a task on a second node (an agent started on
-    another loopback address: the pull between the two agents' stores), and the store bytes each node then holds.
+    another loopback address: the pull between the two agents' stores), and the store bytes each node then holds;
+    as the peer of the pull, what one loopback TCP connection carries on this machine.
 Prints a table with torus/Dask ratios (for times lower is better; for throughput higher is better).
 
 Usage: /usr/bin/python3 bench/tasks.py [--sync 300] [--async-tasks 3000] [--array-mb 1024]
@@ -31,6 +32,39 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
+def raw_tcp_rate(nbytes):
+    """GB/s of one loopback TCP connection carrying `nbytes` from a thread to this one: what the network path of
+    this machine allows, for the pull between nodes to be compared with."""
+    import socket
+    import threading
+    payload = memoryview(bytearray(nbytes))
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def send():
+        conn, _ = server.accept()
+        conn.sendall(payload)
+        conn.close()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    into = memoryview(bytearray(nbytes))
+    client = socket.create_connection(server.getsockname())
+    t0 = time.perf_counter()
+    got = 0
+    while got < nbytes:
+        n = client.recv_into(into[got:], min(1 << 24, nbytes - got))
+        if not n:
+            break
+        got += n
+    rate = got / (time.perf_counter() - t0) / 1e9
+    sender.join()
+    client.close()
+    server.close()
+    return rate
+
+
 def bench_torus(args):
     import numpy as np
     import torus
@@ -47,7 +81,8 @@ def bench_torus(args):
         head = torus.get_runtime_context().get_node_id()
         address = os.environ["TORUS_ADDRESS"]
         subprocess.run([binary, "start", "--address", address, "--node-ip", "127.0.1.9", "--node-id", "bench-b",
-                        "--num-cpus", "1", "--object-store-memory", store], env=env, check=True, capture_output=True)
+                        "--num-cpus", "1", "--object-store-memory", store],
+                       env=dict(env, TORUS_TOKEN=torus._runtime._state.token), check=True, capture_output=True)
         deadline = time.time() + 30
         while len(torus.nodes()) < 2 and time.time() < deadline:
             time.sleep(0.1)
@@ -97,6 +132,7 @@ def bench_torus(args):
         @torus.remote
         def timed_get(refs):
             import hashlib
+            import numpy  # imported before the clock starts, as a program that uses arrays has it
             t = time.perf_counter()
             x = torus.get(refs[0])
             took = time.perf_counter() - t
@@ -119,7 +155,7 @@ def bench_torus(args):
         return {"sync_p50": pct(sync, 50), "sync_p99": pct(sync, 99), "async": async_rate, "put": put_s, "get": get_s,
                 "actor_sync_p50": pct(actor_sync, 50), "actor_async": actor_async,
                 "put_rate": arr.nbytes / put_s / 1e9, "get_other": local_s, "pull": remote_s,
-                "pull_rate": arr.nbytes / remote_s / 1e9,
+                "pull_rate": arr.nbytes / remote_s / 1e9, "tcp_rate": raw_tcp_rate(arr.nbytes),
                 "held_head": held.get(head, 0) / arr.nbytes, "held_b": held.get("bench-b", 0) / arr.nbytes}
     finally:
         subprocess.run([binary, "down"], env=env, capture_output=True)
@@ -201,6 +237,7 @@ def main():
                   ("get of it by a task on the same node", "get_other", "ms", 1e3),
                   ("get of it by a task on another node", "pull", "ms", 1e3),
                   ("  that is, pulled between nodes at", "pull_rate", "GB/s", 1),
+                  ("  one loopback TCP connection carries", "tcp_rate", "GB/s", 1),
                   ("store bytes on the put's node / array", "held_head", "x", 1),
                   ("store bytes on the other node / array", "held_b", "x", 1)]
     print(f"| {'measure':42} | {'torus':>18} | {'Dask':>18} | torus/Dask |")

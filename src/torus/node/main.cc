@@ -318,7 +318,10 @@ int Run(const NodeFlags& flags) {
     return 1;
   }
   spdlog::info("agent service listening on {}:{}", flags.node_ip, agent_port);
-  object_service.Start(absl::StrCat(flags.node_ip, ":", agent_port));
+  if (absl::Status s = object_service.Start(absl::StrCat(flags.node_ip, ":", agent_port)); !s.ok()) {
+    std::cerr << "torus-node: object store: " << s.message() << "\n";
+    return 1;
+  }
   spdlog::info("object store in {} holding up to {}", (*object_store)->dir(),
                torus::HumanBytes(static_cast<int64_t>((*object_store)->stats().capacity)));
   {

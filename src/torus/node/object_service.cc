@@ -35,10 +35,14 @@ grpc::Status Starting() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "th
 ObjectStoreServiceImpl::ObjectStoreServiceImpl(ObjectStore* store, std::string token, std::string boot_id)
     : store_(store), token_(std::move(token)), boot_id_(std::move(boot_id)) {}
 
-void ObjectStoreServiceImpl::Start(std::string self_address) {
+absl::Status ObjectStoreServiceImpl::Start(std::string self_address) {
+  auto transfer = TransferServer::Start(self_address.substr(0, self_address.rfind(':')));
+  if (!transfer.ok()) return transfer.status();
+  transfer_ = *std::move(transfer);
   self_ = std::move(self_address);
   started_.store(true);
   watch_ = std::thread([this] { WatchLoop(); });
+  return absl::OkStatus();
 }
 
 ObjectStoreServiceImpl::~ObjectStoreServiceImpl() { Stop(); }
@@ -50,6 +54,7 @@ void ObjectStoreServiceImpl::Stop() {
   }
   stop_cv_.notify_all();
   if (watch_.joinable()) watch_.join();
+  if (transfer_) transfer_->Stop();
 }
 
 void ObjectStoreServiceImpl::Authorize(grpc::ClientContext& ctx) const {
@@ -117,103 +122,47 @@ grpc::Status ObjectStoreServiceImpl::PullObject(grpc::ServerContext* ctx, const 
 }
 
 absl::Status ObjectStoreServiceImpl::Pull(const std::string& id, const std::string& source, const StoreOwner& owner) {
+  auto fail = [&](absl::StatusCode code, const std::string& why) {
+    return absl::Status(code, absl::StrCat("pulling object ", ObjectFileName(id), " from ", source, ": ", why));
+  };
   grpc::ClientContext ctx;
   Authorize(ctx);
-  core::ReadObjectRequest request;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  core::OpenTransferRequest request;
   request.set_object_id(id);
   request.set_reader(self_);
-  auto stub = core::ObjectStoreService::NewStub(ChannelTo(source));
-  auto reader = stub->ReadObject(&ctx, request);
-  core::ObjectChunk chunk;
-  if (!reader->Read(&chunk)) {
-    grpc::Status s = reader->Finish();
-    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                        absl::StrCat("pulling object ", ObjectFileName(id), " from ", source, ": ", s.error_message()));
+  core::OpenTransferReply opened;
+  grpc::Status s = core::ObjectStoreService::NewStub(ChannelTo(source))->OpenTransfer(&ctx, request, &opened);
+  if (!s.ok()) return fail(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  if (opened.size() < 0 || opened.port() <= 0 || opened.port() > 65535 || opened.ticket().size() != kTicketBytes) {
+    return fail(absl::StatusCode::kDataLoss, "a malformed transfer offer");
   }
-  const uint64_t size = static_cast<uint64_t>(chunk.size());
+  const uint64_t size = static_cast<uint64_t>(opened.size());
+  // AlreadyExists: another pull of it is under way; the caller waits for it.
   auto path = store_->Create(id, size, owner, /*primary=*/false, std::chrono::steady_clock::now() + kRoomWait);
-  if (!path.ok()) {
-    ctx.TryCancel();
-    reader->Finish();
-    return path.status();  // AlreadyExists: another pull of it is under way; the caller waits for it
-  }
-  int fd = open(path->c_str(), O_WRONLY | O_CLOEXEC);
-  uint64_t offset = 0;
-  absl::Status failed;
-  if (fd < 0) failed = absl::InternalError(absl::StrCat("cannot open ", *path, ": ", std::strerror(errno)));
-  do {
-    if (!failed.ok()) break;
-    const std::string& data = chunk.data();
-    if (offset + data.size() > size) {
-      failed = absl::DataLossError(absl::StrCat("pulling object ", ObjectFileName(id), " from ", source,
-                                                ": more bytes than its size (", size, ")"));
-      break;
-    }
-    for (size_t done = 0; done < data.size();) {
-      ssize_t n = pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        failed = absl::InternalError(absl::StrCat("cannot write ", *path, ": ", std::strerror(errno)));
-        break;
-      }
-      done += static_cast<size_t>(n);
-    }
-    offset += data.size();
-  } while (reader->Read(&chunk));
+  if (!path.ok()) return path.status();
+  int fd = open(path->c_str(), O_RDWR | O_CLOEXEC);
+  absl::Status fetched = fd < 0 ? absl::InternalError(absl::StrCat("cannot open ", *path, ": ", std::strerror(errno)))
+                                : FetchTransfer(source.substr(0, source.rfind(':')), opened.port(), opened.ticket(),
+                                                fd, size);
   if (fd >= 0) close(fd);
-  if (!failed.ok()) ctx.TryCancel();
-  grpc::Status finished = reader->Finish();
-  if (failed.ok() && !finished.ok()) {
-    failed = absl::UnavailableError(
-        absl::StrCat("pulling object ", ObjectFileName(id), " from ", source, ": ", finished.error_message()));
-  }
-  if (failed.ok() && offset != size) {
-    failed = absl::DataLossError(absl::StrCat("pulling object ", ObjectFileName(id), " from ", source, ": got ", offset,
-                                              " of ", size, " bytes"));
-  }
-  if (!failed.ok()) {
+  if (!fetched.ok()) {
     store_->Abort(id);
-    return failed;
+    return fail(fetched.code(), std::string(fetched.message()));
   }
   return store_->Seal(id);
 }
 
-grpc::Status ObjectStoreServiceImpl::ReadObject(grpc::ServerContext* ctx, const core::ReadObjectRequest* request,
-                                                grpc::ServerWriter<core::ObjectChunk>* writer) {
+grpc::Status ObjectStoreServiceImpl::OpenTransfer(grpc::ServerContext* ctx, const core::OpenTransferRequest* request,
+                                                  core::OpenTransferReply* reply) {
   if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return s;
   if (!started_.load()) return Starting();
   auto object = store_->Get(request->object_id(), std::chrono::steady_clock::now() + std::chrono::seconds(10));
   if (!object.ok()) return rpc::ToGrpc(object.status());
-  int fd = open(object->path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("object ", ObjectFileName(request->object_id()), " was freed while being read"));
-  }
   if (!request->reader().empty()) store_->AddCopyHolder(request->object_id(), request->reader());
-  core::ObjectChunk chunk;
-  chunk.set_size(static_cast<int64_t>(object->size));
-  uint64_t offset = 0;
-  grpc::WriteOptions options;
-  do {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, object->size - offset));
-    std::string* data = chunk.mutable_data();
-    data->resize(n);
-    size_t got = 0;
-    while (got < n) {
-      ssize_t r = pread(fd, data->data() + got, n - got, static_cast<off_t>(offset + got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += static_cast<size_t>(r);
-    }
-    if (got < n) {
-      close(fd);
-      return grpc::Status(grpc::StatusCode::DATA_LOSS, absl::StrCat("short read of ", object->path));
-    }
-    offset += n;
-    if (!writer->Write(chunk, options)) break;
-    chunk.clear_size();
-  } while (offset < object->size);
-  close(fd);
+  reply->set_size(static_cast<int64_t>(object->size));
+  reply->set_port(transfer_->port());
+  reply->set_ticket(transfer_->Issue(object->path, object->size));
   return grpc::Status::OK;
 }
 

@@ -3,8 +3,8 @@
 //
 // - CreateObject / SealObject: a process of this host writes a new object (it maps the file it is given).
 // - PullObject: a process of this host wants to read an object; the answer is the path of this node's copy, pulled
-//   first from the agent that holds it (ReadObject, in chunks of kChunkBytes) when there is none here. Concurrent
-//   pulls of one object share one transfer.
+//   first from the agent that holds it (OpenTransfer, then the bytes over its transfer port: object_transfer.h) when
+//   there is none here. Concurrent pulls of one object share one transfer.
 // - DeleteObjects: the owner freed objects; the deletion is forwarded once to the agents that pulled copies.
 // - A watch thread frees the objects of owners that are gone: an owner on this machine (same boot id) when its pid
 //   no longer exists, another one when its core worker refuses two probes in a row (one per second).
@@ -23,20 +23,19 @@
 #include "grpcpp/grpcpp.h"
 #include "torus/core.grpc.pb.h"
 #include "torus/node/object_store.h"
+#include "torus/node/object_transfer.h"
 
 namespace torus::node {
 
 class ObjectStoreServiceImpl final : public core::ObjectStoreService::Service {
  public:
-  static constexpr size_t kChunkBytes = 4 << 20;
-
   // `store` (owned by the caller) outlives the service; `boot_id` is this machine's (ReadBootId). Every call answers
   // UNAVAILABLE until Start.
   ObjectStoreServiceImpl(ObjectStore* store, std::string token, std::string boot_id);
   ~ObjectStoreServiceImpl() override;
-  // Serves from now on; `self_address` is this agent's host:port (what other agents pull from). Starts the owner
-  // watch. Call once.
-  void Start(std::string self_address);
+  // Serves from now on; `self_address` is this agent's host:port (what other agents pull from). Starts the transfer
+  // port (on the same host) and the owner watch. Call once; Unavailable when the transfer port cannot listen.
+  absl::Status Start(std::string self_address);
 
   grpc::Status CreateObject(grpc::ServerContext* ctx, const core::CreateObjectRequest* request,
                             core::CreateObjectReply* reply) override;
@@ -44,8 +43,8 @@ class ObjectStoreServiceImpl final : public core::ObjectStoreService::Service {
                           core::SealObjectReply* reply) override;
   grpc::Status PullObject(grpc::ServerContext* ctx, const core::PullObjectRequest* request,
                           core::PullObjectReply* reply) override;
-  grpc::Status ReadObject(grpc::ServerContext* ctx, const core::ReadObjectRequest* request,
-                          grpc::ServerWriter<core::ObjectChunk>* writer) override;
+  grpc::Status OpenTransfer(grpc::ServerContext* ctx, const core::OpenTransferRequest* request,
+                            core::OpenTransferReply* reply) override;
   grpc::Status DeleteObjects(grpc::ServerContext* ctx, const core::DeleteObjectsRequest* request,
                              core::DeleteObjectsReply* reply) override;
 
@@ -65,6 +64,7 @@ class ObjectStoreServiceImpl final : public core::ObjectStoreService::Service {
   const std::string token_;
   const std::string boot_id_;
   std::string self_;                  // set once by Start, before started_
+  std::unique_ptr<TransferServer> transfer_;  // likewise
   std::atomic<bool> started_{false};
 
   std::mutex mu_;

@@ -28,7 +28,7 @@ struct Agent {
     builder.RegisterService(service.get());
     server = builder.BuildAndStart();
     address = absl::StrCat("127.0.0.1:", port);
-    service->Start(address);
+    EXPECT_TRUE(service->Start(address).ok());
     stub = core::ObjectStoreService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   }
   ~Agent() {
@@ -82,7 +82,7 @@ grpc::Status Pull(Agent& agent, const std::string& id, const std::string& source
   core::PullObjectRequest pull;
   pull.set_object_id(id);
   pull.set_source(source);
-  *pull.mutable_owner() = Owner("owner:1");
+  *pull.mutable_owner() = Owner(source);  // a live gRPC server: the owner watch keeps its objects
   pull.set_wait_ms(5000);
   return agent.stub->PullObject(Context().get(), pull, reply);
 }
@@ -94,11 +94,11 @@ std::string RandomBytes(size_t n) {
   return out;
 }
 
-TEST(ObjectStoreService, AnObjectIsPulledInChunksToAnotherNodeBitForBit) {
+TEST(ObjectStoreService, AnObjectIsPulledToAnotherNodeBitForBit) {
   Agent a("a", 64 << 20), b("b", 64 << 20);
   // Spans several chunks and ends in a partial one.
-  const std::string bytes = RandomBytes(2 * ObjectStoreServiceImpl::kChunkBytes + 12345);
-  Put(a, "obj", bytes, Owner("owner:1"));
+  const std::string bytes = RandomBytes((9 << 20) + 12345);
+  Put(a, "obj", bytes, Owner(a.address));
   core::PullObjectReply pulled;
   grpc::Status s = Pull(b, "obj", a.address, &pulled);
   ASSERT_TRUE(s.ok()) << s.error_message();
@@ -115,7 +115,7 @@ TEST(ObjectStoreService, AnObjectIsPulledInChunksToAnotherNodeBitForBit) {
 
 TEST(ObjectStoreService, ADeletionAtTheSourceReachesTheCopies) {
   Agent a("a", 1 << 20), b("b", 1 << 20);
-  Put(a, "obj", "some bytes", Owner("owner:1"));
+  Put(a, "obj", "some bytes", Owner(a.address));
   core::PullObjectReply pulled;
   ASSERT_TRUE(Pull(b, "obj", a.address, &pulled).ok());
   ASSERT_TRUE(b.store->Contains("obj"));
@@ -137,7 +137,7 @@ TEST(ObjectStoreService, PullsOfMissingObjectsAndFullStoresSayWhy) {
             absl::StrCat("object ", ObjectFileName("nothing"), " is no longer in the store of node ", a.address));
   s = Pull(b, "nothing", a.address, &reply);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
-  Put(a, "big", std::string(5000, 'x'), Owner("owner:1"));
+  Put(a, "big", std::string(5000, 'x'), Owner(a.address));
   s = Pull(b, "big", a.address, &reply);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_TRUE(s.error_message().starts_with("object store full: an object of 4 KiB does not fit")) << s.error_message();
@@ -149,7 +149,7 @@ TEST(ObjectStoreService, RefusesAWrongTokenAndBadRequests) {
   core::CreateObjectRequest create;
   create.set_object_id("x");
   create.set_size(10);
-  *create.mutable_owner() = Owner("owner:1");
+  *create.mutable_owner() = Owner(a.address);
   core::CreateObjectReply reply;
   EXPECT_EQ(a.stub->CreateObject(Context("wrong").get(), create, &reply).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);

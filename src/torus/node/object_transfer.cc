@@ -1,0 +1,211 @@
+#include "torus/node/object_transfer.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace torus::node {
+namespace {
+
+constexpr auto kTicketLife = std::chrono::seconds(60);
+constexpr int kIoTimeoutSeconds = 30;
+
+void SetTimeouts(int fd) {
+  timeval tv{.tv_sec = kIoTimeoutSeconds, .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+// Reads exactly `n` bytes; false when the peer stops first.
+bool RecvAll(int fd, char* out, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = recv(fd, out + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+absl::StatusOr<addrinfo*> Resolve(const std::string& host, int port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0 || found == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
+  }
+  return found;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TransferServer>> TransferServer::Start(const std::string& host) {
+  auto found = Resolve(host, 0, /*passive=*/true);
+  if (!found.ok()) return found.status();
+  int fd = socket((*found)->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (fd < 0 || bind(fd, (*found)->ai_addr, (*found)->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+    const std::string why = std::strerror(errno);
+    freeaddrinfo(*found);
+    if (fd >= 0) close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot listen for object transfers on ", host, ": ", why));
+  }
+  freeaddrinfo(*found);
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                              : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  std::unique_ptr<TransferServer> server(new TransferServer(fd, port));
+  server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  return server;
+}
+
+TransferServer::~TransferServer() {
+  Stop();
+  close(listen_fd_);
+}
+
+std::string TransferServer::Issue(const std::string& path, uint64_t size) {
+  std::random_device random;
+  std::string ticket(kTicketBytes, '\0');
+  for (size_t i = 0; i < kTicketBytes; i += 4) {
+    const uint32_t r = random();
+    std::memcpy(ticket.data() + i, &r, std::min<size_t>(4, kTicketBytes - i));
+  }
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(grants_, [now](const auto& kv) { return kv.second.expires < now; });
+  grants_[ticket] = Grant{.path = path, .size = size, .expires = now + kTicketLife};
+  return ticket;
+}
+
+void TransferServer::AcceptLoop() {
+  while (true) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    std::vector<std::thread> done;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done.swap(finished_);
+      if (stopping_) {
+        if (fd >= 0) close(fd);
+        for (auto& t : done) finished_.push_back(std::move(t));  // Stop joins them
+        return;
+      }
+      if (fd >= 0) {
+        SetTimeouts(fd);
+        connections_[fd] = std::thread([this, fd] { Serve(fd); });
+      }
+    }
+    for (auto& t : done) t.join();
+    if (fd < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // out of descriptors: do not spin
+  }
+}
+
+void TransferServer::Serve(int fd) {
+  std::string ticket(kTicketBytes, '\0');
+  std::optional<Grant> grant;
+  if (RecvAll(fd, ticket.data(), ticket.size())) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = grants_.find(ticket); it != grants_.end()) {
+      if (it->second.expires >= std::chrono::steady_clock::now()) grant = it->second;
+      grants_.erase(it);
+    }
+  }
+  if (grant) {
+    int file = open(grant->path.c_str(), O_RDONLY | O_CLOEXEC);
+    off_t offset = 0;
+    while (file >= 0 && static_cast<uint64_t>(offset) < grant->size) {
+      ssize_t n = sendfile(fd, file, &offset, std::min<uint64_t>(grant->size - offset, 1 << 30));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+    }
+    if (file >= 0) close(file);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = connections_.find(fd); it != connections_.end()) {
+    finished_.push_back(std::move(it->second));
+    connections_.erase(it);
+  }
+  close(fd);
+}
+
+void TransferServer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (const auto& [fd, thread] : connections_) shutdown(fd, SHUT_RDWR);
+  }
+  shutdown(listen_fd_, SHUT_RDWR);
+  if (acceptor_.joinable()) acceptor_.join();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [fd, thread] : connections_) threads.push_back(std::move(thread));
+    connections_.clear();
+    for (auto& t : finished_) threads.push_back(std::move(t));
+    finished_.clear();
+  }
+  for (auto& t : threads) t.join();
+}
+
+absl::Status FetchTransfer(const std::string& host, int port, const std::string& ticket, int fd, uint64_t size) {
+  const std::string peer = absl::StrCat(host, ":", port);
+  auto found = Resolve(host, port, /*passive=*/false);
+  if (!found.ok()) return found.status();
+  int sock = socket((*found)->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool connected = sock >= 0 && connect(sock, (*found)->ai_addr, (*found)->ai_addrlen) == 0;
+  const std::string why = std::strerror(errno);
+  freeaddrinfo(*found);
+  if (!connected) {
+    if (sock >= 0) close(sock);
+    return absl::UnavailableError(absl::StrCat("cannot connect to the object transfer port ", peer, ": ", why));
+  }
+  SetTimeouts(sock);
+  absl::Status status;
+  if (send(sock, ticket.data(), ticket.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(ticket.size())) {
+    status = absl::UnavailableError(absl::StrCat("cannot send the transfer ticket to ", peer));
+  } else if (size > 0) {
+    // Received straight into the store's file.
+    void* map = mmap(nullptr, size, PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (map == MAP_FAILED) {
+      status = absl::InternalError(absl::StrCat("cannot map the object's file: ", std::strerror(errno)));
+    } else {
+      uint64_t got = 0;
+      while (got < size) {
+        ssize_t r = recv(sock, static_cast<char*>(map) + got, std::min<uint64_t>(size - got, 1 << 30), 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += static_cast<uint64_t>(r);
+      }
+      munmap(map, size);
+      if (got < size) {
+        status = absl::UnavailableError(
+            absl::StrCat("the transfer from ", peer, " ended after ", got, " of ", size, " bytes"));
+      }
+    }
+  }
+  close(sock);
+  return status;
+}
+
+}  // namespace torus::node

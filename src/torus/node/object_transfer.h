@@ -1,0 +1,64 @@
+// Object transfer between agents: the bytes of a stored object over a plain TCP connection, sent from the store's
+// file with sendfile(2) and received straight into the reader's mapped file (one copy on each side, no framing).
+//
+// The holder's agent issues a one-time ticket (16 random bytes, valid for 60 s) to a caller that its gRPC service
+// authenticated with the cluster token; the reader connects to the holder's transfer port, writes the ticket, and
+// reads exactly the object's size. A connection with an unknown or expired ticket is closed without a byte.
+//
+// Thread-safety: thread-safe. The server serves each connection on a thread of its own.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace torus::node {
+
+inline constexpr size_t kTicketBytes = 16;
+
+class TransferServer {
+ public:
+  // Listens on `host` (an address of this machine), on any free port.
+  static absl::StatusOr<std::unique_ptr<TransferServer>> Start(const std::string& host);
+  ~TransferServer();
+  TransferServer(const TransferServer&) = delete;
+  TransferServer& operator=(const TransferServer&) = delete;
+
+  int port() const { return port_; }
+  // A ticket to read `size` bytes of the file at `path` once, within 60 s.
+  std::string Issue(const std::string& path, uint64_t size);
+  // Stops listening and ends the connections being served. Idempotent.
+  void Stop();
+
+ private:
+  TransferServer(int listen_fd, int port) : listen_fd_(listen_fd), port_(port) {}
+  struct Grant {
+    std::string path;
+    uint64_t size = 0;
+    std::chrono::steady_clock::time_point expires;
+  };
+  void AcceptLoop();
+  void Serve(int fd);
+
+  const int listen_fd_;
+  const int port_;
+  std::thread acceptor_;
+  std::mutex mu_;
+  bool stopping_ = false;                    // guarded by mu_
+  std::map<std::string, Grant> grants_;      // by ticket; guarded by mu_
+  std::map<int, std::thread> connections_;   // by socket; guarded by mu_
+  std::vector<std::thread> finished_;        // connection threads to join; guarded by mu_
+};
+
+// Reads the object behind `ticket` from the transfer server at host:port into the file `fd`, which is `size` bytes
+// long (allocated). Unavailable naming the peer when the connection fails or ends early.
+absl::Status FetchTransfer(const std::string& host, int port, const std::string& ticket, int fd, uint64_t size);
+
+}  // namespace torus::node
