@@ -6,6 +6,7 @@ import math
 
 from torus import _runtime
 from torus import _serialization as ser
+from torus import exceptions
 
 _SCALE = 10000
 
@@ -156,7 +157,7 @@ class RemoteFunction(Remote):
 def _wire_args(args, kwargs):
     """Positional arguments (refs as refs), then the keyword arguments as one value."""
     wire = [_arg(a) for a in args]
-    wire.append(("v", ser.dumps(kwargs), ser.FORMAT_PICKLE))
+    wire.append(_value_arg(kwargs))
     return wire
 
 
@@ -166,7 +167,23 @@ def _arg(a):
         if state is not None and a._owner == state.core.address:
             state.core.mark_escaped(a._id)
         return ("r", a._id, a._owner)
-    return ("v", ser.dumps(a), ser.FORMAT_PICKLE)
+    return _value_arg(a)
+
+
+def _value_arg(value):
+    """A value passed to a task or actor call: inline when small; a large one (numpy arrays and the like) is put in
+    this node's object store as an object that the submitted call holds until it finishes, and its worker maps it."""
+    data, buffers = ser.dumps_oob(value)
+    state = _runtime._state
+    if state is not None and len(data) + sum(b.nbytes for b in buffers) >= _runtime._import_core().INLINE_MAX_BYTES:
+        try:
+            object_id = state.core.put(data, ser.FORMAT_PICKLE, buffers)
+        except BufferError as e:
+            raise exceptions.ObjectStoreFullError(str(e)) from None
+        return ("r", object_id, state.core.address)
+    if buffers:
+        data = ser.dumps(value)  # small arrays travel in band
+    return ("v", data, ser.FORMAT_PICKLE)
 
 
 def remote(*args, **options):

@@ -689,6 +689,14 @@ def test_large_values_are_read_zero_copy_from_the_node_store_and_held_once(clust
     assert result["small_writeable"] is True  # small values travel inline and are ordinary arrays
 
 
+STORE_USED = """
+import os
+def used():
+    return sum(os.path.getsize(os.path.join(r, f)) for d in os.listdir("/dev/shm") if d.startswith("torus-objects-")
+               for r, _, fs in os.walk(os.path.join("/dev/shm", d)) for f in fs)
+"""
+
+
 def shm_bytes(prefix="torus-objects-"):
     total = 0
     for d in os.listdir("/dev/shm"):
@@ -698,16 +706,40 @@ def shm_bytes(prefix="torus-objects-"):
     return total
 
 
+def test_a_large_argument_goes_through_the_store_and_is_freed_when_its_task_ends(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, STORE_USED + textwrap.dedent("""
+        import json, time, numpy as np, torus
+        torus.init()
+
+        @torus.remote
+        def where(x, scale=None):
+            addr = x.__array_interface__["data"][0]
+            with open("/proc/self/maps") as maps:
+                for line in maps:
+                    lo, hi = (int(v, 16) for v in line.split()[0].split("-"))
+                    if lo <= addr < hi:
+                        return line.split()[-1], int(x.sum()), int(scale.sum())
+
+        start = used()
+        path, total, scale = torus.get(where.remote(np.ones(8 * 2**20, dtype=np.uint8),
+                                                    scale=np.full(2**20, 2, dtype=np.uint8)))
+        deadline = time.time() + 10
+        while used() - start > 0 and time.time() < deadline:
+            time.sleep(0.05)
+        # This driver is still alive: only the task's end freed its arguments.
+        print(json.dumps({"path": path, "total": total, "scale": scale, "held_after": used() - start}))
+    """))
+    assert result["path"].startswith("/dev/shm/torus-objects-"), result  # mapped from the store
+    assert result["total"] == 8 * 2**20 and result["scale"] == 2 * 2**20
+    assert result["held_after"] == 0
+
+
 def test_a_drivers_store_objects_are_freed_when_dropped_and_when_it_is_killed(cluster, tmp_path):
     before = shm_bytes()
     # Dropped refs free the store's copy.
-    result = driver_json(cluster, tmp_path, """
-        import json, os, numpy as np, torus
+    result = driver_json(cluster, tmp_path, STORE_USED + textwrap.dedent("""
+        import json, numpy as np, torus
         torus.init()
-        def used():
-            return sum(os.path.getsize(os.path.join(r, f)) for d in os.listdir("/dev/shm")
-                       if d.startswith("torus-objects-") for r, _, fs in os.walk(os.path.join("/dev/shm", d))
-                       for f in fs)
         start = used()
         ref = torus.put(np.ones(32 * 2**20, dtype=np.uint8))
         held = used() - start
@@ -717,7 +749,7 @@ def test_a_drivers_store_objects_are_freed_when_dropped_and_when_it_is_killed(cl
         while used() - start > 0 and time.time() < deadline:
             time.sleep(0.05)
         print(json.dumps({"held": held, "after_del": used() - start}))
-    """)
+    """))
     assert 32 * 2**20 <= result["held"] < 33 * 2**20
     assert result["after_del"] == 0
     # A driver killed with its objects in the store: the agent frees them once it sees the driver gone.

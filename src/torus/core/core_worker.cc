@@ -327,8 +327,23 @@ std::vector<LeaseNode> CoreWorker::nodes() const {
 std::vector<std::string> CoreWorker::Submit(TaskSpec spec, TaskOptions options) {
   std::vector<std::string> ids;
   for (int i = 1; i <= spec.num_returns(); ++i) ids.push_back(ReturnObjectId(spec.task_id(), static_cast<uint32_t>(i)));
+  HoldArgsUntilDone(spec);
   submitter_->Submit(std::move(spec), std::move(options));
   return ids;
+}
+
+void CoreWorker::HoldArgsUntilDone(const TaskSpec& spec) {
+  std::vector<std::string> held;
+  for (const TaskArg& arg : spec.args()) {
+    if (!arg.has_ref() || (arg.ref().owner_address() != address_ && !arg.ref().owner_address().empty())) continue;
+    table_.AddRef(arg.ref().object_id());
+    held.push_back(arg.ref().object_id());
+  }
+  if (held.empty() || spec.num_returns() < 1) return;
+  table_.AddPending(ReturnObjectId(spec.task_id(), 1));
+  table_.OnReady(ReturnObjectId(spec.task_id(), 1), [this, held](const Value&) {
+    for (const std::string& id : held) table_.RemoveRef(id);
+  });
 }
 
 absl::StatusOr<std::string> CoreWorker::CreateActor(TaskSpec creation, ActorOptions options) {
@@ -359,6 +374,7 @@ std::vector<std::string> CoreWorker::CallActor(const std::string& actor_id, cons
   spec.set_job_id(options_.job_id);
   std::vector<std::string> ids;
   for (int i = 1; i <= spec.num_returns(); ++i) ids.push_back(ReturnObjectId(spec.task_id(), static_cast<uint32_t>(i)));
+  HoldArgsUntilDone(spec);
   caller_->Call(actor_id, owner_address, std::move(spec));
   return ids;
 }

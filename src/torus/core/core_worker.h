@@ -149,6 +149,9 @@ class CoreWorker {
   std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> Follower();
   // What actors report their states to: the head's directory, through reporter_.
   std::function<void(const std::string&, const ActorInfo&, const std::string&, int64_t)> ActorStateReporter();
+  // The objects this process owns that `spec` takes as arguments are held (a reference each) until its first return
+  // is ready: its final outcome, after any retries.
+  void HoldArgsUntilDone(const TaskSpec& spec);
   // One fetch of a borrowed object from its owner, waiting up to `wait_ms` there.
   absl::StatusOr<std::optional<Value>> Fetch(const Ref& ref, int64_t wait_ms);
 
