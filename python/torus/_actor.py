@@ -63,7 +63,7 @@ class ActorClass(Remote):
         resources = _resources(dict(opts, num_cpus=opts.get("num_cpus", 0)))
         env, working_dir = _runtime_env(opts)
         selector, strategy, group, bundle = _placement(opts)
-        wire_args = _wire_args(args, kwargs)
+        wire_args = _wire_args(args, kwargs, keep_refs=True)
         methods = [n for n, _ in inspect.getmembers(self._target, callable) if not n.startswith("__")]
         name = opts.get("name") or ""
         namespace = opts.get("namespace") or state.namespace

@@ -154,17 +154,21 @@ class RemoteFunction(Remote):
         return refs[0] if num_returns == 1 else refs
 
 
-def _wire_args(args, kwargs):
-    """Positional arguments (refs as refs), then the keyword arguments as one value."""
-    wire = [_arg(a) for a in args]
+def _wire_args(args, kwargs, keep_refs=False):
+    """Positional arguments (refs as refs), then the keyword arguments as one value.
+
+    A ref passed as an argument reaches the worker as its value, so the submitted call holds the object only until
+    it ends (the core worker counts it). `keep_refs` (an actor's constructor, which runs again on each restart) keeps
+    the objects this process owns for as long as it lives."""
+    wire = [_arg(a, keep_refs) for a in args]
     wire.append(_value_arg(kwargs))
     return wire
 
 
-def _arg(a):
+def _arg(a, keep_refs):
     if isinstance(a, _runtime.ObjectRef):
         state = _runtime._state
-        if state is not None and a._owner == state.core.address:
+        if keep_refs and state is not None and a._owner == state.core.address:
             state.core.mark_escaped(a._id)
         return ("r", a._id, a._owner)
     return _value_arg(a)

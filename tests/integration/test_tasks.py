@@ -734,6 +734,29 @@ def test_a_large_argument_goes_through_the_store_and_is_freed_when_its_task_ends
     assert result["held_after"] == 0
 
 
+def test_an_object_passed_to_a_task_is_freed_once_dropped_and_the_task_has_ended(cluster, tmp_path):
+    result = driver_json(cluster, tmp_path, STORE_USED + textwrap.dedent("""
+        import json, time, numpy as np, torus
+        torus.init()
+
+        @torus.remote
+        def total(x):
+            time.sleep(1)
+            return int(x.sum())
+
+        start = used()
+        ref = torus.put(np.ones(4 * 2**20, dtype=np.uint8))
+        out = total.remote(ref)
+        del ref  # the running task still holds it
+        result = torus.get(out)
+        deadline = time.time() + 10
+        while used() - start > 0 and time.time() < deadline:
+            time.sleep(0.05)
+        print(json.dumps({"result": result, "held_after": used() - start}))
+    """))
+    assert result == {"result": 4 * 2**20, "held_after": 0}
+
+
 def test_a_drivers_store_objects_are_freed_when_dropped_and_when_it_is_killed(cluster, tmp_path):
     before = shm_bytes()
     # Dropped refs free the store's copy.
