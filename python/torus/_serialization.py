@@ -15,9 +15,18 @@ def dumps(value):
     return cloudpickle.dumps(value, protocol=5)
 
 
+# Values that the standard pickler writes exactly as cloudpickle would (by value, nothing by reference to __main__):
+# pickled with it, which is several times faster for the arguments and results of most calls.
+_PLAIN = frozenset({int, float, bool, str, bytes, type(None)})
+_EMPTY = frozenset({list, tuple, dict})
+
+
 def dumps_oob(value):
     """(data, buffers): `value` pickled with its large contiguous buffers (numpy arrays, bytearrays) left out of band,
     so that the core copies them once into the object store and readers map them back without a copy."""
+    kind = type(value)
+    if kind in _PLAIN or (kind in _EMPTY and not value):
+        return pickle.dumps(value, protocol=5), []
     buffers = []
     data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
     return data, [b.raw() for b in buffers]
