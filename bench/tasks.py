@@ -72,6 +72,7 @@ def bench_torus(args):
     root = tempfile.mkdtemp(prefix="bench-tasks-")
     env = dict(os.environ, TORUS_TEMP_DIR=root)
     binary = os.path.join(REPO, "build", "bin", "torus")
+    env_b = dict(os.environ, TORUS_TEMP_DIR=tempfile.mkdtemp(prefix="bench-tasks-b-"))
     store = str(args.array_mb * 2 + 256) + "Mi"
     subprocess.run([binary, "start", "--head", "--port", "0", "--dashboard-port", "0", "--object-store-memory", store],
                    env=env, check=True, capture_output=True)
@@ -80,9 +81,10 @@ def bench_torus(args):
         torus.init()
         head = torus.get_runtime_context().get_node_id()
         address = os.environ["TORUS_ADDRESS"]
+        # The second agent keeps its session in a root of its own, so that each `torus down` stops its own.
         subprocess.run([binary, "start", "--address", address, "--node-ip", "127.0.1.9", "--node-id", "bench-b",
                         "--num-cpus", "1", "--object-store-memory", store],
-                       env=dict(env, TORUS_TOKEN=torus._runtime._state.token), check=True, capture_output=True)
+                       env=dict(env_b, TORUS_TOKEN=torus._runtime._state.token), check=True, capture_output=True)
         deadline = time.time() + 30
         while len(torus.nodes()) < 2 and time.time() < deadline:
             time.sleep(0.1)
@@ -158,6 +160,7 @@ def bench_torus(args):
                 "pull_rate": arr.nbytes / remote_s / 1e9, "tcp_rate": raw_tcp_rate(arr.nbytes),
                 "held_head": held.get(head, 0) / arr.nbytes, "held_b": held.get("bench-b", 0) / arr.nbytes}
     finally:
+        subprocess.run([binary, "down"], env=env_b, capture_output=True)
         subprocess.run([binary, "down"], env=env, capture_output=True)
 
 
