@@ -1,6 +1,7 @@
 // torus-node: the per-host agent. Parses flags, detects the host, keeps it registered with the head, and runs the
 // workers the head asks for.
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -121,8 +122,7 @@ absl::StatusOr<std::unique_ptr<torus::node::ObjectStore>> OpenObjectStore(const 
                                                                           const torus::ResourceSet& resources,
                                                                           const std::string& work_dir) {
   const int64_t memory = resources.GetFixed(torus::kResourceMemory) / torus::kResourceScale;
-  const uint64_t capacity =
-      static_cast<uint64_t>(flags.object_store_memory.value_or(static_cast<int64_t>(memory * 0.3)));
+  uint64_t capacity = static_cast<uint64_t>(flags.object_store_memory.value_or(static_cast<int64_t>(memory * 0.3)));
   std::string dir = flags.object_store_dir;
   if (dir.empty()) {
     std::error_code ec;
@@ -131,6 +131,17 @@ absl::StatusOr<std::unique_ptr<torus::node::ObjectStore>> OpenObjectStore(const 
       dir = absl::StrCat("/dev/shm/torus-objects-", node_id, "-", getpid());
     } else {
       dir = work_dir + "/objects";
+    }
+  }
+  // The default never promises more than the file system holds (a container's /dev/shm may be 64 MiB).
+  struct statvfs fs {};
+  const std::string parent = std::filesystem::path(dir).parent_path().string();
+  if (!flags.object_store_memory && statvfs(parent.c_str(), &fs) == 0) {
+    const uint64_t room = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize / 100 * 95;
+    if (room < capacity) {
+      spdlog::warn("object store: {} holds {}; the store is sized to it (set --object-store-memory to choose)", parent,
+                   torus::HumanBytes(static_cast<int64_t>(room)));
+      capacity = room;
     }
   }
   return torus::node::ObjectStore::Open(dir, capacity);
