@@ -102,6 +102,7 @@ grpc::Status ObjectStoreServiceImpl::PullObject(grpc::ServerContext* ctx, const 
   if (!started_.load()) return Starting();
   const std::string& id = request->object_id();
   if (id.empty()) return Invalid("object_id: required");
+  if (request->owner().address().empty()) return Invalid("owner.address: required (the owner's host:port)");
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(std::clamp<int64_t>(request->wait_ms(), 0, kMaxWaitMs));
   if (!store_->Contains(id)) {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "torus/node/worker_leases.h"
+#include "torus/rpc/generic_call_test_util.h"
 
 namespace torus::node {
 namespace object_service_test {
@@ -161,6 +162,34 @@ TEST(ObjectStoreService, RefusesAWrongTokenAndBadRequests) {
   create.clear_owner();
   s = a.stub->CreateObject(Context().get(), create, &reply);
   EXPECT_EQ(s.error_message(), "owner.address: required (the owner's host:port)");
+  core::PullObjectRequest pull;
+  pull.set_object_id("x");
+  pull.set_source("127.0.0.1:1");
+  core::PullObjectReply pulled;
+  s = a.stub->PullObject(Context().get(), pull, &pulled);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "owner.address: required (the owner's host:port)");
+}
+
+// Every method (from the service's descriptor, so that a new one is covered): refused without the token and with a
+// wrong one, and an undecodable message is refused before the handler; nothing is stored and the service serves on.
+TEST(ObjectStoreService, EveryMethodNeedsTheTokenAndRefusesUndecodableMessages) {
+  Agent a("a", 1 << 20);
+  auto channel = grpc::CreateChannel(a.address, grpc::InsecureChannelCredentials());
+  const auto methods = rpc::testutil::ServiceMethods("torus.core.ObjectStoreService");
+  ASSERT_EQ(methods.size(), 5u);  // a new method: check that it is covered as the others are
+  for (const google::protobuf::MethodDescriptor* m : methods) {
+    const std::string method = rpc::testutil::MethodPath(m);
+    for (const std::string& token : {std::string(), std::string("wrong")}) {
+      grpc::Status refused = rpc::testutil::GenericUnaryCall(channel, method, "", token);
+      EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method << ": " << refused.error_message();
+    }
+    grpc::Status garbled = rpc::testutil::GenericUnaryCall(channel, method, rpc::testutil::kUndecodableMessage, kToken);
+    EXPECT_EQ(garbled.error_code(), grpc::StatusCode::INTERNAL) << method << ": " << garbled.error_message();
+  }
+  EXPECT_EQ(a.store->stats().objects, 0u);
+  Put(a, "after", "still serving", Owner(a.address));
+  EXPECT_TRUE(a.store->Contains("after"));
 }
 
 TEST(ObjectStoreService, TheObjectsOfAnOwnerThatIsGoneAreFreed) {
