@@ -97,13 +97,18 @@ void ActorCaller::FlushLocked(const std::string& actor_id, Actor& actor, std::ve
 
 void ActorCaller::Resolve(const std::string& actor_id) {
   std::string owner;
+  int32_t min_incarnation = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    owner = actors_[actor_id].owner;
+    Actor& actor = actors_[actor_id];
+    owner = actor.owner;
+    min_incarnation = actor.failed_incarnation + 1;
+    actor.failed_incarnation = -1;
   }
   ActorInfo info;
   while (true) {
-    info = resolve_(actor_id, owner, 10'000);
+    info = resolve_(actor_id, owner, 10'000, min_incarnation);
+    min_incarnation = 0;  // waited once: what the owner says now stands
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ || info.state() == ActorInfo::ALIVE || info.state() == ActorInfo::DEAD) break;
   }
@@ -171,7 +176,10 @@ void ActorCaller::Send(const std::string& address, std::vector<std::shared_ptr<T
           {
             std::lock_guard<std::mutex> lock(mu_);
             Actor& actor = actors_[actor_id];
-            if (actor.known && actor.info.address() == address) actor.known = false;
+            if (actor.known && actor.info.address() == address) {
+              actor.known = false;
+              actor.failed_incarnation = actor.info.incarnation();
+            }
             if ((undelivered || retried) && !stopping_) {
               requeued = true;
               actor.waiting.push_back(spec);

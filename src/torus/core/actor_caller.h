@@ -28,8 +28,8 @@ namespace torus::core {
 
 class ActorCaller {
  public:
-  // How an actor's owner answers: `resolve(actor_id, owner_address, wait_ms)`.
-  using Resolver = std::function<ActorInfo(const std::string&, const std::string&, int64_t)>;
+  // How an actor's owner answers: `resolve(actor_id, owner_address, wait_ms, min_incarnation)`.
+  using Resolver = std::function<ActorInfo(const std::string&, const std::string&, int64_t, int32_t)>;
   // `on_task` (optional) is told of each call's changes of state, as TaskSubmitter's.
   ActorCaller(std::string caller_id, std::string own_address, ObjectTable* table, Channels* channels,
               Resolver resolve, TaskEventSink on_task = {});
@@ -50,6 +50,9 @@ class ActorCaller {
     bool resolving = false;
     int64_t next_sequence = 1;
     int32_t incarnation = -1;
+    // A call failed on this incarnation: the next resolution waits (a while) for a newer one, so that a call sent
+    // again does not go back to the worker that just died before its owner has noticed.
+    int32_t failed_incarnation = -1;
     std::deque<std::shared_ptr<TaskSpec>> waiting;  // calls waiting for an address
   };
   void Ready(const std::string& actor_id, std::shared_ptr<TaskSpec> spec);

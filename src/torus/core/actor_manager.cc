@@ -237,7 +237,7 @@ void ActorManager::Live(const std::string& actor_id) {
   }
 }
 
-ActorInfo ActorManager::Resolve(const std::string& actor_id, int64_t wait_ms) {
+ActorInfo ActorManager::Resolve(const std::string& actor_id, int64_t wait_ms, int32_t min_incarnation) {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = actors_.find(actor_id);
   if (it == actors_.end()) {
@@ -248,7 +248,8 @@ ActorInfo ActorManager::Resolve(const std::string& actor_id, int64_t wait_ms) {
   }
   Actor& actor = *it->second;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(wait_ms, 0));
-  while (actor.info.state() == ActorInfo::PENDING_CREATION || actor.info.state() == ActorInfo::RESTARTING) {
+  while (actor.info.state() == ActorInfo::PENDING_CREATION || actor.info.state() == ActorInfo::RESTARTING ||
+         (actor.info.state() == ActorInfo::ALIVE && actor.info.incarnation() < min_incarnation)) {
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) break;
   }
   return actor.info;

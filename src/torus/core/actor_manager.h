@@ -60,9 +60,10 @@ class ActorManager {
 
   // Registers actor `creation.actor_id()` and starts creating it.
   void Create(TaskSpec creation, ActorOptions options);
-  // What this owner knows of an actor, waiting up to `wait_ms` while it is being created or restarted. NotFound
-  // state (DEAD, "unknown actor") for one it does not own.
-  ActorInfo Resolve(const std::string& actor_id, int64_t wait_ms);
+  // What this owner knows of an actor, waiting up to `wait_ms` while it is being created or restarted — or while the
+  // incarnation ALIVE is older than `min_incarnation`. NotFound state (DEAD, "unknown actor") for one it does not
+  // own.
+  ActorInfo Resolve(const std::string& actor_id, int64_t wait_ms, int32_t min_incarnation = 0);
   // Stops the actor's worker; with `no_restart` (or no restarts left) it is DEAD. NotFound for an unknown actor.
   absl::Status Kill(const std::string& actor_id, bool no_restart);
   // Kills every actor and waits for their threads.

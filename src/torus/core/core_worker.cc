@@ -176,8 +176,8 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
                                               });
   w->caller_ = std::make_unique<ActorCaller>(
       absl::StrCat(w->address_, "/", Hex(NewTaskId())), w->address_, &w->table_, &w->channels_,
-      [self](const std::string& actor_id, const std::string& owner, int64_t wait_ms) {
-        return self->ResolveActor(actor_id, owner, wait_ms);
+      [self](const std::string& actor_id, const std::string& owner, int64_t wait_ms, int32_t min_incarnation) {
+        return self->ResolveActor(actor_id, owner, wait_ms, min_incarnation);
       },
       w->task_events_->Sink());
   if (!w->options_.head_address.empty()) {
@@ -379,14 +379,16 @@ std::vector<std::string> CoreWorker::CallActor(const std::string& actor_id, cons
   return ids;
 }
 
-ActorInfo CoreWorker::ResolveActor(const std::string& actor_id, const std::string& owner_address, int64_t wait_ms) {
-  if (owner_address == address_) return actors_->Resolve(actor_id, wait_ms);
+ActorInfo CoreWorker::ResolveActor(const std::string& actor_id, const std::string& owner_address, int64_t wait_ms,
+                                   int32_t min_incarnation) {
+  if (owner_address == address_) return actors_->Resolve(actor_id, wait_ms, min_incarnation);
   grpc::ClientContext ctx;
   channels_.Authorize(ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(wait_ms + 10'000));
   ResolveActorRequest request;
   request.set_actor_id(actor_id);
   request.set_wait_ms(wait_ms);
+  request.set_min_incarnation(min_incarnation);
   ActorInfo info;
   grpc::Status s = channels_.Worker(owner_address)->ResolveActor(&ctx, request, &info);
   if (!s.ok()) {
@@ -414,7 +416,7 @@ absl::Status CoreWorker::KillActor(const std::string& actor_id, const std::strin
 }
 
 ActorInfo CoreWorker::HandleResolveActor(const ResolveActorRequest& request) {
-  return actors_->Resolve(request.actor_id(), std::clamp<int64_t>(request.wait_ms(), 0, 60'000));
+  return actors_->Resolve(request.actor_id(), std::clamp<int64_t>(request.wait_ms(), 0, 60'000), request.min_incarnation());
 }
 
 grpc::Status CoreWorker::HandleKillActor(const KillActorRequest& request) {

@@ -88,8 +88,10 @@ class CoreWorker {
   // Calls a method of an actor owned by `owner_address` (spec: task_id, name, method, args, num_returns set);
   // returns its return objects' ids.
   std::vector<std::string> CallActor(const std::string& actor_id, const std::string& owner_address, TaskSpec spec);
-  // What the actor's owner says of it, waiting up to `wait_ms` while it is created or restarted.
-  ActorInfo ResolveActor(const std::string& actor_id, const std::string& owner_address, int64_t wait_ms);
+  // What the actor's owner says of it, waiting up to `wait_ms` while it is created or restarted (or while an
+  // incarnation older than `min_incarnation` is the one alive: see ResolveActorRequest).
+  ActorInfo ResolveActor(const std::string& actor_id, const std::string& owner_address, int64_t wait_ms,
+                         int32_t min_incarnation = 0);
   absl::Status KillActor(const std::string& actor_id, const std::string& owner_address, bool no_restart);
 
   // An object that becomes `ready` once placement group `group` is CREATED, or an "unschedulable" value saying why
