@@ -17,7 +17,7 @@
 namespace torus::node {
 namespace {
 
-constexpr int64_t kMaxWaitMs = 60'000;
+constexpr int64_t kMaxPullWaitMs = 60'000;
 constexpr int kProbesBeforeGone = 2;
 // A creation that does not fit waits this long for deletions under way (an owner's freed objects) to make room.
 constexpr std::chrono::milliseconds kRoomWait(1000);
@@ -28,7 +28,7 @@ StoreOwner OwnerFrom(const core::ObjectOwner& o) {
 
 grpc::Status Invalid(const std::string& message) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message); }
 
-grpc::Status Starting() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the agent is starting"); }
+grpc::Status StoreStarting() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the agent is starting"); }
 
 }  // namespace
 
@@ -75,7 +75,7 @@ std::shared_ptr<grpc::Channel> ObjectStoreServiceImpl::ChannelTo(const std::stri
 grpc::Status ObjectStoreServiceImpl::CreateObject(grpc::ServerContext* ctx, const core::CreateObjectRequest* request,
                                                   core::CreateObjectReply* reply) {
   if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return s;
-  if (!started_.load()) return Starting();
+  if (!started_.load()) return StoreStarting();
   if (request->size() < 0) return Invalid(absl::StrCat("size: must be >= 0, got ", request->size()));
   if (request->owner().address().empty()) return Invalid("owner.address: required (the owner's host:port)");
   auto path = store_->Create(request->object_id(), static_cast<uint64_t>(request->size()), OwnerFrom(request->owner()),
@@ -88,7 +88,7 @@ grpc::Status ObjectStoreServiceImpl::CreateObject(grpc::ServerContext* ctx, cons
 grpc::Status ObjectStoreServiceImpl::SealObject(grpc::ServerContext* ctx, const core::SealObjectRequest* request,
                                                 core::SealObjectReply*) {
   if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return s;
-  if (!started_.load()) return Starting();
+  if (!started_.load()) return StoreStarting();
   if (request->abort()) {
     store_->Abort(request->object_id());
     return grpc::Status::OK;
@@ -99,12 +99,12 @@ grpc::Status ObjectStoreServiceImpl::SealObject(grpc::ServerContext* ctx, const 
 grpc::Status ObjectStoreServiceImpl::PullObject(grpc::ServerContext* ctx, const core::PullObjectRequest* request,
                                                 core::PullObjectReply* reply) {
   if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return s;
-  if (!started_.load()) return Starting();
+  if (!started_.load()) return StoreStarting();
   const std::string& id = request->object_id();
   if (id.empty()) return Invalid("object_id: required");
   if (request->owner().address().empty()) return Invalid("owner.address: required (the owner's host:port)");
   const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::clamp<int64_t>(request->wait_ms(), 0, kMaxWaitMs));
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::clamp<int64_t>(request->wait_ms(), 0, kMaxPullWaitMs));
   if (!store_->Contains(id)) {
     if (request->source().empty() || request->source() == self_) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
@@ -157,7 +157,7 @@ absl::Status ObjectStoreServiceImpl::Pull(const std::string& id, const std::stri
 grpc::Status ObjectStoreServiceImpl::OpenTransfer(grpc::ServerContext* ctx, const core::OpenTransferRequest* request,
                                                   core::OpenTransferReply* reply) {
   if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return s;
-  if (!started_.load()) return Starting();
+  if (!started_.load()) return StoreStarting();
   auto object = store_->Get(request->object_id(), std::chrono::steady_clock::now() + std::chrono::seconds(10));
   if (!object.ok()) return rpc::ToGrpc(object.status());
   if (!request->reader().empty()) store_->AddCopyHolder(request->object_id(), request->reader());
@@ -170,7 +170,7 @@ grpc::Status ObjectStoreServiceImpl::OpenTransfer(grpc::ServerContext* ctx, cons
 grpc::Status ObjectStoreServiceImpl::DeleteObjects(grpc::ServerContext* ctx, const core::DeleteObjectsRequest* request,
                                                    core::DeleteObjectsReply*) {
   if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return s;
-  if (!started_.load()) return Starting();
+  if (!started_.load()) return StoreStarting();
   std::vector<std::string> ids(request->object_ids().begin(), request->object_ids().end());
   std::set<std::string> holders = store_->Delete(ids);
   if (request->forwarded()) return grpc::Status::OK;
