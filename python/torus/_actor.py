@@ -24,9 +24,9 @@ def _check_actor_options(opts):
             raise ValueError(f"{field}: a non-empty string of at most 256 bytes is required, got {value!r}")
     if opts.get("namespace") is not None and opts.get("name") is None:
         raise ValueError("namespace: applies to named actors only; give name= too")
-    if opts.get("lifetime") not in (None, "non_detached"):
-        raise ValueError(f"lifetime: only 'non_detached' actors are supported yet (an actor lives as long as the "
-                         f"process that created it), got {opts['lifetime']!r}")
+    if opts.get("lifetime") not in (None, "non_detached", "detached"):
+        raise ValueError(f"lifetime: None, 'non_detached' (the actor ends with the program that created it) or "
+                         f"'detached' (the cluster's head owns it: it lives until torus.kill), got {opts['lifetime']!r}")
     concurrency = opts.get("max_concurrency")
     if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
         raise ValueError(f"max_concurrency: a positive integer is required, got {concurrency!r}")
@@ -63,7 +63,9 @@ class ActorClass(Remote):
         resources = _resources(dict(opts, num_cpus=opts.get("num_cpus", 0)))
         env, working_dir = _runtime_env(opts)
         selector, strategy, group, bundle = _placement(opts)
-        wire_args = _wire_args(args, kwargs, keep_refs=True)
+        detached = opts.get("lifetime") == "detached"
+        # A detached actor's arguments go to the head as values; an owned actor's refs are kept for its restarts.
+        wire_args = _wire_args(args, kwargs, keep_refs=not detached)
         methods = [n for n, _ in inspect.getmembers(self._target, callable) if not n.startswith("__")]
         name = opts.get("name") or ""
         namespace = opts.get("namespace") or state.namespace
@@ -72,10 +74,11 @@ class ActorClass(Remote):
                                                blob, wire_args, resources, env, working_dir,
                                                int(opts.get("max_restarts", 0)), int(opts.get("max_task_retries", 0)),
                                                selector, strategy, group, bundle,
-                                               name, namespace, self._name, methods)
+                                               name, namespace, self._name, methods, detached)
         except ValueError as e:
             raise ValueError(f"{self._target.__name__}: {e}") from None
-        return ActorHandle(actor_id, state.core.address, self._name, methods, int(opts.get("max_task_retries", 0)))
+        owner = state.core.head_address if detached else state.core.address
+        return ActorHandle(actor_id, owner, self._name, methods, int(opts.get("max_task_retries", 0)))
 
 
 class ActorHandle:

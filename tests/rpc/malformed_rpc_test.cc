@@ -21,6 +21,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "torus/client/client.h"
+#include "torus/core.grpc.pb.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/rpc/auth.h"
 #include "torus/package/pack.h"
@@ -136,7 +137,7 @@ TEST_F(MalformedRpcTest, UndecodableMessagesAndBadTokensOnEveryMethod) {
   };
   using torus::rpc::testutil::kUndecodableMessage;
   const auto methods = torus::rpc::testutil::ServiceMethods("torus.rpc.HeadService");
-  ASSERT_EQ(methods.size(), 19u);  // a new method: check that it is covered as the others are
+  ASSERT_EQ(methods.size(), 20u);  // a new method: check that it is covered as the others are
   for (const google::protobuf::MethodDescriptor* m : methods) {
     const std::string method = torus::rpc::testutil::MethodPath(m);
     grpc::Status garbled = call(method, kUndecodableMessage, head_.token());
@@ -157,8 +158,67 @@ TEST_F(MalformedRpcTest, UndecodableMessagesAndBadTokensOnEveryMethod) {
   }
   grpc::Status unknown = call("/torus.rpc.HeadService/NoSuchMethod", kUndecodableMessage, head_.token());
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  // The head answers as the owner of detached actors (ResolveActor, KillActor of the core worker's service): the
+  // same refusals; it runs no tasks and holds no objects (the other methods are UNIMPLEMENTED).
+  for (const google::protobuf::MethodDescriptor* m : torus::rpc::testutil::ServiceMethods("torus.core.CoreWorkerService")) {
+    const std::string method = torus::rpc::testutil::MethodPath(m);
+    const bool served = m->name() == "ResolveActor" || m->name() == "KillActor";
+    EXPECT_EQ(call(method, kUndecodableMessage, head_.token()).error_code(), grpc::StatusCode::UNIMPLEMENTED) << method;
+    for (const std::string& token : {std::string(), std::string("wrong")}) {
+      EXPECT_EQ(call(method, "", token).error_code(),
+                served ? grpc::StatusCode::UNAUTHENTICATED : grpc::StatusCode::UNIMPLEMENTED)
+          << method << " with token '" << token << "'";
+    }
+  }
   EXPECT_TRUE(head_.Alive());
   EXPECT_EQ(AliveNodes(), 0);
+}
+
+// A detached actor's creation is checked before anything is registered: its id, and the creation it carries.
+TEST_F(MalformedRpcTest, CreateActorRefusesAMalformedCreationWithTheField) {
+  auto create = [&](const std::string& id, const std::string& creation) {
+    torus::rpc::CreateActorRequest request;
+    request.mutable_actor()->set_actor_id(id);
+    request.mutable_actor()->set_class_name("Keeper");
+    request.set_creation(creation);
+    grpc::ClientContext ctx;
+    Prepare(ctx, head_.token());
+    torus::rpc::ActorView reply;
+    return stub_->CreateActor(&ctx, request, &reply);
+  };
+  torus::core::ActorCreation good;
+  good.mutable_creation()->set_function("pickled class");
+  torus::core::ActorCreation with_ref = good;
+  with_ref.mutable_creation()->add_args()->mutable_ref()->set_object_id("x");
+  torus::core::ActorCreation negative = good;
+  (*negative.mutable_resources())["TPU"] = -10000;
+  const std::string id(32, 'a');
+  struct Case {
+    std::string id;
+    std::string creation;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {id, "\x0a\xff", "creation: not a serialized ActorCreation"},
+           {id, torus::core::ActorCreation().SerializeAsString(), "creation.creation.function: required"},
+           {id, with_ref.SerializeAsString(),
+            "creation.creation.args: every argument must be a value carried in the request (no refs, nothing stored)"},
+           {id, negative.SerializeAsString(), "creation.resources[\"TPU\"]: negative"},
+           {"XYZ", good.SerializeAsString(), "actor_id: 32 lowercase hex digits are required, got \"XYZ\""}}) {
+    grpc::Status s = create(c.id, c.creation);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.message;
+    EXPECT_EQ(s.error_message(), c.message);
+  }
+  grpc::Status huge = create(id, std::string(9 << 20, 'x'));
+  EXPECT_EQ(huge.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(huge.error_message().find("at most 8 MiB"), std::string::npos) << huge.error_message();
+  grpc::ClientContext get_ctx;
+  Prepare(get_ctx, head_.token());
+  torus::rpc::GetActorRequest get;
+  get.set_actor_id(id);
+  torus::rpc::ActorView view;
+  EXPECT_EQ(stub_->GetActor(&get_ctx, get, &view).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(head_.Alive());
 }
 
 // The actor directory refuses malformed actors and updates with the field, and the name of a live actor is taken;

@@ -30,14 +30,30 @@ ActorManager::ActorManager(Options options, Channels* channels, std::function<st
 
 ActorManager::~ActorManager() { Shutdown(); }
 
-void ActorManager::Create(TaskSpec creation, ActorOptions options) {
-  const std::string id = creation.actor_id();
-  std::lock_guard<std::mutex> lock(mu_);
+void ActorManager::Create(TaskSpec creation, ActorOptions options, ActorInfo info) {
   auto actor = std::make_unique<Actor>();
   for (const auto& [k, v] : options.shape.resources) (*creation.mutable_resources())[k] = v;
   actor->creation = std::move(creation);
   actor->options = std::move(options);
+  actor->info = std::move(info);
   actor->info.set_state(ActorInfo::PENDING_CREATION);
+  actor->info.clear_address();
+  Start(std::move(actor), false);
+}
+
+void ActorManager::Adopt(TaskSpec creation, ActorOptions options, ActorInfo info, ActorPlace place) {
+  auto actor = std::make_unique<Actor>();
+  actor->creation = std::move(creation);
+  actor->options = std::move(options);
+  actor->info = std::move(info);
+  actor->info.set_state(ActorInfo::ALIVE);
+  actor->place = std::move(place);
+  Start(std::move(actor), true);
+}
+
+void ActorManager::Start(std::unique_ptr<Actor> actor, bool adopted) {
+  const std::string id = actor->creation.actor_id();
+  std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) {
     actor->info.set_death_cause("its owner is shutting down");
     Actor& dead = *actor;
@@ -47,10 +63,11 @@ void ActorManager::Create(TaskSpec creation, ActorOptions options) {
   }
   Actor& a = *actor;
   actors_[id] = std::move(actor);
-  a.thread = std::thread([this, id] { Live(id); });
+  a.thread = std::thread([this, id, adopted] { Live(id, adopted); });
 }
 
-absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const TaskShape& shape) {
+absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const TaskShape& shape,
+                                                                                  const std::string& job_id) {
   std::optional<std::vector<BundleLocation>> bundles;
   if (!shape.placement_group.empty()) {
     if (!bundles_) return absl::FailedPreconditionError("placement groups are not available");
@@ -74,7 +91,7 @@ absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const 
         if (stopping_) return absl::CancelledError("its owner is shutting down");
       }
       LeaseRequest request;
-      request.set_job_id(options_.job_id);
+      request.set_job_id(job_id.empty() ? options_.job_id : job_id);
       for (const auto& [k, v] : shape.resources) (*request.mutable_resources())[k] = v;
       for (const auto& [k, v] : shape.env) (*request.mutable_env())[k] = v;
       request.set_working_dir(shape.working_dir);
@@ -114,113 +131,124 @@ absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const 
 void ActorManager::SetState(Actor& actor, ActorInfo::State state) {
   actor.info.set_state(state);
   changed_.notify_all();
-  if (options_.on_state) options_.on_state(actor.creation.actor_id(), actor.info, actor.node_id, actor.pid);
+  if (options_.on_state && !abandoning_) options_.on_state(actor.creation.actor_id(), actor.info, actor.place);
 }
 
-void ActorManager::Live(const std::string& actor_id) {
+std::string ActorManager::WaitEnd(const std::string& agent, const std::string& lease_id) {
+  while (true) {
+    grpc::ClientContext ctx;
+    channels_->Authorize(ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kWaitEndMs + 10'000));
+    WaitLeaseEndRequest wait;
+    wait.set_lease_id(lease_id);
+    wait.set_wait_ms(kWaitEndMs);
+    WaitLeaseEndReply ended;
+    grpc::Status s;
+    {
+      Tracked tracked(this, &ctx);
+      s = channels_->Leases(agent)->WaitLeaseEnd(&ctx, wait, &ended);
+    }
+    if (s.ok() && ended.ended()) return ended.how();
+    std::lock_guard<std::mutex> check(mu_);
+    if (stopping_) return "its owner is shutting down";
+    if (!s.ok() && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return absl::StrCat("its node's agent at ", agent, " cannot be reached (", s.error_message(), ")");
+    }
+  }
+}
+
+void ActorManager::Live(const std::string& actor_id, bool adopted) {
   std::unique_lock<std::mutex> lock(mu_);
   Actor& actor = *actors_.at(actor_id);
   while (true) {
-    if (stopping_ || actor.killed) {
-      actor.info.set_death_cause(actor.killed ? "it was killed (torus.kill)" : "its owner is shutting down");
-      SetState(actor, ActorInfo::DEAD);
-      return;
-    }
-    const TaskShape shape = actor.options.shape;
-    lock.unlock();
-    auto lease = LeaseFor(shape);
-    lock.lock();
-    if (!lease.ok()) {
-      actor.info.set_death_cause(absl::StrCat("it could not be placed: ", lease.status().message()));
-      SetState(actor, ActorInfo::DEAD);
-      return;
-    }
-    if (actor.killed || stopping_) {
-      // Killed (or the owner stopping) while its worker was being leased.
-      lock.unlock();
-      ReturnLease(lease->first, lease->second.lease_id(), true);
-      lock.lock();
-      continue;
-    }
-    actor.agent = lease->first;
-    actor.lease_id = lease->second.lease_id();
-    actor.node_id = lease->second.node_id();
-    actor.pid = lease->second.worker_pid();
-    if (options_.on_worker) {
-      options_.on_worker(lease->first, lease->second.worker_id(), lease->second.worker_pid(), lease->second.node_id());
-    }
-    const std::string address = lease->second.worker_address();
-    TaskSpec creation = actor.creation;
-    creation.set_attempt(actor.info.incarnation());
-    lock.unlock();
-    // Build the instance.
-    grpc::ClientContext ctx;
-    channels_->Authorize(ctx);
-    PushTaskRequest request;
-    *request.mutable_task() = creation;
-    PushTaskReply reply;
-    grpc::Status pushed;
-    {
-      Tracked tracked(this, &ctx);
-      pushed = channels_->Worker(address)->PushTask(&ctx, request, &reply);
-    }
-    lock.lock();
-    if (pushed.ok() && reply.returns_size() > 0 && reply.returns(0).format() == "error") {
-      // The constructor raised: the actor is dead with that error (no restart, as in Ray).
-      *actor.info.mutable_creation_error() = reply.returns(0);
-      actor.info.set_death_cause("its constructor raised an exception");
-      const std::string agent = actor.agent, lease_id = actor.lease_id;
-      SetState(actor, ActorInfo::DEAD);
-      lock.unlock();
-      ReturnLease(agent, lease_id, true);
-      return;
-    }
     std::string how;
-    if (pushed.ok() && (actor.killed || stopping_)) {
-      const std::string agent = actor.agent, lease_id = actor.lease_id;
-      actor.lease_id.clear();
+    if (adopted) {
+      adopted = false;
+      const ActorPlace place = actor.place;
       lock.unlock();
-      ReturnLease(agent, lease_id, true);
-      lock.lock();
-      continue;
-    }
-    if (pushed.ok()) {
-      actor.info.set_address(address);
-      SetState(actor, ActorInfo::ALIVE);
-      const std::string agent = actor.agent, lease_id = actor.lease_id;
-      lock.unlock();
-      // Until the lease ends: its worker exited, or it was returned (a kill).
-      while (how.empty()) {
-        grpc::ClientContext wait_ctx;
-        channels_->Authorize(wait_ctx);
-        wait_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(kWaitEndMs + 10'000));
-        WaitLeaseEndRequest wait;
-        wait.set_lease_id(lease_id);
-        wait.set_wait_ms(kWaitEndMs);
-        WaitLeaseEndReply ended;
-        grpc::Status s;
-        {
-          Tracked tracked(this, &wait_ctx);
-          s = channels_->Leases(agent)->WaitLeaseEnd(&wait_ctx, wait, &ended);
-        }
-        if (s.ok() && ended.ended()) {
-          how = ended.how();
-        } else if (!s.ok() && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-          how = absl::StrCat("its node's agent at ", agent, " cannot be reached (", s.error_message(), ")");
-        }
-        std::lock_guard<std::mutex> check(mu_);
-        if (how.empty() && stopping_) how = "its owner is shutting down";
-      }
+      how = WaitEnd(place.agent, place.lease_id);
       lock.lock();
     } else {
-      how = absl::StrCat("its worker failed while the actor was being created (", pushed.error_message(), ")");
-      const std::string agent = actor.agent, lease_id = actor.lease_id;
+      if (stopping_ || actor.killed) {
+        actor.info.set_death_cause(actor.killed ? "it was killed (torus.kill)" : "its owner is shutting down");
+        SetState(actor, ActorInfo::DEAD);
+        return;
+      }
+      const TaskShape shape = actor.options.shape;
+      const std::string job_id = actor.options.job_id;
       lock.unlock();
-      ReturnLease(agent, lease_id, true);
+      auto lease = LeaseFor(shape, job_id);
       lock.lock();
+      if (!lease.ok()) {
+        actor.info.set_death_cause(absl::StrCat("it could not be placed: ", lease.status().message()));
+        SetState(actor, ActorInfo::DEAD);
+        return;
+      }
+      if (actor.killed || stopping_) {
+        // Killed (or the owner stopping) while its worker was being leased.
+        lock.unlock();
+        ReturnLease(lease->first, lease->second.lease_id(), true);
+        lock.lock();
+        continue;
+      }
+      actor.place = ActorPlace{.node_id = lease->second.node_id(),
+                               .pid = lease->second.worker_pid(),
+                               .agent = lease->first,
+                               .lease_id = lease->second.lease_id()};
+      if (options_.on_worker) {
+        options_.on_worker(lease->first, lease->second.worker_id(), lease->second.worker_pid(),
+                           lease->second.node_id());
+      }
+      const std::string address = lease->second.worker_address();
+      TaskSpec creation = actor.creation;
+      creation.set_attempt(actor.info.incarnation());
+      lock.unlock();
+      // Build the instance.
+      grpc::ClientContext ctx;
+      channels_->Authorize(ctx);
+      PushTaskRequest request;
+      *request.mutable_task() = creation;
+      PushTaskReply reply;
+      grpc::Status pushed;
+      {
+        Tracked tracked(this, &ctx);
+        pushed = channels_->Worker(address)->PushTask(&ctx, request, &reply);
+      }
+      lock.lock();
+      const ActorPlace place = actor.place;
+      if (pushed.ok() && reply.returns_size() > 0 && reply.returns(0).format() == "error") {
+        // The constructor raised: the actor is dead with that error (no restart, as in Ray).
+        *actor.info.mutable_creation_error() = reply.returns(0);
+        actor.info.set_death_cause("its constructor raised an exception");
+        actor.place.lease_id.clear();
+        SetState(actor, ActorInfo::DEAD);
+        lock.unlock();
+        ReturnLease(place.agent, place.lease_id, true);
+        return;
+      }
+      if (pushed.ok() && (actor.killed || stopping_)) {
+        actor.place.lease_id.clear();
+        lock.unlock();
+        ReturnLease(place.agent, place.lease_id, true);
+        lock.lock();
+        continue;
+      }
+      if (pushed.ok()) {
+        actor.info.set_address(address);
+        SetState(actor, ActorInfo::ALIVE);
+        lock.unlock();
+        // Until the lease ends: its worker exited, or it was returned (a kill).
+        how = WaitEnd(place.agent, place.lease_id);
+        lock.lock();
+      } else {
+        how = absl::StrCat("its worker failed while the actor was being created (", pushed.error_message(), ")");
+        lock.unlock();
+        ReturnLease(place.agent, place.lease_id, true);
+        lock.lock();
+      }
     }
     actor.info.clear_address();
-    actor.lease_id.clear();
+    actor.place.lease_id.clear();
     const int max = actor.options.max_restarts;
     if (actor.killed || stopping_ || (max >= 0 && actor.info.restarts() >= max)) {
       actor.info.set_death_cause(actor.killed ? "it was killed (torus.kill)"
@@ -268,8 +296,8 @@ absl::Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
       it->second->info.clear_address();
       SetState(*it->second, ActorInfo::DEAD);
     }
-    agent = it->second->agent;
-    lease_id = it->second->lease_id;
+    agent = it->second->place.agent;
+    lease_id = it->second->place.lease_id;
     changed_.notify_all();
   }
   if (!lease_id.empty()) ReturnLease(agent, lease_id, true);
@@ -287,21 +315,28 @@ void ActorManager::ReturnLease(const std::string& agent, const std::string& leas
   channels_->Leases(agent)->ReturnWorkerLease(&ctx, request, &reply);
 }
 
-void ActorManager::Shutdown() {
+void ActorManager::Shutdown() { Stop(true); }
+
+void ActorManager::Abandon() { Stop(false); }
+
+void ActorManager::Stop(bool end_leases) {
   std::vector<std::pair<std::string, std::string>> leases;
   std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
+    abandoning_ = !end_leases;
     for (auto& [id, actor] : actors_) {
-      if (!actor->lease_id.empty()) leases.emplace_back(actor->agent, actor->lease_id);
+      if (!actor->place.lease_id.empty()) leases.emplace_back(actor->place.agent, actor->place.lease_id);
       if (actor->thread.joinable()) threads.push_back(std::move(actor->thread));
     }
     for (grpc::ClientContext* ctx : calls_) ctx->TryCancel();
     changed_.notify_all();
   }
-  for (const auto& [agent, lease_id] : leases) ReturnLease(agent, lease_id, true);
+  if (end_leases) {
+    for (const auto& [agent, lease_id] : leases) ReturnLease(agent, lease_id, true);
+  }
   for (std::thread& t : threads) t.join();
 }
 

@@ -3,7 +3,9 @@
 // life; the creation task builds the instance there, and the actor is ALIVE at that worker's address. When the worker
 // dies (the agent says how its lease ended), the actor is restarted on a new lease — a new process, its state
 // built again by the constructor — up to `max_restarts` times (-1: forever), then it is DEAD with the cause. A killed
-// actor is DEAD at once; every actor dies with its owner (the agents end the leases of a holder that exited).
+// actor is DEAD at once. An owner that gives a holder pid has its actors die with it (the agents end the leases of a
+// holder that exited); the head, which owns detached actors, gives none, and takes its actors up again after a
+// restart (Adopt) where it left them (Abandon).
 //
 // Thread-safety: thread-safe. Each actor's life runs on a thread of its own.
 #pragma once
@@ -34,6 +36,17 @@ struct ActorOptions {
   std::string ns;
   std::string class_name;
   std::vector<std::string> methods;
+  // Owned by the head, not by the creating process (CoreWorker::CreateActor asks the head to create it).
+  bool detached = false;
+  std::string job_id;  // the job its workers are leased for; empty: the manager's
+};
+
+// Where an actor's current (or last) worker is: its node and pid, and the lease that holds it (agent, lease id).
+struct ActorPlace {
+  std::string node_id;
+  int64_t pid = 0;
+  std::string agent;
+  std::string lease_id;
 };
 
 class ActorManager {
@@ -47,10 +60,9 @@ class ActorManager {
     int64_t lease_wait_ms = 10'000;
     // Called with each leased worker's (agent, worker id, pid, node id).
     std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> on_worker;
-    // Called with each actor's id and state as it changes (ALIVE, RESTARTING, DEAD), the node and pid of its
-    // current (or last) worker; under the manager's lock: it must not block or call back.
-    std::function<void(const std::string& actor_id, const ActorInfo& info, const std::string& node_id, int64_t pid)>
-        on_state;
+    // Called with each actor's id and state as it changes (ALIVE, RESTARTING, DEAD) and where its current (or last)
+    // worker is; under the manager's lock: it must not block or call back. Not called after Abandon.
+    std::function<void(const std::string& actor_id, const ActorInfo& info, const ActorPlace& place)> on_state;
   };
   // `channels` is owned by the caller; `nodes()` gives the nodes leases may come from; `bundles` where a placement
   // group's bundles are (for actors placed in one).
@@ -58,8 +70,12 @@ class ActorManager {
                TaskSubmitter::BundleFetcher bundles = {});
   ~ActorManager();
 
-  // Registers actor `creation.actor_id()` and starts creating it.
-  void Create(TaskSpec creation, ActorOptions options);
+  // Registers actor `creation.actor_id()` and starts creating it. `info` carries the restarts (and incarnation) of
+  // an actor taken up again after its owner restarted.
+  void Create(TaskSpec creation, ActorOptions options, ActorInfo info = {});
+  // Takes up an actor that is ALIVE at `info.address()` on the lease `place` (a restarted owner's): watches that
+  // lease, and restarts the actor when it ends as after any worker's death.
+  void Adopt(TaskSpec creation, ActorOptions options, ActorInfo info, ActorPlace place);
   // What this owner knows of an actor, waiting up to `wait_ms` while it is being created or restarted — or while the
   // incarnation ALIVE is older than `min_incarnation`. NotFound state (DEAD, "unknown actor") for one it does not
   // own.
@@ -68,22 +84,28 @@ class ActorManager {
   absl::Status Kill(const std::string& actor_id, bool no_restart);
   // Kills every actor and waits for their threads.
   void Shutdown();
+  // Stops managing, leaving every actor's worker running and reporting nothing more (an owner that will Adopt them
+  // after its restart); waits for the threads.
+  void Abandon();
 
  private:
   struct Actor {
     TaskSpec creation;
     ActorOptions options;
     ActorInfo info;
-    std::string agent;       // of its current lease
-    std::string lease_id;
-    std::string node_id;     // of its current (or last) worker
-    int64_t pid = 0;
+    ActorPlace place;        // its current lease (lease_id empty between leases), or its last worker
     bool killed = false;     // no restart after the current worker
     std::thread thread;
   };
-  void Live(const std::string& actor_id);
+  // The actor's life; `adopted`: it starts ALIVE on the lease it has.
+  void Live(const std::string& actor_id, bool adopted);
+  void Start(std::unique_ptr<Actor> actor, bool adopted);
+  // Until the lease ends: how its worker went, "its node's agent ... cannot be reached", or (stopping) "its owner is
+  // shutting down".
+  std::string WaitEnd(const std::string& agent, const std::string& lease_id);
+  void Stop(bool end_leases);
   // Leases a worker for the actor: OK with (agent, grant), or the reason none can be had.
-  absl::StatusOr<std::pair<std::string, LeaseReply>> LeaseFor(const TaskShape& shape);
+  absl::StatusOr<std::pair<std::string, LeaseReply>> LeaseFor(const TaskShape& shape, const std::string& job_id);
   void SetState(Actor& actor, ActorInfo::State state);
   void ReturnLease(const std::string& agent, const std::string& lease_id, bool kill);
 
@@ -107,6 +129,7 @@ class ActorManager {
   std::condition_variable changed_;
   std::map<std::string, std::unique_ptr<Actor>> actors_;  // guarded by mu_
   bool stopping_ = false;                                  // guarded by mu_
+  bool abandoning_ = false;                                // guarded by mu_: stopping without ending the leases
 };
 
 }  // namespace torus::core

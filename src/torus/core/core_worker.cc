@@ -207,13 +207,13 @@ std::function<void(const std::string&, const std::string&, int64_t, const std::s
   };
 }
 
-std::function<void(const std::string&, const ActorInfo&, const std::string&, int64_t)> CoreWorker::ActorStateReporter() {
-  return [this](const std::string& actor_id, const ActorInfo& info, const std::string& node_id, int64_t pid) {
+std::function<void(const std::string&, const ActorInfo&, const ActorPlace&)> CoreWorker::ActorStateReporter() {
+  return [this](const std::string& actor_id, const ActorInfo& info, const ActorPlace& place) {
     rpc::UpdateActorRequest update;
     update.set_actor_id(Hex(actor_id));
     update.set_state(ActorInfo::State_Name(info.state()));
-    update.set_node_id(node_id);
-    update.set_pid(pid);
+    update.set_node_id(place.node_id);
+    update.set_pid(place.pid);
     update.set_worker_address(info.address());
     update.set_restarts(info.restarts());
     update.set_death_cause(info.death_cause());
@@ -237,6 +237,8 @@ absl::StatusOr<rpc::ActorView> CoreWorker::GetNamedActor(const std::string& ns, 
                             ? s.error_message()
                             : absl::StrCat("the head at ", options_.head_address, ": ", s.error_message()));
   }
+  // The head owns a detached actor: reach it the way this process reaches the head.
+  if (reply.detached()) reply.set_owner_address(options_.head_address);
   return reply;
 }
 
@@ -364,6 +366,7 @@ absl::StatusOr<std::string> CoreWorker::CreateActor(TaskSpec creation, ActorOpti
   for (const auto& [k, v] : options.shape.resources) (*entry.mutable_resources())[k] = v;
   entry.set_max_restarts(options.max_restarts);
   entry.set_max_task_retries(options.max_task_retries);
+  if (options.detached) return CreateDetachedActor(std::move(creation), options, std::move(entry));
   if (absl::Status s = reporter_->Register(entry); !s.ok()) return s;
   actors_->Create(std::move(creation), std::move(options));
   return actor_id;
@@ -391,6 +394,13 @@ ActorInfo CoreWorker::ResolveActor(const std::string& actor_id, const std::strin
   request.set_min_incarnation(min_incarnation);
   ActorInfo info;
   grpc::Status s = channels_.Worker(owner_address)->ResolveActor(&ctx, request, &info);
+  if (!s.ok() && owner_address == options_.head_address && s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    // A detached actor's owner is the head, which may be restarting: the actor lives on; ask again soon.
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp<int64_t>(wait_ms, 0, 500)));
+    info.Clear();
+    info.set_state(ActorInfo::RESTARTING);
+    return info;
+  }
   if (!s.ok()) {
     info.Clear();
     info.set_state(ActorInfo::DEAD);

@@ -82,6 +82,9 @@ class CoreWorker {
   // Creates an actor owned by this process (creation: task_id, name, function = the class, args set): registers it
   // with the head's directory, then returns its id at once, while it is being placed and built. AlreadyExists when
   // its name is taken in its namespace (nothing is created).
+  // A detached one (options.detached) is owned by the head instead (its owner address is the head's): its
+  // arguments are resolved here first (a ref waits for its value) and sent with it, at most 8 MiB in all
+  // (InvalidArgument beyond, naming the size).
   absl::StatusOr<std::string> CreateActor(TaskSpec creation, ActorOptions options);
   // The head's entry of the actor named `name` in namespace `ns` (not DEAD); NotFound names both.
   absl::StatusOr<rpc::ActorView> GetNamedActor(const std::string& ns, const std::string& name);
@@ -150,7 +153,10 @@ class CoreWorker {
   // What leases report their workers to: the output follower, when this process follows output.
   std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> Follower();
   // What actors report their states to: the head's directory, through reporter_.
-  std::function<void(const std::string&, const ActorInfo&, const std::string&, int64_t)> ActorStateReporter();
+  std::function<void(const std::string&, const ActorInfo&, const ActorPlace&)> ActorStateReporter();
+  // CreateActor of a detached actor (detached_actor.cc): `entry` is its directory entry.
+  absl::StatusOr<std::string> CreateDetachedActor(TaskSpec creation, const ActorOptions& options,
+                                                  rpc::ActorView entry);
   // The objects this process owns that `spec` takes as arguments are held (a reference each) until its first return
   // is ready: its final outcome, after any retries.
   void HoldArgsUntilDone(const TaskSpec& spec);

@@ -201,6 +201,7 @@ PYBIND11_MODULE(_torus_core, m) {
            py::arg("job_id"), py::arg("node_ip"), py::arg("head_address"), py::arg("local_agent"), py::arg("token"),
            py::arg("worker_id") = "", py::arg("follow_output") = false, py::arg("object_store_memory") = 0)
       .def_property_readonly("address", &CoreWorker::address)
+      .def_property_readonly("head_address", [](const CoreWorker& w) { return w.options().head_address; })
       .def("refresh_nodes",
            [](CoreWorker& w) {
              absl::Status s;
@@ -247,7 +248,7 @@ PYBIND11_MODULE(_torus_core, m) {
               std::string working_dir, int max_restarts, int max_task_retries,
               std::map<std::string, std::string> label_selector, std::string strategy, std::string placement_group,
               int bundle_index, std::string actor_name, std::string ns, std::string class_name,
-              std::vector<std::string> methods) {
+              std::vector<std::string> methods, bool detached) {
              torus::core::TaskSpec spec = MakeSpec(task_id, std::move(name), function_id, function, args);
              torus::core::ActorOptions options{
                  .shape = MakeShape(std::move(resources), std::move(env), std::move(working_dir),
@@ -258,7 +259,8 @@ PYBIND11_MODULE(_torus_core, m) {
                  .name = std::move(actor_name),
                  .ns = std::move(ns),
                  .class_name = std::move(class_name),
-                 .methods = std::move(methods)};
+                 .methods = std::move(methods),
+                 .detached = detached};
              absl::StatusOr<std::string> id;
              {
                py::gil_scoped_release release;

@@ -224,6 +224,9 @@ int Run(const HeadFlags& flags) {
   service.SetPackageStore(&packages);
   torus::head::ActorDirectory actors(&store, &clock);
   service.SetActorDirectory(&actors);
+  // Detached actors are owned here (served as their owner on this port; started once it answers).
+  torus::head::DetachedActors detached(&actors, {.token = *token, .recover_delay_ms = 1000 + flags.heartbeat_period_ms});
+  service.SetDetachedActors(&detached);
   torus::head::TaskTable tasks({.max_tasks = 10'000});
   service.SetTaskTable(&tasks);
   // The actors and tasks of an owner that is gone end: each owner is asked every 2 s; three failed probes in a row.
@@ -240,6 +243,7 @@ int Run(const HeadFlags& flags) {
   builder.RegisterService(&service);
   torus::head::EventServiceImpl event_service(&events, *token);
   builder.RegisterService(&event_service);
+  builder.RegisterService(detached.service());
   builder.SetMaxReceiveMessageSize(16 << 20);
   // Agents ping every 10 s on their heartbeat streams; the head pings idle connections every 30 s so that the
   // streams of vanished agents end.
@@ -260,6 +264,9 @@ int Run(const HeadFlags& flags) {
   }
   heartbeat_streams.Start();
   std::string address = absl::StrCat(advertised, ":", bound_port);
+  // The head reads nodes and groups for its actors through its own API (loopback when it listens on every address).
+  const bool wildcard = flags.host == "0.0.0.0" || flags.host == "::" || flags.host == "[::]";
+  detached.Start(absl::StrCat(wildcard ? "127.0.0.1" : flags.host, ":", bound_port), address);
   driver.SetHeadAddress(address);
   torus::head::HttpApi http(&store, &liveness, &clock, *token, cluster_id);
   http.SetReadOnly(flags.dashboard_read_only);
@@ -364,6 +371,7 @@ int Run(const HeadFlags& flags) {
   spdlog::info("signal {}: shutting down", signal_number);
   detector.Stop();
   owner_monitor.Stop();
+  detached.Stop();  // their workers keep running: the next head takes them up
   packages.StopCollector();
   events.Close();  // ends the event streams, which hold HTTP threads
   http.Stop();

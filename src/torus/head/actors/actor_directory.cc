@@ -49,6 +49,8 @@ absl::StatusOr<Actor> ActorDirectory::Register(Actor actor) {
   actor.start_time_ms = actor.end_time_ms = 0;
   actor.restarts = 0;
   actor.death_cause.clear();
+  actor.lease_agent.clear();
+  actor.lease_id.clear();
   return store_->Update([&](Txn& txn) -> absl::StatusOr<Actor> {
     if (txn.state().FindActor(actor.id) != nullptr) {
       return absl::AlreadyExistsError(absl::StrCat("actor ", actor.id.str(), " is registered already"));
@@ -124,7 +126,7 @@ std::map<std::string, std::vector<ActorId>> ActorDirectory::LiveByOwner() const 
   return store_->Read([](const ClusterState& s) {
     std::map<std::string, std::vector<ActorId>> owners;
     for (const auto& [id, a] : s.actors()) {
-      if (a.state != ActorState::kDead) owners[a.owner_address].push_back(id);
+      if (a.state != ActorState::kDead && !a.detached) owners[a.owner_address].push_back(id);
     }
     return owners;
   });
@@ -135,7 +137,7 @@ int ActorDirectory::OwnerGone(const std::string& owner, const std::string& cause
   return store_->Update([&](Txn& txn) {
     std::vector<ActorUpdated> deaths;
     for (const auto& [id, a] : txn.state().actors()) {
-      if (a.state == ActorState::kDead || a.owner_address != owner) continue;
+      if (a.state == ActorState::kDead || a.detached || a.owner_address != owner) continue;
       deaths.push_back({.actor = id, .state = ActorState::kDead, .restarts = a.restarts, .death_cause = cause,
                         .wall_ms = now});
     }
@@ -161,6 +163,7 @@ nlohmann::json ActorJson(const Actor& a) {
           {"restarts", a.restarts},
           {"max_restarts", a.max_restarts},
           {"max_task_retries", a.max_task_retries},
+          {"is_detached", a.detached},
           {"death_cause", a.death_cause},
           {"create_time_ms", a.create_time_ms},
           {"start_time_ms", a.start_time_ms},
@@ -188,6 +191,7 @@ void ActorToProto(const Actor& a, rpc::ActorView* v) {
   v->set_create_time_ms(a.create_time_ms);
   v->set_start_time_ms(a.start_time_ms);
   v->set_end_time_ms(a.end_time_ms);
+  v->set_detached(a.detached);
 }
 
 Actor ActorFromProto(const rpc::ActorView& v) {

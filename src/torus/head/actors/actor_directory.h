@@ -48,9 +48,9 @@ class ActorDirectory {
   absl::StatusOr<Actor> GetNamed(const std::string& ns, const std::string& name) const;
   // Newest first (by create time).
   std::vector<Actor> List(const ActorFilter& filter) const;
-  // owner address -> its actors not DEAD.
+  // owner address -> its actors not DEAD (detached ones, which the head owns, aside).
   std::map<std::string, std::vector<ActorId>> LiveByOwner() const;
-  // Marks DEAD, with `cause`, every actor of `owner` not DEAD yet; returns how many.
+  // Marks DEAD, with `cause`, every actor of `owner` not DEAD yet (detached ones aside); returns how many.
   int OwnerGone(const std::string& owner, const std::string& cause);
 
  private:
@@ -64,7 +64,7 @@ absl::StatusOr<ActorState> ParseActorState(const std::string& field, const std::
 // The REST view (/api/v0/actors) and the gRPC view of an actor.
 nlohmann::json ActorJson(const Actor& actor);
 void ActorToProto(const Actor& actor, rpc::ActorView* view);
-// A RegisterActor request's actor (validated by Register).
+// A RegisterActor request's actor (validated by Register); never detached (only the head makes those).
 Actor ActorFromProto(const rpc::ActorView& view);
 
 }  // namespace torus::head

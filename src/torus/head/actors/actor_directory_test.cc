@@ -190,5 +190,44 @@ TEST_F(ActorDirectoryTest, TheOwnerMonitorEndsTheActorsOfAnOwnerThatFailsThreePr
   EXPECT_EQ(probes["10.0.0.1:1"], 6);  // no live actors left there: not asked again
 }
 
+// A detached actor belongs to the head: its creator's departure does not end it, and what the head needs to take it
+// up again (its creation, its lease) comes back after a restart; the creation is dropped once it is DEAD.
+TEST_F(ActorDirectoryTest, DetachedActorsOutliveTheirCreatorAndKeepTheirLeaseAcrossARestart) {
+  Actor detached = NewActor("d1", "keeper", "127.0.0.1:6380");
+  detached.detached = true;
+  detached.creation = "Y3JlYXRpb24=";
+  ASSERT_TRUE(actors_->Register(detached).ok());
+  ASSERT_TRUE(actors_->Register(NewActor("0f1", "", "127.0.0.1:6380")).ok());
+  EXPECT_EQ(actors_->LiveByOwner(), (std::map<std::string, std::vector<ActorId>>{{"127.0.0.1:6380", {ActorId("0f1")}}}));
+  ASSERT_TRUE(actors_->Update({.actor = ActorId("d1"), .state = ActorState::kAlive, .node = NodeId("n1"), .pid = 77,
+                               .worker_address = "127.0.0.1:6001", .lease_agent = "127.0.0.1:7001",
+                               .lease_id = "lease-9"})
+                  .ok());
+  EXPECT_EQ(actors_->OwnerGone("127.0.0.1:6380", "gone"), 1);
+
+  Reopen();
+  auto d = actors_->Get(ActorId("d1"));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->state, ActorState::kAlive);
+  EXPECT_TRUE(d->detached);
+  EXPECT_EQ(d->creation, "Y3JlYXRpb24=");
+  EXPECT_EQ(d->lease_agent, "127.0.0.1:7001");
+  EXPECT_EQ(d->lease_id, "lease-9");
+  EXPECT_EQ(ActorJson(*d)["is_detached"], true);
+  rpc::ActorView view;
+  ActorToProto(*d, &view);
+  EXPECT_TRUE(view.detached());
+  // A registration from an owner cannot claim to be detached.
+  view.set_actor_id("e1");
+  EXPECT_FALSE(ActorFromProto(view).detached);
+
+  ASSERT_TRUE(actors_->Update({.actor = ActorId("d1"), .state = ActorState::kDead, .death_cause = "killed"}).ok());
+  Reopen();
+  d = actors_->Get(ActorId("d1"));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->creation.empty());
+  EXPECT_TRUE(d->lease_id.empty());
+}
+
 }  // namespace actor_directory_test
 }  // namespace torus::head

@@ -10,6 +10,7 @@
 
 #include "torus/common/clock.h"
 #include "torus/head/actors/actor_directory.h"
+#include "torus/head/actors/detached_actors.h"
 #include "torus/head/tasks/task_table.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/head/api/heartbeat_stream.h"
@@ -82,6 +83,10 @@ class HeadServiceImpl final : public HeadServiceBase {
                                           rpc::ActorView* reply) override;
   grpc::ServerUnaryReactor* UpdateActor(grpc::CallbackServerContext* ctx, const rpc::UpdateActorRequest* request,
                                         rpc::ActorView* reply) override;
+  // Detached actors, which the head owns (actors/detached_actors.h); without them CreateActor answers UNAVAILABLE.
+  void SetDetachedActors(DetachedActors* detached) { detached_ = detached; }
+  grpc::ServerUnaryReactor* CreateActor(grpc::CallbackServerContext* ctx, const rpc::CreateActorRequest* request,
+                                        rpc::ActorView* reply) override;
   grpc::ServerUnaryReactor* GetActor(grpc::CallbackServerContext* ctx, const rpc::GetActorRequest* request,
                                      rpc::ActorView* reply) override;
   grpc::ServerUnaryReactor* ListActors(grpc::CallbackServerContext* ctx, const rpc::ListActorsRequest* request,
@@ -105,6 +110,7 @@ class HeadServiceImpl final : public HeadServiceBase {
   MetricsStore* metrics_ = nullptr;
   const PackageStore* packages_ = nullptr;
   ActorDirectory* actors_ = nullptr;
+  DetachedActors* detached_ = nullptr;
   TaskTable* tasks_ = nullptr;
   const Clock* clock_;
   const HeadServiceOptions options_;

@@ -24,6 +24,17 @@ grpc::ServerUnaryReactor* HeadServiceImpl::RegisterActor(grpc::CallbackServerCon
   return Done(ctx, absl::OkStatus());
 }
 
+grpc::ServerUnaryReactor* HeadServiceImpl::CreateActor(grpc::CallbackServerContext* ctx,
+                                                       const rpc::CreateActorRequest* request,
+                                                       rpc::ActorView* reply) {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return rpc::FinishCall(ctx, auth);
+  if (detached_ == nullptr) return Done(ctx, absl::UnavailableError("the head keeps no detached actors"));
+  auto actor = detached_->Create(request->actor(), request->creation());
+  if (!actor.ok()) return Done(ctx, actor.status());
+  ActorToProto(*actor, reply);
+  return Done(ctx, absl::OkStatus());
+}
+
 grpc::ServerUnaryReactor* HeadServiceImpl::UpdateActor(grpc::CallbackServerContext* ctx,
                                                        const rpc::UpdateActorRequest* request,
                                                        rpc::ActorView* reply) {

@@ -54,11 +54,12 @@ using HeadServiceBase = rpc::HeadService::WithCallbackMethod_RegisterNode<rpc::H
                                 rpc::HeadService::WithCallbackMethod_ReportMetrics<
                                     rpc::HeadService::WithCallbackMethod_ReadPackage<
                                         rpc::HeadService::WithCallbackMethod_RegisterActor<
+                                          rpc::HeadService::WithCallbackMethod_CreateActor<
                                             rpc::HeadService::WithCallbackMethod_UpdateActor<
                                                 rpc::HeadService::WithCallbackMethod_GetActor<
                                                     rpc::HeadService::WithCallbackMethod_ListActors<
                                                         rpc::HeadService::WithCallbackMethod_ReportTasks<
-                                                            rpc::HeadService::Service>>>>>>>>>>>>>>>>>>>;
+                                                            rpc::HeadService::Service>>>>>>>>>>>>>>>>>>>>;
 
 class HeartbeatStreamServer {
  public:

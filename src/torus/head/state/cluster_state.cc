@@ -483,8 +483,11 @@ absl::Status ClusterState::ApplyOne(const ActorUpdated& r) {
   if (r.pid != 0) a.pid = r.pid;
   a.worker_address = r.state == ActorState::kAlive ? r.worker_address : "";
   a.restarts = r.restarts;
+  a.lease_agent = r.lease_agent;
+  a.lease_id = r.lease_id;
   if (r.state == ActorState::kAlive && a.start_time_ms == 0) a.start_time_ms = r.wall_ms;
   if (r.state == ActorState::kDead) {
+    a.creation.clear();
     a.death_cause = r.death_cause;
     a.end_time_ms = r.wall_ms;
     if (!a.name.empty()) actor_names_.erase({a.ns, a.name});

@@ -288,9 +288,10 @@ TORUS_JSON_FIELDS_AND_LATER(Actor,
                             (id, name, ns, class_name, methods, job_id, owner_address, state, node, pid, worker_address,
                              resources, restarts, max_restarts, death_cause, create_time_ms, start_time_ms,
                              end_time_ms),
-                            (max_task_retries))
+                            (max_task_retries, detached, creation, lease_agent, lease_id))
 TORUS_JSON_FIELDS(ActorRegistered, actor)
-TORUS_JSON_FIELDS(ActorUpdated, actor, state, node, pid, worker_address, restarts, death_cause, wall_ms)
+TORUS_JSON_FIELDS_AND_LATER(ActorUpdated, (actor, state, node, pid, worker_address, restarts, death_cause, wall_ms),
+                            (lease_agent, lease_id))
 
 namespace {
 

@@ -238,6 +238,13 @@ struct Actor {
   int64_t create_time_ms = 0;
   int64_t start_time_ms = 0;              // ALIVE the first time
   int64_t end_time_ms = 0;                // DEAD
+  // A detached actor is owned by the head (owner_address is the head's) and outlives the program that created it.
+  // The head keeps what it needs to create it again (`creation`: a serialized torus.core.ActorCreation, base64;
+  // dropped when DEAD) and the lease of its current worker (agent address, lease id) to take it up after a restart.
+  bool detached = false;
+  std::string creation;
+  std::string lease_agent;
+  std::string lease_id;
   bool operator==(const Actor&) const = default;
 };
 

@@ -218,6 +218,9 @@ struct ActorUpdated {
   int restarts = 0;
   std::string death_cause;
   int64_t wall_ms = 0;
+  // A detached actor's lease (the head's own reports): where its worker is held; empty between workers.
+  std::string lease_agent;
+  std::string lease_id;
 };
 
 using Record = std::variant<HeadStarted, NodeRegistered, NodeDied, GroupSubmitted, GroupPlaced, GroupWaiting,
