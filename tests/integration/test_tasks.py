@@ -174,11 +174,11 @@ def test_unschedulable_and_malformed_requests_are_refused_with_the_reason(cluste
             except ValueError as e:
                 out[name] = str(e)
         try:
-            @torus.remote(lifetime="detached")
+            @torus.remote(lifetime="forever")
             class Actor:
                 pass
         except ValueError as e:
-            out["detached"] = str(e)
+            out["lifetime"] = str(e)
         try:
             f()
         except TypeError as e:
@@ -189,8 +189,8 @@ def test_unschedulable_and_malformed_requests_are_refused_with_the_reason(cluste
     assert result["half"] == "resources['TPU']: TPU chips are whole (1, 2, 4, 8 or a whole host), got 0.5"
     assert result["cpus"] == "num_cpus: a non-negative number is required, got -1"
     assert result["unknown"].startswith("unknown options ['num_gpu']; accepted: ")
-    assert result["detached"] == ("lifetime: only 'non_detached' actors are supported yet (an actor lives as long as "
-                                  "the process that created it), got 'detached'")
+    assert result["lifetime"] == ("lifetime: None, 'non_detached' (the actor ends with the program that created it) or "
+                                  "'detached' (the cluster's head owns it: it lives until torus.kill), got 'forever'")
     assert result["direct"] == "remote function __main__.f cannot be called directly; use f.remote(...)"
 
 
