@@ -65,7 +65,7 @@ class ActorClass(Remote):
         selector, strategy, group, bundle = _placement(opts)
         detached = opts.get("lifetime") == "detached"
         # A detached actor's arguments go to the head as values; an owned actor's refs are kept for its restarts.
-        wire_args = _wire_args(args, kwargs, keep_refs=not detached)
+        wire_args = _wire_args(args, kwargs, keep_refs=not detached, keep_nested=True)
         methods = [n for n, _ in inspect.getmembers(self._target, callable) if not n.startswith("__")]
         name = opts.get("name") or ""
         namespace = opts.get("namespace") or state.namespace

@@ -323,10 +323,11 @@ class ObjectRef:
         return self._owner
 
     def __reduce__(self):
-        # Passed to another process: its owner keeps it for the reader.
-        state = _state
-        if state is not None and self._owner == state.core.address:
-            state.core.mark_escaped(self._id)
+        if not ser.note_contained(self._id, self._owner):
+            # Pickled outside torus's values (nothing tracks where it goes): its owner keeps it for good.
+            state = _state
+            if state is not None and self._owner == state.core.address:
+                state.core.mark_escaped(self._id)
         return (_rebuild_ref, (self._id, self._owner))
 
     def __eq__(self, other):
@@ -340,7 +341,20 @@ class ObjectRef:
 
 
 def _rebuild_ref(object_id, owner):
-    return ObjectRef(object_id, owner)
+    ref = ObjectRef(object_id, owner)
+    state = _state
+    if state is not None and owner != state.core.address:
+        ser.note_borrowed(object_id, owner)
+    return ref
+
+
+def _register_borrowed(refs):
+    state = _state
+    if state is not None:
+        state.core.borrow(refs)
+
+
+ser._on_borrowed = _register_borrowed
 
 
 def _ms(timeout):
@@ -378,8 +392,8 @@ def put(value):
     if isinstance(value, ObjectRef):
         raise TypeError("torus.put of an ObjectRef is not allowed; pass the ref itself")
     try:
-        data, buffers = ser.dumps_oob(value)
-        object_id = state.core.put(data, ser.FORMAT_PICKLE, buffers)
+        data, buffers, contained = ser.dumps_oob(value)
+        object_id = state.core.put(data, ser.FORMAT_PICKLE, buffers, contained)
     except BufferError as e:
         raise exceptions.ObjectStoreFullError(str(e)) from None
     return ObjectRef(object_id, state.core.address)

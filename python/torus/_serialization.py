@@ -1,7 +1,10 @@
 """Values to bytes and back: cloudpickle (pickle protocol 5, large buffers out of band). Object refs inside values
-travel as (id, owner) and are marked as escaped in their owner, which then keeps them for the reader."""
+travel as (id, owner): dumps_oob lists them (the core holds them for the value, and registers its reader as their
+borrower); loads registers this process as a borrower of those read that another process owns. A ref pickled any
+other way is marked as escaped in its owner, which then keeps it for good."""
 
 import pickle
+import threading
 
 import cloudpickle
 
@@ -21,19 +24,53 @@ _PLAIN = frozenset({int, float, bool, str, bytes, type(None)})
 _EMPTY = frozenset({list, tuple, dict})
 
 
-def dumps_oob(value):
-    """(data, buffers): `value` pickled with its large contiguous buffers (numpy arrays, bytearrays) left out of band,
-    so that the core copies them once into the object store and readers map them back without a copy."""
+_tracking = threading.local()  # .contained while dumps_oob runs, .borrowed while loads runs: lists of (id, owner)
+_on_borrowed = None            # set by the runtime: registers this process as a borrower of [(id, owner)]
+
+
+def dumps_oob(value, in_band=False):
+    """(data, buffers, contained): `value` pickled with its large contiguous buffers (numpy arrays, bytearrays) left
+    out of band (unless `in_band`), so that the core copies them once into the object store and readers map them back
+    without a copy; `contained` lists the object refs inside it as (id, owner)."""
     kind = type(value)
     if kind in _PLAIN or (kind in _EMPTY and not value):
-        return pickle.dumps(value, protocol=5), []
+        return pickle.dumps(value, protocol=5), [], []
     buffers = []
-    data = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
-    return data, [b.raw() for b in buffers]
+    outer = getattr(_tracking, "contained", None)
+    _tracking.contained = contained = []
+    try:
+        data = cloudpickle.dumps(value, protocol=5, buffer_callback=None if in_band else buffers.append)
+    finally:
+        _tracking.contained = outer
+    return data, [b.raw() for b in buffers], list(dict.fromkeys(contained))
+
+
+def note_contained(object_id, owner):
+    """A ref is being pickled: True when dumps_oob tracks it (else nothing will)."""
+    contained = getattr(_tracking, "contained", None)
+    if contained is None:
+        return False
+    contained.append((object_id, owner))
+    return True
+
+
+def note_borrowed(object_id, owner):
+    """A ref owned by another process was unpickled (loads registers this process as its borrower)."""
+    borrowed = getattr(_tracking, "borrowed", None)
+    if borrowed is not None:
+        borrowed.append((object_id, owner))
 
 
 def loads(data, buffers=None):
-    return pickle.loads(data, buffers=buffers or ())
+    outer = getattr(_tracking, "borrowed", None)
+    _tracking.borrowed = borrowed = []
+    try:
+        value = pickle.loads(data, buffers=buffers or ())
+    finally:
+        _tracking.borrowed = outer
+    if borrowed and _on_borrowed is not None:
+        _on_borrowed(borrowed)
+    return value
 
 
 def error_from(data, fmt):

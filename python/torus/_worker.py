@@ -108,9 +108,12 @@ def _prepare(core, functions, task):
 
 
 def _return_value(value):
-    """(data, format, buffers) of a return value: its large buffers go to the object store without a copy here."""
-    data, buffers = ser.dumps_oob(value)
-    return (data, ser.FORMAT_PICKLE, buffers)
+    """(data, format, buffers, contained refs, value) of a return value: its large buffers go to the object store
+    without a copy here."""
+    data, buffers, contained = ser.dumps_oob(value)
+    # The value itself rides along, unread: the refs inside it stay held until the core has registered the caller
+    # as their borrower (finish_task).
+    return (data, ser.FORMAT_PICKLE, buffers, contained, value)
 
 
 def _returns(task, result):
@@ -217,6 +220,7 @@ def main():
         sys.stdout.flush()
         sys.stderr.flush()
         core.finish_task(task["task_id"], returns)
+        del returns  # the refs it held are the caller's now (borrowed): let go of them before the next task comes
 
 
 if __name__ == "__main__":

@@ -74,6 +74,17 @@ class Service final : public CoreWorkerService::CallbackService {
     }
     return reactor;
   }
+  grpc::ServerUnaryReactor* UpdateBorrowers(grpc::CallbackServerContext* ctx, const UpdateBorrowersRequest* request,
+                                            UpdateBorrowersReply* reply) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (!Authorized(ctx, token_)) {
+      reactor->Finish(Unauthenticated());
+    } else {
+      worker_->HandleUpdateBorrowers(*request, reply);
+      reactor->Finish(grpc::Status::OK);
+    }
+    return reactor;
+  }
   grpc::ServerUnaryReactor* CancelTask(grpc::CallbackServerContext* ctx, const CancelTaskRequest* request,
                                        CancelTaskReply* reply) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -142,6 +153,9 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
                                             OwnerIdentity{.address = w->address_, .pid = getpid(), .boot_id = BootId()});
   w->table_.SetOnFreeStored(
       [store = w->store_.get()](const std::string& id, const Value& v) { store->Delete(v.location, id); });
+  w->borrows_ = std::make_unique<Borrows>(&w->channels_, &w->table_, w->address_, std::chrono::seconds(5));
+  w->table_.SetOnBorrowReleased(
+      [borrows = w->borrows_.get()](const std::string& owner, const std::string& id) { borrows->Release(owner, id); });
   w->task_events_ = std::make_unique<TaskEvents>(&w->channels_, w->options_.head_address, w->address_);
   w->submitter_ = std::make_unique<TaskSubmitter>(TaskSubmitter::Options{.job_id = w->options_.job_id,
                                                                          .local_agent = w->options_.local_agent,
@@ -264,6 +278,11 @@ void CoreWorker::Shutdown() {
   if (caller_) caller_->Shutdown();
   if (actors_) actors_->Shutdown();
   if (reporter_) reporter_->Flush(std::chrono::seconds(2));  // the actors' last states
+  if (borrows_) {
+    // What this process borrows, it lets go of: each owner is told now rather than when its probes fail.
+    for (const auto& [owner, id] : table_.Borrowing()) borrows_->Release(owner, id);
+    borrows_->Flush(std::chrono::seconds(1));
+  }
   if (store_) {
     // What this process owns goes with it, escaped or not: the store frees it now rather than when it notices.
     for (const auto& [id, v] : table_.OwnedStored()) store_->Delete(v.location, id);
@@ -332,20 +351,6 @@ std::vector<std::string> CoreWorker::Submit(TaskSpec spec, TaskOptions options) 
   HoldArgsUntilDone(spec);
   submitter_->Submit(std::move(spec), std::move(options));
   return ids;
-}
-
-void CoreWorker::HoldArgsUntilDone(const TaskSpec& spec) {
-  std::vector<std::string> held;
-  for (const TaskArg& arg : spec.args()) {
-    if (!arg.has_ref() || (arg.ref().owner_address() != address_ && !arg.ref().owner_address().empty())) continue;
-    table_.AddRef(arg.ref().object_id());
-    held.push_back(arg.ref().object_id());
-  }
-  if (held.empty() || spec.num_returns() < 1) return;
-  table_.AddPending(ReturnObjectId(spec.task_id(), 1));
-  table_.OnReady(ReturnObjectId(spec.task_id(), 1), [this, held](const Value&) {
-    for (const std::string& id : held) table_.RemoveRef(id);
-  });
 }
 
 absl::StatusOr<std::string> CoreWorker::CreateActor(TaskSpec creation, ActorOptions options) {
@@ -462,15 +467,18 @@ absl::StatusOr<std::string> CoreWorker::Put(Value value) {
   return id;
 }
 
-absl::StatusOr<std::string> CoreWorker::PutParts(const ValueParts& parts) {
+absl::StatusOr<std::string> CoreWorker::PutParts(const ValueParts& parts,
+                                                 std::vector<std::pair<std::string, std::string>> contained) {
   if (PartsSize(parts) < kInlineMaxBytes) {
     Value value{.data = std::string(parts.data), .format = std::string(parts.format)};
     for (std::string_view b : parts.buffers) value.buffers.emplace_back(b);
+    value.contained = std::move(contained);
     return Put(std::move(value));
   }
   std::string id = PutObjectId();
   auto stored = store_->Write(id, parts, store_->self());
   if (!stored.ok()) return stored.status();
+  stored->contained = std::move(contained);
   if (absl::Status s = table_.TryPut(id, *std::move(stored)); !s.ok()) return s;
   return id;
 }
@@ -694,6 +702,7 @@ void CoreWorker::FinishTask(const std::string& task_id, std::vector<Value> retur
     running_.erase(it);
   }
   running.reply->set_function_unknown(function_unknown);
+  RegisterCallerOf(returns, running.owner_address);
   for (Value& v : returns) {
     MoveToProto(std::move(v), running.reply->add_returns());
   }

@@ -25,6 +25,7 @@
 #include "torus/core.grpc.pb.h"
 #include "torus/core/actor_caller.h"
 #include "torus/core/actor_manager.h"
+#include "torus/core/borrows.h"
 #include "torus/core/actor_reporter.h"
 #include "torus/core/task_events.h"
 #include "torus/core/object_table.h"
@@ -107,7 +108,9 @@ class CoreWorker {
   absl::StatusOr<std::string> Put(Value value);
   // The same from the language's buffers: a large value (kInlineMaxBytes and more) is written to this node's object
   // store (ResourceExhausted "object store full: ..." when it has no room), a small one is held here.
-  absl::StatusOr<std::string> PutParts(const ValueParts& parts);
+  // `contained`: the refs inside the value (id, owner), held for as long as it lives.
+  absl::StatusOr<std::string> PutParts(const ValueParts& parts,
+                                       std::vector<std::pair<std::string, std::string>> contained = {});
   // Return `index` (from 1) of task `task_id` that this worker runs, as FinishTask takes it: a large one is written to
   // this node's store for the task's owner (an "object_store_full" value in its place when it has no room).
   Value StoreReturn(const std::string& task_id, uint32_t index, const ValueParts& parts);
@@ -122,6 +125,9 @@ class CoreWorker {
   void AddRef(const std::string& id) { table_.AddRef(id); }
   void RemoveRef(const std::string& id) { table_.RemoveRef(id); }
   void MarkEscaped(const std::string& id) { table_.MarkEscaped(id); }
+  // The language read `refs` inside a value (and holds handles on them): this process registers as a borrower of
+  // those it does not own, with each owner, before it returns (core_worker_refs.cc).
+  void Borrow(const std::vector<Ref>& refs);
 
   // Executor side: the next pushed task, waiting up to `timeout_ms`; nullopt on timeout or shutdown.
   std::optional<Execution> NextTask(int64_t timeout_ms);
@@ -147,6 +153,9 @@ class CoreWorker {
   // Cancels a task this process submitted (see TaskSubmitter::Cancel).
   bool CancelTask(const std::string& task_id, bool force) { return submitter_->Cancel(task_id, force); }
   grpc::Status HandleKillActor(const KillActorRequest& request);
+  void HandleUpdateBorrowers(const UpdateBorrowersRequest& request, UpdateBorrowersReply* reply) {
+    borrows_->Handle(request, reply);
+  }
 
  private:
   explicit CoreWorker(CoreWorkerOptions options);
@@ -157,9 +166,13 @@ class CoreWorker {
   // CreateActor of a detached actor (detached_actor.cc): `entry` is its directory entry.
   absl::StatusOr<std::string> CreateDetachedActor(TaskSpec creation, const ActorOptions& options,
                                                   rpc::ActorView entry);
-  // The objects this process owns that `spec` takes as arguments are held (a reference each) until its first return
-  // is ready: its final outcome, after any retries.
+  // The objects this process owns that `spec` takes as arguments, and every ref inside its arguments' values, are
+  // held (a reference each) until its first return is ready: its final outcome, after any retries
+  // (core_worker_refs.cc).
   void HoldArgsUntilDone(const TaskSpec& spec);
+  // Before a task's returns go back to `caller`: the caller is registered as a borrower of the refs inside them that
+  // it does not own (here for those this process owns, with their owners for the others).
+  void RegisterCallerOf(const std::vector<Value>& returns, const std::string& caller);
   // One fetch of a borrowed object from its owner, waiting up to `wait_ms` there.
   absl::StatusOr<std::optional<Value>> Fetch(const Ref& ref, int64_t wait_ms);
 
@@ -168,6 +181,7 @@ class CoreWorker {
   ObjectTable table_;
   std::string address_;
   std::unique_ptr<StoreClient> store_;  // this node's object store
+  std::unique_ptr<Borrows> borrows_;
   OutputFollower output_{&channels_};
   std::unique_ptr<TaskEvents> task_events_;  // before submitter_ and caller_, which report to it
   std::unique_ptr<TaskSubmitter> submitter_;

@@ -26,18 +26,22 @@ std::string ObjectTable::NoRoomLocked(size_t size) const {
                       "object_store_memory");
 }
 
-absl::Status ObjectTable::TryPut(const std::string& id, Value value) {
-  absl::Status s = Store(id, std::move(value), true);
-  if (s.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = entries_.find(id); it != entries_.end()) it->second.owned = true;
+absl::Status ObjectTable::TryPut(const std::string& id, Value value) { return Store(id, std::move(value), true, true); }
+
+void ObjectTable::Put(const std::string& id, Value value) { Store(id, std::move(value), false, false).IgnoreError(); }
+
+void ObjectTable::PinContainedLocked(const Value& value) {
+  for (const auto& [id, owner] : value.contained) {
+    Entry& c = entries_[id];
+    ++c.refs;
+    if (!c.owned) {
+      c.owner = owner;
+      c.borrowing = true;
+    }
   }
-  return s;
 }
 
-void ObjectTable::Put(const std::string& id, Value value) { Store(id, std::move(value), false).IgnoreError(); }
-
-absl::Status ObjectTable::Store(const std::string& id, Value value, bool refuse) {
+absl::Status ObjectTable::Store(const std::string& id, Value value, bool refuse, bool owned) {
   std::vector<std::function<void(const Value&)>> callbacks;
   Value copy;
   {
@@ -48,6 +52,8 @@ absl::Status ObjectTable::Store(const std::string& id, Value value, bool refuse)
     }
     Entry& e = entries_[id];
     if (e.state == ObjectState::kReady || e.state == ObjectState::kFreed) return absl::OkStatus();
+    if (owned) e.owned = true;
+    if (e.owned) PinContainedLocked(value);
     e.state = ObjectState::kReady;
     bytes_ += SizeOf(value);
     e.value = std::move(value);
@@ -123,7 +129,8 @@ void ObjectTable::RemoveRef(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
-  if (--it->second.refs <= 0) MaybeFreeLocked(id, it->second);
+  --it->second.refs;
+  MaybeFreeLocked(id, it->second);
 }
 
 void ObjectTable::MarkEscaped(const std::string& id) {
@@ -132,11 +139,85 @@ void ObjectTable::MarkEscaped(const std::string& id) {
 }
 
 void ObjectTable::MaybeFreeLocked(const std::string& id, Entry& e) {
+  if (e.refs > 0 || e.escaped) return;
+  if (!e.owned) {
+    // A borrowed object no longer held here: its copy goes, and its owner is told.
+    if (e.borrowing && on_borrow_released_) on_borrow_released_(e.owner, id);
+    if (e.state == ObjectState::kReady) bytes_ -= SizeOf(e.value);
+    entries_.erase(id);
+    return;
+  }
   // A pending object stays: its task will still deliver it (and a retry needs the entry).
-  if (e.escaped || e.state != ObjectState::kReady) return;
+  if (e.state != ObjectState::kReady || !e.borrowers.empty()) return;
   bytes_ -= SizeOf(e.value);
-  if (e.owned && e.value.stored() && on_free_stored_) on_free_stored_(id, e.value);
+  if (e.value.stored() && on_free_stored_) on_free_stored_(id, e.value);
+  const std::vector<std::pair<std::string, std::string>> contained = std::move(e.value.contained);
   entries_.erase(id);
+  // What it contained is held by one less value.
+  for (const auto& [inner, owner] : contained) {
+    if (auto it = entries_.find(inner); it != entries_.end()) {
+      --it->second.refs;
+      MaybeFreeLocked(inner, it->second);
+    }
+  }
+}
+
+bool ObjectTable::AddBorrower(const std::string& id, const std::string& borrower) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || !it->second.owned || it->second.state == ObjectState::kFreed) return false;
+  it->second.borrowers.insert(borrower);
+  return true;
+}
+
+void ObjectTable::RemoveBorrower(const std::string& id, const std::string& borrower) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || !it->second.owned || it->second.borrowers.erase(borrower) == 0) return;
+  MaybeFreeLocked(id, it->second);
+}
+
+int ObjectTable::DropBorrower(const std::string& borrower) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> held;
+  for (auto& [id, e] : entries_) {
+    if (e.borrowers.erase(borrower) > 0) held.push_back(id);
+  }
+  for (const std::string& id : held) {
+    if (auto it = entries_.find(id); it != entries_.end()) MaybeFreeLocked(id, it->second);
+  }
+  return static_cast<int>(held.size());
+}
+
+std::set<std::string> ObjectTable::Borrowers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> out;
+  for (const auto& [id, e] : entries_) out.insert(e.borrowers.begin(), e.borrowers.end());
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> ObjectTable::Borrowing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [id, e] : entries_) {
+    if (e.borrowing) out.emplace_back(e.owner, id);
+  }
+  return out;
+}
+
+bool ObjectTable::MarkBorrowing(const std::string& id, const std::string& owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  // Nothing holds it here (any more): nothing to tell.
+  if (it == entries_.end() || it->second.owned || it->second.borrowing || it->second.refs <= 0) return false;
+  it->second.owner = owner;
+  it->second.borrowing = true;
+  return true;
+}
+
+void ObjectTable::SetOnBorrowReleased(std::function<void(const std::string&, const std::string&)> on_release) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_borrow_released_ = std::move(on_release);
 }
 
 void ObjectTable::SetOnFreeStored(std::function<void(const std::string& id, const Value& value)> on_free) {

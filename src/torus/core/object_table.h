@@ -3,9 +3,14 @@
 //
 // Values held here count their bytes; a stored value (in a node's object store) counts nothing here.
 //
-// An owned object is pending until its task finishes, then ready; it is freed when no reference to it is left in
-// this process (AddRef/RemoveRef count the language's handles) unless it escaped — was passed to another process,
-// which may still read it; escaped objects live until the table goes (its job ends).
+// An owned object is pending until its task finishes, then ready; it is freed when no reference to it is left: no
+// handle of the language in this process (AddRef/RemoveRef), no owned value that contains it, and no borrower (another
+// process that registered a handle on it, AddBorrower) — unless it escaped (a ref pickled outside torus's own
+// serialization, which nothing tracks): escaped objects live until the table goes (its job ends).
+//
+// A borrowed object (another process owns it) is held here while this process has a handle on it, or an owned value
+// here contains it; once this process had told the owner that it borrows it (MarkBorrowing, or a task's return that
+// came with it registered), letting go of it calls OnBorrowReleased so that the owner is told.
 //
 // Bounded: with `max_bytes` (0: no bound) the ready values held never add up to more. A put that does not fit is
 // refused (TryPut: ResourceExhausted, nothing stored); a task's return or a fetched copy that does not fit is stored
@@ -23,6 +28,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +44,8 @@ struct Value {
   // A large value lies in a node's object store instead (data and buffers empty): that node's agent, and its size.
   std::string location;
   uint64_t stored_size = 0;
+  // The object refs inside the value, (id, owner): an owned value holds them for as long as it lives.
+  std::vector<std::pair<std::string, std::string>> contained;
   bool stored() const { return !location.empty(); }
 };
 
@@ -74,8 +82,25 @@ class ObjectTable {
   // Reference counting by the language's handles.
   void AddRef(const std::string& id);
   void RemoveRef(const std::string& id);
-  // The object was handed to another process: kept until the table goes.
+  // The object was handed to another process by a way nothing tracks: kept until the table goes.
   void MarkEscaped(const std::string& id);
+
+  // Borrowers of owned objects, by their core worker's address. AddBorrower is false when `id` is not an owned
+  // object held here (never, or freed already).
+  bool AddBorrower(const std::string& id, const std::string& borrower);
+  void RemoveBorrower(const std::string& id, const std::string& borrower);
+  // Forgets `borrower` everywhere (it is gone); returns how many objects it held.
+  int DropBorrower(const std::string& borrower);
+  // Every borrower registered now.
+  std::set<std::string> Borrowers() const;
+  // The borrowed objects this process told their owners it holds: (owner, id).
+  std::vector<std::pair<std::string, std::string>> Borrowing() const;
+  // This process holds borrowed `id` (of `owner`) and tells the owner so: true when it had not told it yet (since
+  // it last let go). Nothing for an object this process owns (false).
+  bool MarkBorrowing(const std::string& id, const std::string& owner);
+  // Called with (owner, id) when this process lets go of a borrowed object it had told its owner of (the table's
+  // lock held: it must not call back into the table or block).
+  void SetOnBorrowReleased(std::function<void(const std::string& owner, const std::string& id)> on_release);
 
   size_t size() const;
   size_t bytes() const;
@@ -85,14 +110,20 @@ class ObjectTable {
   struct Entry {
     ObjectState state = ObjectState::kPending;
     Value value;
-    int refs = 0;
+    int refs = 0;        // handles, and owned values here that contain it
     bool escaped = false;
     bool owned = false;  // AddPending or TryPut made it (not a copy of a borrowed object)
+    std::set<std::string> borrowers;  // owned: processes that told this one they hold it
+    std::string owner;                // borrowed: its owner's address
+    bool borrowing = false;           // borrowed: the owner was told this process holds it
     std::vector<std::function<void(const Value&)>> on_ready;
   };
   void MaybeFreeLocked(const std::string& id, Entry& entry);
-  // Put and TryPut: `refuse` a value that does not fit (else store the failure in its place).
-  absl::Status Store(const std::string& id, Value value, bool refuse);
+  // Holds the refs an owned value contains (a borrowed one among them as told to its owner: a task's return comes
+  // with its caller registered).
+  void PinContainedLocked(const Value& value);
+  // Put and TryPut: `refuse` a value that does not fit (else store the failure in its place); `owned`: TryPut's.
+  absl::Status Store(const std::string& id, Value value, bool refuse, bool owned);
   // Why a value of `size` bytes does not fit now; empty when it does. REQUIRES: mu_ held.
   std::string NoRoomLocked(size_t size) const;
 
@@ -101,6 +132,7 @@ class ObjectTable {
   std::map<std::string, Entry> entries_;  // guarded by mu_
   const size_t max_bytes_;
   std::function<void(const std::string&, const Value&)> on_free_stored_;  // guarded by mu_
+  std::function<void(const std::string&, const std::string&)> on_borrow_released_;  // guarded by mu_
   size_t bytes_ = 0;                      // of ready values; guarded by mu_
 };
 

@@ -88,6 +88,63 @@ TEST(ObjectTableTest, APendingObjectIsKeptWithoutRefs) {
 namespace torus::core {
 namespace object_table_test {
 
+// An owned object stays while a borrower holds it, and goes with the last of its handles and borrowers.
+TEST(ObjectTableTest, BorrowersKeepAnOwnedObjectUntilTheLastLetsGo) {
+  ObjectTable table;
+  ASSERT_TRUE(table.TryPut("a", Value{.data = "1", .format = "raw"}).ok());
+  table.AddRef("a");
+  EXPECT_TRUE(table.AddBorrower("a", "10.0.0.2:7000"));
+  EXPECT_TRUE(table.AddBorrower("a", "10.0.0.3:7000"));
+  EXPECT_FALSE(table.AddBorrower("missing", "10.0.0.2:7000"));
+  table.RemoveRef("a");
+  EXPECT_EQ(table.State("a"), ObjectState::kReady);
+  table.RemoveBorrower("a", "10.0.0.2:7000");
+  EXPECT_EQ(table.Borrowers(), std::set<std::string>{"10.0.0.3:7000"});
+  EXPECT_EQ(table.DropBorrower("10.0.0.3:7000"), 1);  // gone: what only it held is freed
+  EXPECT_EQ(table.State("a"), ObjectState::kUnknown);
+  EXPECT_FALSE(table.AddBorrower("a", "10.0.0.2:7000"));
+}
+
+// A value holds the refs inside it: an owned one contained is kept until the value goes; a borrowed one is reported
+// let go (to tell its owner) once neither a handle nor a value holds it.
+TEST(ObjectTableTest, AValueHoldsTheRefsInsideItUntilItIsFreed) {
+  ObjectTable table;
+  std::vector<std::pair<std::string, std::string>> released;
+  table.SetOnBorrowReleased([&](const std::string& owner, const std::string& id) { released.emplace_back(owner, id); });
+  ASSERT_TRUE(table.TryPut("inner", Value{.data = "1", .format = "raw"}).ok());
+  table.AddRef("borrowed");
+  EXPECT_TRUE(table.MarkBorrowing("borrowed", "10.0.0.9:7000"));
+  EXPECT_FALSE(table.MarkBorrowing("borrowed", "10.0.0.9:7000"));  // told once
+  EXPECT_FALSE(table.MarkBorrowing("inner", "10.0.0.9:7000"));     // owned here
+  EXPECT_FALSE(table.MarkBorrowing("unheld", "10.0.0.9:7000"));    // no handle on it
+  ASSERT_TRUE(table.TryPut("box", Value{.data = "2", .format = "raw",
+                                        .contained = {{"inner", "self"}, {"borrowed", "10.0.0.9:7000"}}})
+                  .ok());
+  table.AddRef("box");
+  table.RemoveRef("borrowed");
+  EXPECT_TRUE(released.empty());  // the box still holds it
+  EXPECT_EQ(table.State("inner"), ObjectState::kReady);
+  EXPECT_EQ(table.Borrowing(), (std::vector<std::pair<std::string, std::string>>{{"10.0.0.9:7000", "borrowed"}}));
+  table.RemoveRef("box");
+  EXPECT_EQ(table.State("box"), ObjectState::kUnknown);
+  EXPECT_EQ(table.State("inner"), ObjectState::kUnknown);
+  EXPECT_EQ(released, (std::vector<std::pair<std::string, std::string>>{{"10.0.0.9:7000", "borrowed"}}));
+  EXPECT_TRUE(table.Borrowing().empty());
+}
+
+// A task's return that came with refs inside: the caller was registered as their borrower by the worker, so it tells
+// their owners when it lets go, though it never read the value.
+TEST(ObjectTableTest, AReturnsContainedRefsAreReleasedWithIt) {
+  ObjectTable table;
+  std::vector<std::pair<std::string, std::string>> released;
+  table.SetOnBorrowReleased([&](const std::string& owner, const std::string& id) { released.emplace_back(owner, id); });
+  table.AddPending("ret");
+  table.AddRef("ret");
+  table.Put("ret", Value{.data = "x", .format = "raw", .contained = {{"w1", "10.0.0.4:7000"}}});
+  table.RemoveRef("ret");
+  EXPECT_EQ(released, (std::vector<std::pair<std::string, std::string>>{{"10.0.0.4:7000", "w1"}}));
+}
+
 TEST(ObjectTableBoundTest, APutThatDoesNotFitIsRefusedAndFreeingMakesRoom) {
   ObjectTable table(100);
   ASSERT_TRUE(table.TryPut("a", Value{.data = std::string(60, 'x'), .format = "raw"}).ok());

@@ -65,6 +65,17 @@ torus::core::ValueParts PartsOf(const py::bytes& data, const std::string& format
   return parts;
 }
 
+// The refs inside a value, as the language lists them: (id, owner) pairs.
+std::vector<std::pair<std::string, std::string>> Contained(const py::handle& list) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (py::handle r : list) {
+    auto t = r.cast<py::tuple>();
+    out.emplace_back(t[0].cast<std::string>(), t[1].cast<std::string>());
+  }
+  return out;
+}
+
+// Arguments: ("r", id, owner) by reference, ("v", data, format[, contained refs]) by value.
 void AddArgs(torus::core::TaskSpec& spec, const py::list& args) {
   for (py::handle a : args) {
     auto t = a.cast<py::tuple>();
@@ -75,6 +86,13 @@ void AddArgs(torus::core::TaskSpec& spec, const py::list& args) {
     } else {
       arg->mutable_value()->set_data(t[1].cast<std::string>());
       arg->mutable_value()->set_format(t[2].cast<std::string>());
+      if (t.size() > 3) {
+        for (const auto& [id, owner] : Contained(t[3])) {
+          torus::core::ObjectRef* ref = arg->mutable_value()->add_contained();
+          ref->set_object_id(id);
+          ref->set_owner_address(owner);
+        }
+      }
     }
   }
 }
@@ -399,19 +417,27 @@ PYBIND11_MODULE(_torus_core, m) {
              return py::bytes(w.WhenGroupReady(id, Value{.data = std::string(ready), .format = "pickle5"}));
            })
       .def("put",
-           [](CoreWorker& w, py::bytes data, std::string format, py::list buffers) {
+           [](CoreWorker& w, py::bytes data, std::string format, py::list buffers, py::list contained) {
              std::vector<py::buffer_info> keep;
              torus::core::ValueParts parts = PartsOf(data, format, buffers, keep);
+             auto inner = Contained(contained);
              absl::StatusOr<std::string> id;
              {
                py::gil_scoped_release release;
-               id = w.PutParts(parts);
+               id = w.PutParts(parts, std::move(inner));
              }
              if (id.status().code() == absl::StatusCode::kResourceExhausted) {
                throw py::buffer_error(std::string(id.status().message()));  // the SDK raises ObjectStoreFullError
              }
              if (!id.ok()) Raise(id.status());
              return py::bytes(*id);
+           },
+           py::arg("data"), py::arg("format"), py::arg("buffers"), py::arg("contained") = py::list())
+      .def("borrow",
+           [](CoreWorker& w, const std::vector<std::pair<py::bytes, std::string>>& refs) {
+             std::vector<Ref> r = Refs(refs);
+             py::gil_scoped_release release;
+             w.Borrow(r);
            })
       .def("get",
            [](CoreWorker& w, const std::vector<std::pair<py::bytes, std::string>>& refs, int64_t timeout_ms) {
@@ -473,8 +499,10 @@ PYBIND11_MODULE(_torus_core, m) {
                const std::string format = t[1].cast<std::string>();
                torus::core::ValueParts parts =
                    PartsOf(t[0].cast<py::bytes>(), format, t.size() > 2 ? t[2].cast<py::list>() : py::list(), keep);
+               auto inner = t.size() > 3 ? Contained(t[3]) : std::vector<std::pair<std::string, std::string>>{};
                py::gil_scoped_release release;
                values.push_back(w.StoreReturn(id, ++index, parts));
+               values.back().contained = std::move(inner);
              }
              py::gil_scoped_release release;
              w.FinishTask(id, std::move(values), function_unknown);

@@ -16,6 +16,11 @@ inline void ToProto(const Value& value, ObjectValue* out) {
     out->set_location(value.location);
     out->set_stored_size(static_cast<int64_t>(value.stored_size));
   }
+  for (const auto& [id, owner] : value.contained) {
+    ObjectRef* ref = out->add_contained();
+    ref->set_object_id(id);
+    ref->set_owner_address(owner);
+  }
 }
 
 inline void MoveToProto(Value&& value, ObjectValue* out) {
@@ -26,14 +31,21 @@ inline void MoveToProto(Value&& value, ObjectValue* out) {
     out->set_location(std::move(value.location));
     out->set_stored_size(static_cast<int64_t>(value.stored_size));
   }
+  for (auto& [id, owner] : value.contained) {
+    ObjectRef* ref = out->add_contained();
+    ref->set_object_id(std::move(id));
+    ref->set_owner_address(std::move(owner));
+  }
 }
 
 inline Value FromProto(const ObjectValue& v) {
-  return Value{.data = v.data(),
-               .format = v.format(),
-               .buffers = {v.buffers().begin(), v.buffers().end()},
-               .location = v.location(),
-               .stored_size = static_cast<uint64_t>(std::max<int64_t>(0, v.stored_size()))};
+  Value value{.data = v.data(),
+              .format = v.format(),
+              .buffers = {v.buffers().begin(), v.buffers().end()},
+              .location = v.location(),
+              .stored_size = static_cast<uint64_t>(std::max<int64_t>(0, v.stored_size()))};
+  for (const ObjectRef& ref : v.contained()) value.contained.emplace_back(ref.object_id(), ref.owner_address());
+  return value;
 }
 
 }  // namespace torus::core
