@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/core/core_worker.h"
 #include "torus/common/label_selector.h"
 #include "torus/core/groups.h"
@@ -171,6 +172,9 @@ void AddRunFunctions(py::module_& m);  // python_runs.cc
 
 PYBIND11_MODULE(_torus_core, m) {
   m.doc() = "torus core worker (internal)";
+  // Debian's Abseil graphs every lock gRPC takes, per call, for deadlock detection: a few percent of a task's CPU in
+  // drivers and workers. As in the daemons, the graph is not kept.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   py::class_<torus::core::MappedObject, std::shared_ptr<torus::core::MappedObject>>(m, "MappedObject",
                                                                                   py::buffer_protocol())
       .def_buffer([](torus::core::MappedObject& o) {

@@ -31,6 +31,10 @@ int64_t SteadyMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+int64_t SteadyUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
 void TaskSubmitter::IdleLoop() {
@@ -58,12 +62,21 @@ void TaskSubmitter::IdleLoop() {
   }
 }
 
+int TaskSubmitter::DepthFor(const Shape& shape, const Task& task) const {
+  auto it = shape.task_ms.find(task.spec.function_id());
+  if (it == shape.task_ms.end() || it->second >= options_.pipeline_below_ms) return 1;
+  // As many as the worker gets through in pipeline_below_ms: the last one queued waits about that long.
+  const int fit = static_cast<int>(options_.pipeline_below_ms / std::max(it->second, 0.01));
+  return std::clamp(fit, 1, options_.pipeline_depth);
+}
+
 void TaskSubmitter::DispatchLocked(const std::string& key, Shape& shape, std::vector<Push>& pushes) {
   // The least busy leases first, so that work spreads over the workers.
   while (!shape.queue.empty()) {
+    const int depth = DepthFor(shape, *shape.queue.front());
     Lease* best = nullptr;
     for (auto& [id, lease] : shape.leases) {
-      if (lease.in_flight < options_.pipeline_depth && (best == nullptr || lease.in_flight < best->in_flight)) {
+      if (lease.in_flight < depth && (best == nullptr || lease.in_flight < best->in_flight)) {
         best = &lease;
       }
     }
@@ -225,7 +238,8 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
 void TaskSubmitter::RequestLeasesLocked(const std::string& key, Shape& shape) {
   // Tasks the held leases will take as they finish do not need new leases.
   int spare = 0;
-  for (const auto& [id, lease] : shape.leases) spare += std::max(0, options_.pipeline_depth - lease.in_flight);
+  const int depth = shape.queue.empty() ? 1 : DepthFor(shape, *shape.queue.front());
+  for (const auto& [id, lease] : shape.leases) spare += std::max(0, depth - lease.in_flight);
   const int want =
       std::min<int>(static_cast<int>(shape.queue.size()) - spare, options_.max_lease_requests);
   while (shape.lease_requests < want && !shape.candidates.empty()) {
@@ -347,8 +361,11 @@ void TaskSubmitter::Send(std::vector<Push> pushes) {
     *request->mutable_task() = p.task->spec;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      pushed_[p.task->spec.task_id()] = Pushed{.key = p.key, .lease_id = p.lease.lease_id,
-                                               .worker_address = p.lease.worker_address};
+      pushed_[p.task->spec.task_id()] = Pushed{.key = p.key,
+                                               .lease_id = p.lease.lease_id,
+                                               .worker_address = p.lease.worker_address,
+                                               .pushed_us = SteadyUs(),
+                                               .position = std::max(1, p.lease.in_flight)};
       // The worker keeps functions by id: their code goes once.
       if (!sent_functions_[p.lease.worker_address].insert(p.task->spec.function_id()).second) {
         request->mutable_task()->clear_function();
@@ -383,7 +400,18 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
   bool cancelled = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pushed_.erase(task->spec.task_id());
+    if (auto p = pushed_.find(task->spec.task_id()); p != pushed_.end()) {
+      if (status.ok()) {
+        // Its share of the time since it was pushed (the tasks ahead of it took theirs): how long a task takes.
+        auto shape = shapes_.find(key);
+        const double ms = static_cast<double>(SteadyUs() - p->second.pushed_us) / 1000.0 / p->second.position;
+        if (shape != shapes_.end()) {
+          auto [avg, first] = shape->second.task_ms.try_emplace(task->spec.function_id(), ms);
+          if (!first) avg->second = 0.8 * avg->second + 0.2 * ms;
+        }
+      }
+      pushed_.erase(p);
+    }
     cancelled = cancelled_.erase(task->spec.task_id()) > 0;
   }
   const bool interrupted = !status.ok() || (reply.returns_size() > 0 && reply.returns(0).format() == "cancelled");

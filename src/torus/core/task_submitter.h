@@ -1,7 +1,10 @@
 // TaskSubmitter: runs tasks on leased workers. Tasks of one shape (resources, environment, working directory) share
 // a queue; the submitter asks agents for worker leases of that shape — the local agent first, then the other nodes
-// whose totals can hold it, in turn — and pushes the queued tasks to the leased workers, `pipeline_depth` at a
-// time to each. A lease with nothing to do is kept `lease_idle_ms` for the
+// whose totals can hold it, in turn — and pushes the queued tasks to the leased workers: one at a time to each, or
+// more for a function whose tasks are short (lately under `pipeline_below_ms` each on their worker): as many as the
+// worker gets through in that time, at most `pipeline_depth`, so that a queued task waits about as long as a new lease
+// would take, and the worker never idles between tasks. (A call of such a function that runs long for once still holds
+// the few queued behind it.) A lease with nothing to do is kept `lease_idle_ms` for the
 // next task of its shape, then returned. A worker is sent a function's code once; later tasks name it by id.
 // Arguments that are objects this process owns are resolved first (the task waits in its queue only once they are
 // ready) and sent by value. Which agents to ask is LeaseCandidates (lease_candidates.h).
@@ -51,9 +54,10 @@ class TaskSubmitter {
     std::string holder_boot_id;
     int64_t lease_wait_ms = 10'000;
     int max_lease_requests = 16;  // in flight per shape
-    // Tasks in flight per leased worker. 1, as Ray: a second task queued behind a long one on a busy worker would
-    // wait although another lease could run it now.
-    int pipeline_depth = 1;
+    // Tasks in flight per leased worker while the shape's tasks are short; 1 otherwise (as Ray: a second task queued
+    // behind a long one on a busy worker would wait although another lease could run it now).
+    int pipeline_depth = 16;
+    double pipeline_below_ms = 2.0;
     int64_t lease_idle_ms = 50;   // an idle lease is returned after this long
     // Called with each granted lease's (agent, worker id, pid, node id), e.g. to follow its output.
     std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> on_worker;
@@ -118,7 +122,12 @@ class TaskSubmitter {
     size_t next_candidate = 0;
     std::map<std::string, Lease> leases;  // held, by lease id
     std::string waiting_reason;           // what the last busy agent said, reported with the queued tasks
+    // By function id: the recent time of one of its tasks on its worker (moving average), once one finished.
+    std::map<std::string, double> task_ms;
   };
+  // How many tasks in flight a lease of `shape` may have with `task` among them: more while its function's tasks
+  // are short, else 1.
+  int DepthFor(const Shape& shape, const Task& task) const;
 
   // Resolves owned ref args, then queues. Called once per attempt.
   void Enqueue(std::shared_ptr<Task> task);
@@ -166,6 +175,8 @@ class TaskSubmitter {
     std::string key;
     std::string lease_id;
     std::string worker_address;
+    int64_t pushed_us = 0;  // steady clock
+    int position = 1;       // its place in the worker's line when pushed (1: nothing ahead of it)
   };
   std::map<std::string, Pushed> pushed_;   // task id -> where it runs; guarded by mu_
   std::set<std::string> cancelled_;        // task ids cancelled and not yet answered; guarded by mu_
