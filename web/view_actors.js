@@ -1,5 +1,5 @@
-// Actors: the head's directory (GET /api/v0/actors), newest first: class, name, state, node, pid, restarts and the
-// cause of death.
+// Actors: the head's directory (GET /api/v0/actors), newest first: class, name, state, lifetime (detached: owned by
+// the head), node, pid, restarts and the cause of death.
 
 import { h, badge, table, empty, renderIfChanged, fmtTime } from './dom.js';
 import { getOptional, enc } from './api.js';
@@ -11,15 +11,16 @@ export function actorsView(root) {
   async function refresh() {
     const actors = (await getOptional('/api/v0/actors')) || [];
     const rows = actors.map((a) => [a.actor_id, a.class_name, a.name ? `${a.namespace}/${a.name}` : '', a.state,
-      a.node_id, a.pid, a.restarts, a.max_restarts, a.create_time_ms, a.death_cause, a.job_id]);
+      a.node_id, a.pid, a.restarts, a.max_restarts, a.create_time_ms, a.death_cause, a.job_id, a.is_detached]);
     renderIfChanged(body, rows, () => (rows.length === 0 ? empty('No actors yet. Create one with `@torus.remote` on a class.') :
-      table(['actor', 'class', 'name', 'state', 'node', 'pid', 'restarts', 'created', 'job', 'death cause'],
-        rows.map(([id, cls, name, state, nodeId, pid, restarts, maxRestarts, created, cause, job]) =>
+      table(['actor', 'class', 'name', 'state', 'lifetime', 'node', 'pid', 'restarts', 'created', 'job', 'death cause'],
+        rows.map(([id, cls, name, state, nodeId, pid, restarts, maxRestarts, created, cause, job, detached]) =>
           h('tr', { dataset: { actor: id, state } },
             h('td', {}, h('code', {}, id.slice(0, 12))),
             h('td', {}, cls),
             h('td', {}, name || '–'),
             h('td', {}, badge(state)),
+            h('td', { class: 'small' }, detached ? 'detached' : 'owner'),
             h('td', {}, nodeId ? h('a', { href: `#/nodes/${enc(nodeId)}` }, nodeId) : '–'),
             h('td', {}, pid ? String(pid) : '–'),
             h('td', {}, `${restarts} / ${maxRestarts < 0 ? '∞' : maxRestarts}`),

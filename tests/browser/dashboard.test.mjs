@@ -307,6 +307,7 @@ async function main() {
   await loaded('actors');
   await page.waitForFunction(() => [...document.querySelectorAll('#actors-table tr[data-state="ALIVE"]')]
     .some((tr) => /dash\/dash-actor/.test(tr.textContent) && /__main__\.Dash/.test(tr.textContent) &&
+      /owner/.test(tr.textContent) &&
       tr.querySelector('a[href^="#/nodes/"]') !== null),
   null, { timeout: 15000 });
   await page.screenshot({ path: path.join(OUTPUT_DIR, 'actors.png'), fullPage: true });

@@ -43,6 +43,8 @@ def test_a_detached_actor_outlives_its_driver_and_ends_with_kill(cluster, tmp_pa
     entry = next(a for a in actors_json(cluster) if a["name"] == "keeper")
     assert entry["state"] == "ALIVE" and entry["is_detached"] is True, entry
     assert entry["owner_address"] == cluster.address, entry
+    row = next(line for line in cluster.ok("list", "actors").stdout.splitlines() if "svc/keeper" in line)
+    assert " ALIVE " in row and " detached " in row, row
     found = driver_json(cluster, tmp_path, COUNTER + """
         c = torus.get_actor("keeper")
         out = {"second": torus.get(c.incr.remote()), **torus.get(c.info.remote())}

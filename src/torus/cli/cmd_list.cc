@@ -18,14 +18,17 @@ int CmdListActors(const HeadFlags& head, const std::string& state, const std::st
     std::cout << actors->dump(2) << "\n";
     return 0;
   }
-  std::cout << absl::StrFormat("%-32s  %-20s  %-16s  %-16s  %-12s  %7s  %8s  %s\n", "ACTOR_ID", "CLASS", "NAME",
-                               "STATE", "NODE", "PID", "RESTARTS", "DEATH_CAUSE");
+  std::cout << absl::StrFormat("%-32s  %-20s  %-16s  %-16s  %-8s  %-12s  %7s  %8s  %s\n", "ACTOR_ID", "CLASS", "NAME",
+                               "STATE", "LIFETIME", "NODE", "PID", "RESTARTS", "DEATH_CAUSE");
   for (const auto& a : *actors) {
     std::string name = a["name"].get<std::string>();
     if (!name.empty()) name = a["namespace"].get<std::string>() + "/" + name;
-    std::cout << absl::StrFormat("%-32s  %-20s  %-16s  %-16s  %-12s  %7d  %8d  %s\n",
+    // A detached actor is the head's; the others live as long as the program that created them.
+    const bool detached = a.contains("is_detached") && a["is_detached"].get<bool>();
+    std::cout << absl::StrFormat("%-32s  %-20s  %-16s  %-16s  %-8s  %-12s  %7d  %8d  %s\n",
                                  a["actor_id"].get<std::string>(), a["class_name"].get<std::string>(), name,
-                                 a["state"].get<std::string>(), a["node_id"].get<std::string>(),
+                                 a["state"].get<std::string>(), detached ? "detached" : "owner",
+                                 a["node_id"].get<std::string>(),
                                  a["pid"].get<int64_t>(), a["restarts"].get<int>(),
                                  a["death_cause"].get<std::string>());
   }
