@@ -3,7 +3,7 @@
 
 Starts a one-node torus cluster (`torus start --head`, in a temp dir) and a Dask LocalCluster with as many worker
 processes as the machine has cores (one thread each), then measures, for each:
-  - sync task round trip: `get(f.remote())` one after another (p50, p99);
+  - sync task round trip: `get(f.remote())` one after another (p50, p99), after 200 calls and 2 s of warm-up;
   - async throughput: N tasks submitted, then all results gathered (tasks/s, end to end);
   - actor method calls: sync round trip (p50) and async calls/s;
   - put + get of a numpy array in the same process;
@@ -94,6 +94,9 @@ def bench_torus(args):
             return x
 
         torus.get([f.remote(i) for i in range(20)])  # warm workers
+        time.sleep(2)  # the second agent's start settles (it forks its workers' pool, its metrics sampler starts)
+        for i in range(200):
+            torus.get(f.remote(i))
         sync = []
         for i in range(args.sync):
             t0 = time.perf_counter()
@@ -184,6 +187,9 @@ def bench_dask(args):
             return x
 
         client.gather([client.submit(f, i, pure=False) for i in range(20)])
+        time.sleep(2)  # the same warm-up as torus's
+        for i in range(200):
+            client.submit(f, i, pure=False).result()
         sync = []
         for i in range(args.sync):
             t0 = time.perf_counter()
