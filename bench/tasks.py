@@ -7,6 +7,7 @@ processes as the machine has cores (one thread each), then measures, for each:
   - async throughput: N tasks submitted, then all results gathered (tasks/s, end to end);
   - actor method calls: sync round trip (p50) and async calls/s;
   - put + get of a numpy array in the same process;
+  - torus only: async tasks of {"TPU": 1} on a simulated v6e host of 4 chips (a `torus up` cluster of its own);
   - torus only: get of that array by a task on the same node, and by a task on a second node (an agent started on
     another loopback address: the pull between the two agents' stores), and the store bytes each node then holds;
     as the peer of the pull, what one loopback TCP connection carries on this machine.
@@ -167,6 +168,48 @@ def bench_torus(args):
         subprocess.run([binary, "down"], env=env, capture_output=True)
 
 
+TPU_SPEC = """
+head: {num_cpus: 2, memory: 4Gi}
+node_groups:
+  - {name: v6e, tpu: {pod_type: v6e-4, topology: 2x2}, slices: 1, num_cpus: 2, memory: 4Gi}
+"""
+
+
+def bench_tpu_tasks(args):
+    """Async tasks of {"TPU": 1} on a simulated v6e host of 4 chips (`torus up`, a head and one TPU agent): each task
+    runs in a worker bound to its chip (TPU_VISIBLE_CHIPS)."""
+    import torus
+
+    root = tempfile.mkdtemp(prefix="bench-tpu-")
+    spec = os.path.join(root, "tpu.yaml")
+    with open(spec, "w") as f:
+        f.write(TPU_SPEC)
+    env = dict(os.environ, TORUS_TEMP_DIR=root)
+    binary = os.path.join(REPO, "build", "bin", "torus")
+    subprocess.run([binary, "up", spec, "--port", "0", "--dashboard-port", "0"], env=env, check=True,
+                   capture_output=True)
+    os.environ["TORUS_TEMP_DIR"] = root
+    for stale in ("TORUS_ADDRESS", "TORUS_TOKEN"):  # the first cluster's, which the first init exported
+        os.environ.pop(stale, None)
+    try:
+        torus.init()
+
+        @torus.remote(resources={"TPU": 1})
+        def chip():
+            return os.environ["TPU_VISIBLE_CHIPS"]
+
+        for _ in range(10):
+            torus.get([chip.remote() for _ in range(20)])  # warm workers
+        t0 = time.perf_counter()
+        chips = torus.get([chip.remote() for _ in range(args.async_tasks)])
+        rate = args.async_tasks / (time.perf_counter() - t0)
+        assert set(chips) <= {"0", "1", "2", "3"}, set(chips)
+        torus.shutdown()
+        return rate
+    finally:
+        subprocess.run([binary, "down"], env=env, capture_output=True)
+
+
 class _DaskCounter:
     def __init__(self):
         self.n = 0
@@ -231,6 +274,7 @@ def main():
     parser.add_argument("--array-mb", type=int, default=1024)
     args = parser.parse_args()
     t = bench_torus(args)
+    t["tpu_async"] = bench_tpu_tasks(args)
     try:
         d = bench_dask(args)
     except ImportError:
@@ -242,7 +286,8 @@ def main():
             ("async actor calls, submit -> all gathered", "actor_async", "calls/s", 1),
             (f"put of a {args.array_mb} MB numpy array", "put", "ms", 1e3),
             (f"get of it (same process)", "get", "ms", 1e3)]
-    torus_only = [("put rate", "put_rate", "GB/s", 1),
+    torus_only = [("async {\"TPU\": 1} tasks, one v6e host", "tpu_async", "tasks/s", 1),
+                  ("put rate", "put_rate", "GB/s", 1),
                   ("get of it by a task on the same node", "get_other", "ms", 1e3),
                   ("get of it by a task on another node", "pull", "ms", 1e3),
                   ("  that is, pulled between nodes at", "pull_rate", "GB/s", 1),
