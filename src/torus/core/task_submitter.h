@@ -56,8 +56,8 @@ class TaskSubmitter {
     int max_lease_requests = 16;  // in flight per shape
     // Tasks in flight per leased worker while the shape's tasks are short; 1 otherwise (as Ray: a second task queued
     // behind a long one on a busy worker would wait although another lease could run it now).
-    int pipeline_depth = 16;
-    double pipeline_below_ms = 2.0;
+    int pipeline_depth = 64;
+    double pipeline_below_ms = 10.0;
     int64_t lease_idle_ms = 50;   // an idle lease is returned after this long
     // Called with each granted lease's (agent, worker id, pid, node id), e.g. to follow its output.
     std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> on_worker;
