@@ -28,94 +28,6 @@ std::chrono::steady_clock::time_point DeadlineAfter(int64_t timeout_ms) {
   return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
 }
 
-bool Authorized(const grpc::CallbackServerContext* ctx, const std::string& token) {
-  auto it = ctx->client_metadata().find("authorization");
-  return it != ctx->client_metadata().end() &&
-         std::string_view(it->second.data(), it->second.size()) == "Bearer " + token;
-}
-
-grpc::Status Unauthenticated() {
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong cluster token");
-}
-
-class Service final : public CoreWorkerService::CallbackService {
- public:
-  Service(CoreWorker* worker, std::string token) : worker_(worker), token_(std::move(token)) {}
-  grpc::ServerUnaryReactor* PushTask(grpc::CallbackServerContext* ctx, const PushTaskRequest* request,
-                                     PushTaskReply* reply) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(Unauthenticated());
-    } else {
-      worker_->HandlePush(reactor, *request, reply);
-    }
-    return reactor;
-  }
-  grpc::ServerUnaryReactor* ResolveActor(grpc::CallbackServerContext* ctx, const ResolveActorRequest* request,
-                                         ActorInfo* reply) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(Unauthenticated());
-    } else {
-      std::thread([this, reactor, request, reply] {
-        *reply = worker_->HandleResolveActor(*request);
-        reactor->Finish(grpc::Status::OK);
-      }).detach();
-    }
-    return reactor;
-  }
-  grpc::ServerUnaryReactor* KillActor(grpc::CallbackServerContext* ctx, const KillActorRequest* request,
-                                      KillActorReply*) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(Unauthenticated());
-    } else {
-      std::thread([this, reactor, request] { reactor->Finish(worker_->HandleKillActor(*request)); }).detach();
-    }
-    return reactor;
-  }
-  grpc::ServerUnaryReactor* UpdateBorrowers(grpc::CallbackServerContext* ctx, const UpdateBorrowersRequest* request,
-                                            UpdateBorrowersReply* reply) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(Unauthenticated());
-    } else {
-      worker_->HandleUpdateBorrowers(*request, reply);
-      reactor->Finish(grpc::Status::OK);
-    }
-    return reactor;
-  }
-  grpc::ServerUnaryReactor* CancelTask(grpc::CallbackServerContext* ctx, const CancelTaskRequest* request,
-                                       CancelTaskReply* reply) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(Unauthenticated());
-    } else {
-      reply->set_found(worker_->HandleCancel(request->task_id()));
-      reactor->Finish(grpc::Status::OK);
-    }
-    return reactor;
-  }
-  grpc::ServerUnaryReactor* GetObject(grpc::CallbackServerContext* ctx, const GetObjectRequest* request,
-                                      GetObjectReply* reply) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(Unauthenticated());
-    } else if (request->wait_ms() <= 0) {
-      reactor->Finish(worker_->HandleGetObject(*request, reply));
-    } else {
-      // A borrower waits for a pending object: on its own thread, not gRPC's.
-      std::thread([this, reactor, request, reply] { reactor->Finish(worker_->HandleGetObject(*request, reply)); })
-          .detach();
-    }
-    return reactor;
-  }
-
- private:
-  CoreWorker* worker_;
-  const std::string token_;
-};
-
 }  // namespace
 
 namespace {
@@ -137,7 +49,7 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
   if (options.job_id.empty()) return absl::InvalidArgumentError("job_id is required");
   if (options.local_agent.empty()) return absl::InvalidArgumentError("the local agent's address is required");
   std::unique_ptr<CoreWorker> w(new CoreWorker(std::move(options)));
-  w->service_ = std::make_unique<Service>(w.get(), w->options_.token);
+  w->service_ = NewCoreWorkerService(w.get(), w->options_.token);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(absl::StrCat(w->options_.node_ip, ":0"), grpc::InsecureServerCredentials(), &port);

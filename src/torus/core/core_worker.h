@@ -61,6 +61,10 @@ struct Execution {
 // The alive nodes of the cluster whose head is at `head_address`, with their agents' addresses and totals.
 absl::StatusOr<std::vector<LeaseNode>> FetchNodes(const std::string& head_address, const std::string& token);
 
+class CoreWorker;
+// CoreWorkerService for `worker`, refusing calls without the cluster `token` (core_worker_service.cc).
+std::unique_ptr<grpc::Service> NewCoreWorkerService(CoreWorker* worker, std::string token);
+
 class CoreWorker {
  public:
   // Listens, learns the cluster's nodes from the head, and (a worker) announces itself to its agent.

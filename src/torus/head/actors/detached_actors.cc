@@ -12,6 +12,7 @@
 #include "torus/core/groups.h"
 #include "torus/core/ids.h"
 #include "torus/rpc/convert.h"
+#include "torus/rpc/server_auth.h"
 
 namespace torus::head {
 namespace {
@@ -29,12 +30,6 @@ core::ActorOptions OptionsOf(const core::ActorCreation& c, const std::string& jo
   o.max_task_retries = c.max_task_retries();
   o.job_id = job_id;
   return o;
-}
-
-bool Authorized(const grpc::CallbackServerContext* ctx, const std::string& token) {
-  auto it = ctx->client_metadata().find("authorization");
-  return it != ctx->client_metadata().end() &&
-         std::string_view(it->second.data(), it->second.size()) == "Bearer " + token;
 }
 
 }  // namespace
@@ -71,8 +66,8 @@ class DetachedActors::Service final : public core::CoreWorkerService::CallbackSe
   grpc::ServerUnaryReactor* ResolveActor(grpc::CallbackServerContext* ctx, const core::ResolveActorRequest* request,
                                          core::ActorInfo* reply) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong cluster token"));
+    if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) {
+      reactor->Finish(auth);
     } else {
       // It may wait (up to wait_ms) for a creation: on a thread of its own, not gRPC's.
       std::thread([this, reactor, request, reply] {
@@ -87,8 +82,8 @@ class DetachedActors::Service final : public core::CoreWorkerService::CallbackSe
   grpc::ServerUnaryReactor* KillActor(grpc::CallbackServerContext* ctx, const core::KillActorRequest* request,
                                       core::KillActorReply*) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong cluster token"));
+    if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) {
+      reactor->Finish(auth);
     } else {
       std::thread([this, reactor, request] {
         reactor->Finish(rpc::ToGrpc(actors_->Kill(request->actor_id(), request->no_restart())));
