@@ -151,6 +151,10 @@ std::string ActorManager::WaitEnd(const std::string& agent, const std::string& l
     if (s.ok() && ended.ended()) return ended.how();
     std::lock_guard<std::mutex> check(mu_);
     if (stopping_) return "its owner is shutting down";
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+      // An agent that restarted since (an owner taking an actor up again after its own restart).
+      return absl::StrCat("its lease ", lease_id, " is unknown to the agent at ", agent, " (the agent restarted)");
+    }
     if (!s.ok() && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       return absl::StrCat("its node's agent at ", agent, " cannot be reached (", s.error_message(), ")");
     }
