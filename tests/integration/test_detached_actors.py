@@ -127,3 +127,42 @@ def test_a_detached_actor_survives_a_head_restart_in_the_same_worker(torus, tmp_
     """)
     assert after["pid"] == created["pid"] and after["incr"] == 7, after
     wait_until(lambda: not pid_alive(created["pid"]), 15, message="the killed actor's worker to stop")
+
+
+def test_a_head_killed_while_creating_a_detached_actor_creates_it_again_and_stops_the_first_worker(torus, tmp_path):
+    from test_head_restart import kill_head
+    torus.up(spec=SPEC)
+    marker = tmp_path / "first.pid"
+    driver_json(torus, tmp_path, f"""
+        import json, os, time, torus
+        torus.init(namespace="svc")
+
+        @torus.remote
+        class Slow:
+            def __init__(self, marker):
+                if not os.path.exists(marker):  # the first creation: slow enough for the head to die meanwhile
+                    with open(marker, "w") as f:
+                        f.write(str(os.getpid()))
+                    time.sleep(120)
+            def pid(self):
+                return os.getpid()
+
+        Slow.options(name="slow", lifetime="detached").remote({str(marker)!r})
+        print(json.dumps({{}}))
+    """)
+    wait_until(marker.exists, 30, message="the first creation to start")
+    first = int(marker.read_text())
+    kill_head(torus)
+    result = torus.ok("head", "restart")
+    assert "torus head restarted at " in result.stdout, result.stdout
+    # The new head gives back the lease the dead one held for it (stopping that worker), and creates it again.
+    wait_until(lambda: not pid_alive(first), 30, message=f"the first creation's worker (pid {first}) to be stopped")
+    after = driver_json(torus, tmp_path, """
+        import json, torus
+        torus.init(namespace="svc")
+        c = torus.get_actor("slow")
+        out = {"pid": torus.get(c.pid.remote(), timeout=60)}
+        torus.kill(c)
+        print(json.dumps(out))
+    """)
+    assert after["pid"] != first, after

@@ -2,6 +2,8 @@
 // and builds it again after each death of its worker, long after this process may have exited. So everything it
 // needs travels with the request: the class, and every argument as a value (refs resolved here, stored values read
 // from the store).
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "torus/core/core_worker.h"
 #include "torus/core/ids.h"
@@ -65,11 +67,21 @@ absl::StatusOr<std::string> CoreWorker::CreateDetachedActor(TaskSpec creation, c
         " MiB for a detached actor (pass large data through the object store or files the actor reads)"));
   }
   auto stub = rpc::HeadService::NewStub(channels_.Get(options_.head_address));
-  grpc::ClientContext ctx;
-  channels_.Authorize(ctx);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   rpc::ActorView created;
-  grpc::Status s = stub->CreateActor(&ctx, request, &created);
+  grpc::Status s;
+  // A head that just restarted takes no new detached actors until it has dealt with those it left unfinished.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (true) {
+    grpc::ClientContext ctx;
+    channels_.Authorize(ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    s = stub->CreateActor(&ctx, request, &created);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || s.error_message().find("head is starting") == std::string::npos ||
+        std::chrono::steady_clock::now() > give_up) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   if (!s.ok()) {
     const std::string why = s.error_message();
     switch (s.error_code()) {

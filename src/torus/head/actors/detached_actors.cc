@@ -124,9 +124,37 @@ void DetachedActors::Start(const std::string& self_address, const std::string& o
       [channels, self_address](const std::string& group, const std::function<bool()>& stop) {
         return core::WaitForBundles(*channels, self_address, group, stop);
       });
-  Recover();
+  self_address_ = self_address;
+  if (Recover()) return;  // started once the actors left unfinished are dealt with
   std::lock_guard<std::mutex> lock(mu_);
   started_ = true;
+}
+
+void DetachedActors::SweepOrphanLeases(const std::set<std::string>& known) {
+  auto nodes = core::FetchNodes(self_address_, options_.token);
+  if (!nodes.ok()) return;
+  for (const core::LeaseNode& node : *nodes) {
+    grpc::ClientContext ctx;
+    channels_->Authorize(ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    core::ListLeasesReply leases;
+    if (!channels_->Leases(node.agent_address)->ListLeases(&ctx, core::ListLeasesRequest(), &leases).ok()) continue;
+    for (const core::LeaseView& lease : leases.leases()) {
+      // Only the head holds leases without a holder pid: one it did not journal was being created when it died.
+      if (lease.holder_pid() != 0 || known.contains(lease.lease_id())) continue;
+      spdlog::info("detached actors: lease {} at {} (worker pid {}) was granted to an earlier head and is not any "
+                   "actor's: returned, its worker stopped",
+                   lease.lease_id(), node.agent_address, lease.worker_pid());
+      grpc::ClientContext ret_ctx;
+      channels_->Authorize(ret_ctx);
+      ret_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      core::ReturnLeaseRequest request;
+      request.set_lease_id(lease.lease_id());
+      request.set_kill_worker(true);
+      core::ReturnLeaseReply ignored;
+      channels_->Leases(node.agent_address)->ReturnWorkerLease(&ret_ctx, request, &ignored).ok();
+    }
+  }
 }
 
 core::ActorManager* DetachedActors::Manager() {
@@ -189,8 +217,9 @@ absl::StatusOr<Actor> DetachedActors::Create(const rpc::ActorView& view, const s
   return registered;
 }
 
-void DetachedActors::Recover() {
+bool DetachedActors::Recover() {
   std::vector<std::pair<core::ActorCreation, Actor>> later;
+  std::set<std::string> known_leases;
   for (const Actor& a : directory_->List({})) {
     if (!a.detached || a.state == ActorState::kDead) continue;
     std::string bytes;
@@ -204,6 +233,7 @@ void DetachedActors::Recover() {
       continue;
     }
     if (a.state == ActorState::kAlive && !a.lease_id.empty()) {
+      known_leases.insert(a.lease_id);
       core::ActorInfo info;
       info.set_address(a.worker_address);
       info.set_restarts(a.restarts);
@@ -217,15 +247,17 @@ void DetachedActors::Recover() {
       later.emplace_back(*std::move(parsed), a);
     }
   }
-  if (later.empty()) return;
-  // Those not created yet (or restarting) are created once the agents are back.
-  recover_thread_ = std::thread([this, later = std::move(later)] {
+  if (later.empty()) return false;
+  // Those not created yet (or restarting) are created once the agents are back; a worker an earlier head leased for
+  // one of them, but did not journal, is given back first. New actors wait until then (Create: UNAVAILABLE).
+  recover_thread_ = std::thread([this, later = std::move(later), known_leases = std::move(known_leases)] {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_cv_.wait_for(lock, std::chrono::milliseconds(options_.recover_delay_ms), [this] { return stopping_; })) {
         return;
       }
     }
+    SweepOrphanLeases(known_leases);
     for (const auto& [creation, a] : later) {
       spdlog::info("detached actor {}: created again ({} when the head restarted)", a.id.str(),
                    ActorStateName(a.state));
@@ -234,7 +266,10 @@ void DetachedActors::Recover() {
       info.set_incarnation(a.restarts);
       manager_->Create(creation.creation(), OptionsOf(creation, a.job_id), std::move(info));
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = true;
   });
+  return true;
 }
 
 core::ActorInfo DetachedActors::Resolve(const std::string& actor_id, int64_t wait_ms, int32_t min_incarnation) {

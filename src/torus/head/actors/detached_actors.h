@@ -4,7 +4,8 @@
 // does for its own actors (core/actor_manager.h) — but it holds the leases without a holder pid, so a detached actor
 // outlives the program that created it and the head's own restarts. Each state change goes to the directory with
 // the lease that holds the worker; a restarted head takes the ALIVE ones up again on those leases (Recover) and
-// creates again those it had not finished creating. A worker's death restarts the actor (max_restarts), as for any
+// creates again those it had not finished creating — after giving back any lease an earlier head was granted for one
+// of them but did not journal (it died between the grant and the actor's start). A worker's death restarts the actor (max_restarts), as for any
 // actor; torus.kill ends it.
 //
 // The head answers for them as their owner: ResolveActor and KillActor of CoreWorkerService on its gRPC port
@@ -19,6 +20,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -72,7 +74,11 @@ class DetachedActors {
   class Service;
   // The manager once started; null before.
   core::ActorManager* Manager();
-  void Recover();
+  // Takes up the actors of the directory; true when some are left to create once the agents are back (a thread of
+  // its own then does it, and marks the head started).
+  bool Recover();
+  // Returns (killing the worker) every lease without a holder pid on the alive agents that is not in `known`.
+  void SweepOrphanLeases(const std::set<std::string>& known);
   void OnState(const std::string& actor_id, const core::ActorInfo& info, const std::string& node_id, int64_t pid,
                const std::string& agent, const std::string& lease_id);
 
@@ -82,6 +88,7 @@ class DetachedActors {
   std::unique_ptr<core::ActorManager> manager_;
   std::unique_ptr<Service> service_;
   std::string owner_address_;  // set by Start
+  std::string self_address_;   // set by Start
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool started_ = false;   // guarded by mu_
