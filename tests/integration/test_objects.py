@@ -93,8 +93,13 @@ def test_large_values_are_read_zero_copy_from_the_node_store_and_held_once(clust
 
 STORE_USED = """
 import os
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:  # freed while it was being counted
+        return 0
 def used():
-    return sum(os.path.getsize(os.path.join(r, f)) for d in os.listdir("/dev/shm") if d.startswith("torus-objects-")
+    return sum(_size(os.path.join(r, f)) for d in os.listdir("/dev/shm") if d.startswith("torus-objects-")
                for r, _, fs in os.walk(os.path.join("/dev/shm", d)) for f in fs)
 """
 
@@ -104,7 +109,11 @@ def shm_bytes(prefix="torus-objects-"):
     for d in os.listdir("/dev/shm"):
         if d.startswith(prefix):
             for root, _, files in os.walk(os.path.join("/dev/shm", d)):
-                total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+                for f in files:
+                    try:
+                        total += os.path.getsize(os.path.join(root, f))
+                    except FileNotFoundError:  # freed while it was being counted
+                        pass
     return total
 
 
