@@ -203,7 +203,7 @@ async function main() {
   await page.waitForFunction((host) => {
     const chips = [...document.querySelectorAll(`g.host[data-host="${host}"] rect.chip`)];
     return chips.length === 4 && chips.every((c) => c.dataset.state !== 'nodata' && Number(c.dataset.duty) > 0);
-  }, rank2Node, { timeout: 20000 });
+  }, rank2Node, { timeout: 45000 });  // samples come every 5 s, later when the machine is loaded (tests beside it)
   // The hover text of a chip names its holder with the rank, its duty cycle and its HBM in use.
   await page.waitForFunction((host) => {
     const title = document.querySelector(`g.host[data-host="${host}"] rect.chip > title`);
@@ -309,7 +309,7 @@ async function main() {
     .some((tr) => /dash\/dash-actor/.test(tr.textContent) && /__main__\.Dash/.test(tr.textContent) &&
       /owner/.test(tr.textContent) &&
       tr.querySelector('a[href^="#/nodes/"]') !== null),
-  null, { timeout: 15000 });
+  null, { timeout: 30000 });
   await page.screenshot({ path: path.join(OUTPUT_DIR, 'actors.png'), fullPage: true });
 
   // The overview again, to let a few polls run across views.
