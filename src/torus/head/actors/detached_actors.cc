@@ -266,8 +266,11 @@ bool DetachedActors::Recover() {
       info.set_incarnation(a.restarts);
       manager_->Create(creation.creation(), OptionsOf(creation, a.job_id), std::move(info));
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    started_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      started_ = true;
+    }
+    stop_cv_.notify_all();  // resolves waiting for these actors look again
   });
   return true;
 }
@@ -304,8 +307,12 @@ core::ActorInfo DetachedActors::Resolve(const std::string& actor_id, int64_t wai
       info.clear_death_cause();
       return info;
     }
+    // Not created again yet: wait for the head to finish taking its actors up (Recover's thread says so), then ask
+    // the manager once more. Once started, the manager has every live one: the caller asks again.
     std::unique_lock<std::mutex> lock(mu_);
-    if (stop_cv_.wait_for(lock, std::chrono::milliseconds(std::min<int64_t>(left, 100)), [this] { return stopping_; })) {
+    const bool woke = !started_ && stop_cv_.wait_for(lock, std::chrono::milliseconds(left),
+                                                     [this] { return stopping_ || started_; });
+    if (!woke || stopping_) {
       info.set_state(core::ActorInfo::RESTARTING);
       info.clear_death_cause();
       return info;
