@@ -11,12 +11,12 @@
 
 namespace torus::core {
 
-ActorCaller::ActorCaller(std::string caller_id, std::string own_address, ObjectTable* table, Channels* channels,
+ActorCaller::ActorCaller(std::string caller_id, std::string own_address, ObjectTable* table, TaskPipe* pipe,
                          Resolver resolve, TaskEventSink on_task)
     : caller_id_(std::move(caller_id)),
       own_address_(std::move(own_address)),
       table_(table),
-      channels_(channels),
+      pipe_(pipe),
       resolve_(std::move(resolve)),
       on_task_(std::move(on_task)) {}
 
@@ -131,24 +131,19 @@ void ActorCaller::Resolve(const std::string& actor_id) {
 
 void ActorCaller::Send(const std::string& address, std::vector<std::shared_ptr<TaskSpec>> specs) {
   for (auto& spec : specs) {
-    auto ctx = std::make_shared<grpc::ClientContext>();
-    channels_->Authorize(*ctx);
-    auto request = std::make_shared<PushTaskRequest>();
-    *request->mutable_task() = *spec;
-    auto reply = std::make_shared<PushTaskReply>();
     const std::string actor_id = spec->actor_id();
     if (on_task_) on_task_(*spec, spec->attempt(), "RUNNING", "", 0, "");
-    channels_->Worker(address)->async()->PushTask(
-        ctx.get(), request.get(), reply.get(),
-        [this, actor_id, address, spec, ctx, request, reply](grpc::Status status) {
+    pipe_->Push(
+        address, *spec,
+        [this, actor_id, address, spec](const grpc::Status& status, PushTaskReply& reply) {
           if (status.ok()) {
             if (on_task_) {
-              const bool raised = reply->returns_size() > 0 && reply->returns(0).format() == "error";
+              const bool raised = reply.returns_size() > 0 && reply.returns(0).format() == "error";
               on_task_(*spec, spec->attempt(), raised ? "FAILED" : "FINISHED", "", 0,
                        raised ? "it raised an exception" : "");
             }
             for (int i = 0; i < spec->num_returns(); ++i) {
-              const ObjectValue& v = reply->returns(std::min(i, reply->returns_size() - 1));
+              const ObjectValue& v = reply.returns(std::min(i, reply.returns_size() - 1));
               table_->Put(ReturnObjectId(spec->task_id(), static_cast<uint32_t>(i + 1)), FromProto(v));
             }
             return;

@@ -22,6 +22,7 @@
 #include "torus/core.grpc.pb.h"
 #include "torus/core/object_table.h"
 #include "torus/core/task_events.h"
+#include "torus/core/task_pipe.h"
 #include "torus/core/task_submitter.h"
 
 namespace torus::core {
@@ -31,8 +32,9 @@ class ActorCaller {
   // How an actor's owner answers: `resolve(actor_id, owner_address, wait_ms, min_incarnation)`.
   using Resolver = std::function<ActorInfo(const std::string&, const std::string&, int64_t, int32_t)>;
   // `on_task` (optional) is told of each call's changes of state, as TaskSubmitter's.
-  ActorCaller(std::string caller_id, std::string own_address, ObjectTable* table, Channels* channels,
-              Resolver resolve, TaskEventSink on_task = {});
+  // `table` and `pipe` (through which calls go to the actors' workers) are owned by the caller and outlive this.
+  ActorCaller(std::string caller_id, std::string own_address, ObjectTable* table, TaskPipe* pipe, Resolver resolve,
+              TaskEventSink on_task = {});
   ~ActorCaller();
 
   // Calls a method (spec: task_id, name, method, args, num_returns set); its returns are pending in the table.
@@ -66,7 +68,7 @@ class ActorCaller {
   const std::string caller_id_;
   const std::string own_address_;
   ObjectTable* table_;
-  Channels* channels_;
+  TaskPipe* pipe_;
   Resolver resolve_;
   TaskEventSink on_task_;
   std::mutex mu_;

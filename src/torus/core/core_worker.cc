@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -69,6 +70,7 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
   w->table_.SetOnBorrowReleased(
       [borrows = w->borrows_.get()](const std::string& owner, const std::string& id) { borrows->Release(owner, id); });
   w->task_events_ = std::make_unique<TaskEvents>(&w->channels_, w->options_.head_address, w->address_);
+  w->pipe_ = std::make_unique<TaskPipe>(&w->channels_);
   w->submitter_ = std::make_unique<TaskSubmitter>(TaskSubmitter::Options{.job_id = w->options_.job_id,
                                                                          .local_agent = w->options_.local_agent,
                                                                          .own_address = w->address_,
@@ -76,7 +78,7 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
                                                                          .holder_boot_id = BootId(),
                                                                          .on_worker = w->Follower(),
                                                                          .on_task = w->task_events_->Sink()},
-                                                  &w->table_, &w->channels_,
+                                                  &w->table_, &w->channels_, w->pipe_.get(),
                                                   [self = w.get()] {
                                                     self->RefreshNodes().IgnoreError();
                                                     return self->nodes();
@@ -101,7 +103,7 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
                                                                       group, stop);
                                               });
   w->caller_ = std::make_unique<ActorCaller>(
-      absl::StrCat(w->address_, "/", Hex(NewTaskId())), w->address_, &w->table_, &w->channels_,
+      absl::StrCat(w->address_, "/", Hex(NewTaskId())), w->address_, &w->table_, w->pipe_.get(),
       [self](const std::string& actor_id, const std::string& owner, int64_t wait_ms, int32_t min_incarnation) {
         return self->ResolveActor(actor_id, owner, wait_ms, min_incarnation);
       },
@@ -178,9 +180,11 @@ void CoreWorker::Shutdown() {
     unanswered.swap(running_);
   }
   for (auto& [id, r] : unanswered) {
-    r.reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping"));
+    r.answers->Abort(grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping"));
   }
   if (submitter_) submitter_->Shutdown();
+  // Pushes still in flight end now (their tasks fail as the submitter stops).
+  if (pipe_) pipe_->Shutdown(std::chrono::seconds(3));
   output_.Stop();
   {
     // Group watchers ask the head every 2 s at most: let them see the stop.
@@ -522,23 +526,25 @@ std::vector<size_t> CoreWorker::Wait(const std::vector<Ref>& refs, size_t num, i
   }
 }
 
-void CoreWorker::HandlePush(grpc::ServerUnaryReactor* reactor, const PushTaskRequest& request,
-                            PushTaskReply* reply) {
-  const std::string task_id = request.task().task_id();
+grpc::Status CoreWorker::HandlePush(const std::vector<const TaskSpec*>& tasks,
+                                    const std::shared_ptr<TaskAnswers>& answers) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping"));
-    return;
+  if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping");
+  std::set<std::string_view> ids;
+  for (const TaskSpec* spec : tasks) {
+    if (running_.contains(spec->task_id()) || !ids.insert(spec->task_id()).second) {
+      return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                          absl::StrCat("task ", Hex(spec->task_id()), " is already running here"));
+    }
   }
-  if (running_.contains(task_id)) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "this task is already running here"));
-    return;
-  }
-  running_[task_id] = Running{.reactor = reactor, .reply = reply, .owner_address = request.task().owner_address()};
-  const TaskSpec& spec = request.task();
-  if (spec.actor_id().empty() || spec.actor_creation() || spec.sequence() <= 0) {
-    pending_.push_back(Execution{.spec = spec});
-  } else {
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const TaskSpec& spec = *tasks[i];
+    running_[spec.task_id()] =
+        Running{.answers = answers, .index = static_cast<int>(i), .owner_address = spec.owner_address()};
+    if (spec.actor_id().empty() || spec.actor_creation() || spec.sequence() <= 0) {
+      pending_.push_back(Execution{.spec = spec});
+      continue;
+    }
     // An actor's calls run in each caller's order, whatever order they arrive in.
     CallerOrder& order = callers_[spec.caller_id()];
     order.early.emplace(spec.sequence(), Execution{.spec = spec});
@@ -549,6 +555,7 @@ void CoreWorker::HandlePush(grpc::ServerUnaryReactor* reactor, const PushTaskReq
     }
   }
   exec_cv_.notify_one();
+  return grpc::Status::OK;
 }
 
 grpc::Status CoreWorker::HandleGetObject(const GetObjectRequest& request, GetObjectReply* reply) {
@@ -581,9 +588,9 @@ bool CoreWorker::HandleCancel(const std::string& task_id) {
       pending_.erase(it);
       Running r = running_.at(task_id);
       running_.erase(task_id);
-      ObjectValue* v = r.reply->add_returns();
-      v->set_format("cancelled");
-      r.reactor->Finish(grpc::Status::OK);
+      PushTaskReply reply;
+      reply.add_returns()->set_format("cancelled");
+      r.answers->Answer(r.index, std::move(reply));
       return true;
     }
     handler = cancel_handler_;
@@ -613,12 +620,13 @@ void CoreWorker::FinishTask(const std::string& task_id, std::vector<Value> retur
     running = it->second;
     running_.erase(it);
   }
-  running.reply->set_function_unknown(function_unknown);
+  PushTaskReply reply;
+  reply.set_function_unknown(function_unknown);
   RegisterCallerOf(returns, running.owner_address);
   for (Value& v : returns) {
-    MoveToProto(std::move(v), running.reply->add_returns());
+    MoveToProto(std::move(v), reply.add_returns());
   }
-  running.reactor->Finish(grpc::Status::OK);
+  running.answers->Answer(running.index, std::move(reply));
 }
 
 }  // namespace torus::core

@@ -31,6 +31,7 @@
 #include "torus/core/object_table.h"
 #include "torus/core/output_follower.h"
 #include "torus/core/store_client.h"
+#include "torus/core/task_pipe.h"
 #include "torus/core/task_submitter.h"
 
 namespace torus::core {
@@ -60,6 +61,17 @@ struct Execution {
 
 // The alive nodes of the cluster whose head is at `head_address`, with their agents' addresses and totals.
 absl::StatusOr<std::vector<LeaseNode>> FetchNodes(const std::string& head_address, const std::string& token);
+
+// Where the answers of a push go (core_worker_service.cc): the reply of a PushTask call, or the answers of a
+// PushTasks call. Thread-safe.
+class TaskAnswers {
+ public:
+  virtual ~TaskAnswers() = default;
+  // The answer of the call's task at `index` (0 for a PushTask call).
+  virtual void Answer(int index, PushTaskReply reply) = 0;
+  // Ends the call with `status`, its unanswered tasks and all. Idempotent; later answers are dropped.
+  virtual void Abort(const grpc::Status& status) = 0;
+};
 
 class CoreWorker;
 // CoreWorkerService for `worker`, refusing calls without the cluster `token` (core_worker_service.cc).
@@ -147,8 +159,10 @@ class CoreWorker {
   // Returns leases, stops serving. Idempotent.
   void Shutdown();
 
-  // The service's handlers (public for the service class). A push is answered by FinishTask (or Shutdown).
-  void HandlePush(grpc::ServerUnaryReactor* reactor, const PushTaskRequest& request, PushTaskReply* reply);
+  // The service's handlers (public for the service class). A push of `tasks` is answered task by task through
+  // `answers` by FinishTask (or HandleCancel, or Shutdown: UNAVAILABLE); an error refuses the whole push (the worker
+  // is stopping; a task id repeats or is running here already), nothing taken.
+  grpc::Status HandlePush(const std::vector<const TaskSpec*>& tasks, const std::shared_ptr<TaskAnswers>& answers);
   grpc::Status HandleGetObject(const GetObjectRequest& request, GetObjectReply* reply);
   ActorInfo HandleResolveActor(const ResolveActorRequest& request);
   bool HandleCancel(const std::string& task_id);
@@ -188,6 +202,7 @@ class CoreWorker {
   std::unique_ptr<Borrows> borrows_;
   OutputFollower output_{&channels_};
   std::unique_ptr<TaskEvents> task_events_;  // before submitter_ and caller_, which report to it
+  std::unique_ptr<TaskPipe> pipe_;           // before submitter_ and caller_, which push through it
   std::unique_ptr<TaskSubmitter> submitter_;
   std::unique_ptr<ActorReporter> reporter_;  // before actors_: their last states are reported as they stop
   std::unique_ptr<ActorManager> actors_;
@@ -200,8 +215,8 @@ class CoreWorker {
   std::vector<LeaseNode> nodes_;                                     // guarded by mu_
   std::deque<Execution> pending_;                                     // pushed, not yet taken; guarded by mu_
   struct Running {
-    grpc::ServerUnaryReactor* reactor;
-    PushTaskReply* reply;
+    std::shared_ptr<TaskAnswers> answers;
+    int index = 0;              // in its push
     std::string owner_address;  // the task's submitter, which owns its returns
   };
   std::map<std::string, Running> running_;  // pushed tasks not yet answered, by task id; guarded by mu_

@@ -1,7 +1,11 @@
 // The core worker's gRPC service: each method checks the cluster token and hands the call to its CoreWorker.
 #include "torus/core/core_worker.h"
 
+#include <atomic>
+#include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
 namespace torus::core {
 namespace {
@@ -16,6 +20,107 @@ grpc::Status Unauthenticated() {
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong cluster token");
 }
 
+// A PushTask call's reply.
+class UnaryAnswer final : public TaskAnswers {
+ public:
+  UnaryAnswer(grpc::ServerUnaryReactor* reactor, PushTaskReply* reply) : reactor_(reactor), reply_(reply) {}
+  void Answer(int, PushTaskReply reply) override {
+    if (!Claim()) return;
+    *reply_ = std::move(reply);
+    reactor_->Finish(grpc::Status::OK);
+  }
+  void Abort(const grpc::Status& status) override {
+    if (Claim()) reactor_->Finish(status);
+  }
+
+ private:
+  // Whether this caller is the one to finish the call (the first).
+  bool Claim() { return !done_.exchange(true); }
+  grpc::ServerUnaryReactor* reactor_;
+  PushTaskReply* reply_;
+  std::atomic<bool> done_{false};
+};
+
+// A PushTasks call's answers: written as they come, those that come during a write together in the next one; the
+// call finishes with the last. The reactor is gRPC's (deleted when the call is done); this outlives it while tasks
+// of the call still run here, and stops touching it once it is finished.
+class StreamAnswers final : public TaskAnswers {
+ public:
+  explicit StreamAnswers(int tasks) : unanswered_(tasks) {}
+  void Bind(grpc::ServerWriteReactor<PushTasksReply>* reactor) { reactor_ = reactor; }
+  void Answer(int index, PushTaskReply reply) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (reactor_ == nullptr) return;
+    PushTasksReply::Answer* a = waiting_.add_answers();
+    a->set_index(index);
+    *a->mutable_reply() = std::move(reply);
+    --unanswered_;
+    Flush(lock);
+  }
+  void Abort(const grpc::Status& status) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (reactor_ == nullptr || abort_.has_value()) return;
+    abort_ = status;
+    Flush(lock);
+  }
+  void WriteDone(bool ok) {
+    std::unique_lock<std::mutex> lock(mu_);
+    writing_now_ = false;
+    if (!ok && !abort_.has_value()) abort_ = grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away");
+    Flush(lock);
+  }
+
+ private:
+  // Starts the next step unless a write is in flight: a write of the answers waiting (with the finish, after the
+  // last), or the finish. Decided under the lock, started after it is released (a reaction may run inside the call
+  // that starts an operation).
+  void Flush(std::unique_lock<std::mutex>& lock) {
+    if (reactor_ == nullptr || writing_now_) return;
+    grpc::ServerWriteReactor<PushTasksReply>* reactor = reactor_;
+    if (abort_.has_value()) {
+      reactor_ = nullptr;
+      const grpc::Status status = *abort_;
+      lock.unlock();
+      reactor->Finish(status);
+    } else if (waiting_.answers_size() > 0) {
+      writing_.Clear();
+      writing_.Swap(&waiting_);
+      if (unanswered_ == 0) {
+        reactor_ = nullptr;
+        lock.unlock();
+        reactor->StartWriteAndFinish(&writing_, grpc::WriteOptions(), grpc::Status::OK);
+      } else {
+        writing_now_ = true;
+        lock.unlock();
+        reactor->StartWrite(&writing_);
+      }
+    } else if (unanswered_ == 0) {
+      reactor_ = nullptr;
+      lock.unlock();
+      reactor->Finish(grpc::Status::OK);
+    }
+  }
+
+  std::mutex mu_;
+  grpc::ServerWriteReactor<PushTasksReply>* reactor_ = nullptr;  // null once finishing; guarded by mu_
+  int unanswered_;                                               // guarded by mu_
+  PushTasksReply waiting_;                                       // answers not written yet; guarded by mu_
+  PushTasksReply writing_;  // the message being written: untouched while writing_now_ (or once finishing)
+  bool writing_now_ = false;                                     // guarded by mu_
+  std::optional<grpc::Status> abort_;                            // guarded by mu_
+};
+
+class PushTasksReactor final : public grpc::ServerWriteReactor<PushTasksReply> {
+ public:
+  explicit PushTasksReactor(std::shared_ptr<StreamAnswers> answers) : answers_(std::move(answers)) {}
+  void OnWriteDone(bool ok) override { answers_->WriteDone(ok); }
+  void OnCancel() override { answers_->Abort(grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away")); }
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<StreamAnswers> answers_;
+};
+
 class Service final : public CoreWorkerService::CallbackService {
  public:
   Service(CoreWorker* worker, std::string token) : worker_(worker), token_(std::move(token)) {}
@@ -24,8 +129,26 @@ class Service final : public CoreWorkerService::CallbackService {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     if (!Authorized(ctx, token_)) {
       reactor->Finish(Unauthenticated());
+    } else if (grpc::Status s = worker_->HandlePush({&request->task()}, std::make_shared<UnaryAnswer>(reactor, reply));
+               !s.ok()) {
+      reactor->Finish(s);
+    }
+    return reactor;
+  }
+  grpc::ServerWriteReactor<PushTasksReply>* PushTasks(grpc::CallbackServerContext* ctx,
+                                                      const PushTasksRequest* request) override {
+    auto answers = std::make_shared<StreamAnswers>(request->tasks_size());
+    auto* reactor = new PushTasksReactor(answers);
+    answers->Bind(reactor);
+    if (!Authorized(ctx, token_)) {
+      answers->Abort(Unauthenticated());
+    } else if (request->tasks_size() == 0) {
+      answers->Abort(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "tasks: a push needs at least one task"));
     } else {
-      worker_->HandlePush(reactor, *request, reply);
+      std::vector<const TaskSpec*> tasks;
+      tasks.reserve(request->tasks_size());
+      for (const TaskSpec& t : request->tasks()) tasks.push_back(&t);
+      if (grpc::Status s = worker_->HandlePush(tasks, answers); !s.ok()) answers->Abort(s);
     }
     return reactor;
   }

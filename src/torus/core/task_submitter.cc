@@ -11,11 +11,12 @@ namespace torus::core {
 namespace {
 constexpr char kCancelled[] = "the task was cancelled (torus.cancel)";
 }  // namespace
-TaskSubmitter::TaskSubmitter(Options options, ObjectTable* table, Channels* channels,
+TaskSubmitter::TaskSubmitter(Options options, ObjectTable* table, Channels* channels, TaskPipe* pipe,
                              std::function<std::vector<LeaseNode>()> refresh_nodes, BundleFetcher bundles)
     : options_(std::move(options)),
       table_(table),
       channels_(channels),
+      pipe_(pipe),
       refresh_nodes_(std::move(refresh_nodes)),
       fetch_bundles_(std::move(bundles)) {
   idle_thread_ = std::thread([this] { IdleLoop(); });
@@ -357,8 +358,7 @@ void TaskSubmitter::Send(std::vector<Push> pushes) {
     if (options_.on_task) {
       options_.on_task(p.task->spec, p.task->attempts, "RUNNING", p.lease.node_id, p.lease.worker_pid, "");
     }
-    auto request = std::make_shared<PushTaskRequest>();
-    *request->mutable_task() = p.task->spec;
+    TaskSpec spec = p.task->spec;
     {
       std::lock_guard<std::mutex> lock(mu_);
       pushed_[p.task->spec.task_id()] = Pushed{.key = p.key,
@@ -368,30 +368,27 @@ void TaskSubmitter::Send(std::vector<Push> pushes) {
                                                .position = std::max(1, p.lease.in_flight)};
       // The worker keeps functions by id: their code goes once.
       if (!sent_functions_[p.lease.worker_address].insert(p.task->spec.function_id()).second) {
-        request->mutable_task()->clear_function();
+        spec.clear_function();
       }
     }
-    auto ctx = NewCall();
-    auto reply = std::make_shared<PushTaskReply>();
     const std::string key = p.key;
     const std::string lease_id = p.lease.lease_id;
     const std::string worker = p.lease.worker_address;
     auto task = p.task;
-    channels_->Worker(worker)->async()->PushTask(
-        ctx.get(), request.get(), reply.get(), [this, key, lease_id, worker, task, ctx, request, reply](grpc::Status status) {
-          if (status.ok() && reply->function_unknown()) {
-            // The worker lost the function (a new process at the address): send it again, with its code.
-            {
-              std::lock_guard<std::mutex> lock(mu_);
-              sent_functions_[worker].erase(task->spec.function_id());
-            }
-            Lease lease{.lease_id = lease_id, .worker_address = worker};
-            Send({Push{.key = key, .lease = lease, .task = task}});
-          } else {
-            OnPushed(key, lease_id, task, status, *reply);
-          }
-          Done(ctx);
-        });
+    pipe_->Push(worker, std::move(spec), [this, key, lease_id, worker, task](const grpc::Status& status,
+                                                                          PushTaskReply& reply) {
+      if (status.ok() && reply.function_unknown()) {
+        // The worker lost the function (a new process at the address): send it again, with its code.
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          sent_functions_[worker].erase(task->spec.function_id());
+        }
+        Lease lease{.lease_id = lease_id, .worker_address = worker};
+        Send({Push{.key = key, .lease = lease, .task = task}});
+      } else {
+        OnPushed(key, lease_id, task, status, reply);
+      }
+    });
   }
 }
 

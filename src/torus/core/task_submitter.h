@@ -4,10 +4,10 @@
 // more for a function whose tasks are short (lately under `pipeline_below_ms` each on their worker): as many as the
 // worker gets through in that time, at most `pipeline_depth`, so that a queued task waits about as long as a new lease
 // would take, and the worker never idles between tasks. (A call of such a function that runs long for once still holds
-// the few queued behind it.) A lease with nothing to do is kept `lease_idle_ms` for the
-// next task of its shape, then returned. A worker is sent a function's code once; later tasks name it by id.
-// Arguments that are objects this process owns are resolved first (the task waits in its queue only once they are
-// ready) and sent by value. Which agents to ask is LeaseCandidates (lease_candidates.h).
+// the few queued behind it.) Pushes go through a TaskPipe: under load, several tasks to one call. A lease with nothing
+// to do is kept `lease_idle_ms` for the next task of its shape, then returned. A worker is sent a function's code
+// once; later tasks name it by id. Arguments that are objects this process owns are resolved first (the task waits
+// in its queue only once they are ready) and sent by value. Which agents to ask is LeaseCandidates (lease_candidates.h).
 //
 // Failures: a worker that dies mid-task (the push fails) is given back with its lease, and the task is retried up to
 // `max_retries` times, then its returns become "worker_crashed" values; an application error is retried only with
@@ -35,6 +35,7 @@
 #include "torus/core/lease_candidates.h"
 #include "torus/core/object_table.h"
 #include "torus/core/task_events.h"
+#include "torus/core/task_pipe.h"
 
 namespace torus::core {
 
@@ -64,12 +65,13 @@ class TaskSubmitter {
     // Told of each task's changes of state (PENDING, RUNNING, FINISHED, FAILED), e.g. for the head's task table.
     TaskEventSink on_task;
   };
-  // `table` and `channels` are owned by the caller and outlive the submitter. `refresh_nodes` (may be empty) reloads
+  // `table`, `channels` and `pipe` (through which tasks go to workers) are owned by the caller and outlive the
+  // submitter. `refresh_nodes` (may be empty) reloads
   // the node list from the head; it is asked before a shape is declared unschedulable. `bundles(group, stop)` waits
   // until a placement group is created and says where its bundles are (may be empty: no placement groups).
   using BundleFetcher =
       std::function<absl::StatusOr<std::vector<BundleLocation>>(const std::string&, const std::function<bool()>&)>;
-  TaskSubmitter(Options options, ObjectTable* table, Channels* channels,
+  TaskSubmitter(Options options, ObjectTable* table, Channels* channels, TaskPipe* pipe,
                 std::function<std::vector<LeaseNode>()> refresh_nodes = {}, BundleFetcher bundles = {});
   ~TaskSubmitter();
 
@@ -84,8 +86,8 @@ class TaskSubmitter {
   // task was known (not finished).
   bool Cancel(const std::string& task_id, bool force);
 
-  // Cancels the calls in flight, returns every lease and waits (up to 2 s) for the calls to end. Tasks submitted
-  // after it fail.
+  // Cancels the calls in flight (not the pushes: the pipe's Shutdown ends those), returns every lease and waits (up
+  // to 3 s) for the calls to end. Tasks submitted after it fail.
   void Shutdown();
 
   struct Counts {
@@ -157,6 +159,7 @@ class TaskSubmitter {
   const Options options_;
   ObjectTable* table_;
   Channels* channels_;
+  TaskPipe* pipe_;
   mutable std::mutex mu_;
   std::function<std::vector<LeaseNode>()> refresh_nodes_;
   BundleFetcher fetch_bundles_;

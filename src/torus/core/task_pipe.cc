@@ -1,0 +1,189 @@
+#include "torus/core/task_pipe.h"
+
+#include <utility>
+
+namespace torus::core {
+
+// One PushTasks call: reads the worker's answers as they come and hands each to its task's callback; when the call
+// ends, the tasks it did not answer get its error.
+class TaskPipe::Call final : public grpc::ClientReadReactor<PushTasksReply> {
+ public:
+  Call(TaskPipe* pipe, std::string address, std::vector<Item> items)
+      : pipe_(pipe), address_(std::move(address)), items_(std::move(items)), answered_(items_.size(), false) {
+    pipe_->channels_->Authorize(ctx_);
+    for (Item& item : items_) *request_.add_tasks() = std::move(item.spec);
+  }
+  void Start(CoreWorkerService::Stub* stub) {
+    if (items_.size() == 1) {
+      // One task: a unary call, which costs fewer thread wake-ups on both sides than a stream.
+      *unary_request_.mutable_task() = std::move(*request_.mutable_tasks(0));
+      stub->async()->PushTask(&ctx_, &unary_request_, &unary_reply_, [this](grpc::Status status) {
+        if (status.ok()) {
+          answered_[0] = true;
+          items_[0].done(status, unary_reply_);
+        }
+        OnDone(status);
+      });
+      return;
+    }
+    stub->async()->PushTasks(&ctx_, &request_, this);
+    StartRead(&reply_);
+    StartCall();
+  }
+  void Cancel() { ctx_.TryCancel(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the call ended: OnDone follows
+    for (PushTasksReply::Answer& a : *reply_.mutable_answers()) {
+      const int i = a.index();
+      if (i < 0 || static_cast<size_t>(i) >= items_.size() || answered_[i]) continue;
+      answered_[i] = true;
+      items_[i].done(grpc::Status::OK, *a.mutable_reply());
+      items_[i].done = nullptr;
+    }
+    reply_.Clear();
+    StartRead(&reply_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    const grpc::Status error =
+        status.ok() ? grpc::Status(grpc::StatusCode::INTERNAL, "the worker ended the call with tasks unanswered")
+                    : status;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      if (answered_[i]) continue;
+      PushTaskReply empty;
+      items_[i].done(error, empty);
+    }
+    if (pipe_->Ended(address_, this)) delete this;
+  }
+  // While Shutdown cancels the call: it deletes the call if the call ended meanwhile. Guarded by the pipe's mu_.
+  int pins = 0;
+  bool ended = false;
+
+ private:
+  TaskPipe* pipe_;
+  const std::string address_;
+  std::vector<Item> items_;  // their specs moved into request_
+  std::vector<bool> answered_;
+  grpc::ClientContext ctx_;
+  PushTasksRequest request_;
+  PushTasksReply reply_;
+  PushTaskRequest unary_request_;
+  PushTaskReply unary_reply_;
+};
+
+TaskPipe::TaskPipe(Channels* channels, Options options) : channels_(channels), options_(options) {}
+
+TaskPipe::~TaskPipe() {
+  Shutdown(std::chrono::milliseconds(0));
+  std::unique_lock<std::mutex> lock(mu_);
+  ended_.wait(lock, [this] { return calls_.empty(); });  // cancelled calls end promptly
+}
+
+void TaskPipe::Push(const std::string& address, TaskSpec spec, Callback done) {
+  std::vector<Item> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      Line& line = lines_[address];
+      line.waiting.push_back(Item{.spec = std::move(spec), .done = std::move(done)});
+      if (line.calls >= options_.max_calls) return;
+      ++line.calls;
+      batch = NextBatchLocked(line);
+    }
+  }
+  if (batch.empty()) {
+    PushTaskReply empty;
+    done(grpc::Status(grpc::StatusCode::CANCELLED, "this process is shutting down"), empty);
+    return;
+  }
+  Start(address, std::move(batch));
+}
+
+std::vector<TaskPipe::Item> TaskPipe::NextBatchLocked(Line& line) {
+  std::vector<Item> batch;
+  size_t bytes = 0;
+  while (!line.waiting.empty() && batch.size() < static_cast<size_t>(options_.max_batch)) {
+    const size_t size = line.waiting.front().spec.ByteSizeLong();
+    if (!batch.empty() && bytes + size > options_.max_batch_bytes) break;
+    bytes += size;
+    batch.push_back(std::move(line.waiting.front()));
+    line.waiting.pop_front();
+  }
+  return batch;
+}
+
+void TaskPipe::Start(const std::string& address, std::vector<Item> items) {
+  const size_t n = items.size();
+  auto* call = new Call(this, address, std::move(items));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_.insert(call);
+    ++counts_.calls;
+    counts_.tasks += static_cast<int64_t>(n);
+    if (stopping_) call->Cancel();
+  }
+  call->Start(channels_->Worker(address));
+}
+
+bool TaskPipe::Ended(const std::string& address, Call* call) {
+  std::vector<Item> batch;
+  bool unpinned = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_.erase(call);
+    call->ended = true;
+    unpinned = call->pins == 0;
+    auto it = lines_.find(address);
+    if (it != lines_.end()) {
+      Line& line = it->second;
+      if (!stopping_ && !line.waiting.empty()) {
+        batch = NextBatchLocked(line);  // the call's slot goes to the next batch
+      } else if (--line.calls == 0 && line.waiting.empty()) {
+        lines_.erase(it);
+      }
+    }
+    ended_.notify_all();
+  }
+  if (!batch.empty()) Start(address, std::move(batch));
+  return unpinned;
+}
+
+void TaskPipe::Shutdown(std::chrono::milliseconds wait) {
+  std::vector<Item> failed;
+  std::vector<Call*> cancel;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      stopping_ = true;
+      for (auto& [address, line] : lines_) {
+        for (Item& item : line.waiting) failed.push_back(std::move(item));
+        line.waiting.clear();
+      }
+    }
+    for (Call* call : calls_) {
+      ++call->pins;
+      cancel.push_back(call);
+    }
+  }
+  // Cancelled outside the lock: a call may end inside TryCancel.
+  for (Call* call : cancel) call->Cancel();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Call* call : cancel) {
+      if (--call->pins == 0 && call->ended) delete call;
+    }
+  }
+  for (Item& item : failed) {
+    PushTaskReply empty;
+    item.done(grpc::Status(grpc::StatusCode::CANCELLED, "this process is shutting down"), empty);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  ended_.wait_for(lock, wait, [this] { return calls_.empty(); });
+}
+
+TaskPipe::Counts TaskPipe::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
+}
+
+}  // namespace torus::core
