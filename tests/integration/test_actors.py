@@ -196,13 +196,17 @@ def test_threaded_and_async_actors_run_calls_at_the_same_time(cluster, tmp_path)
                 self.event.set()
 
         t, a, s = Threaded.remote(), Async.remote(), Serial.remote()
-        waits = [t.wait.remote(), a.wait.remote(), s.wait.remote()]
-        names = torus.get([t.signal.remote(), a.signal.remote()])
+        # Two calls that wait, then the one that wakes them: it reaches the actor although the calls ahead of it
+        # (as many as go to one worker at once) have not ended.
+        t3 = Threaded.options(max_concurrency=3).remote()
+        waits = [t.wait.remote(), a.wait.remote(), s.wait.remote(), t3.wait.remote(), t3.wait.remote()]
+        names = torus.get([t.signal.remote(), a.signal.remote(), t3.signal.remote()])
         s.signal.remote()
         print(json.dumps({"woken": torus.get(waits, timeout=60), "names": names}))
     """)
     # The serial actor ran its wait to its timeout before the signal: calls one at a time.
-    assert result == {"woken": [True, "woken", False], "names": ["__main__.Threaded.signal", "__main__.Async.signal"]}
+    assert result == {"woken": [True, "woken", False, True, True],
+                      "names": ["__main__.Threaded.signal", "__main__.Async.signal", "__main__.Threaded.signal"]}
 
 
 def test_leases_held_by_a_driver_are_in_metrics(cluster, tmp_path):

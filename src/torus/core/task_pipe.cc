@@ -1,5 +1,6 @@
 #include "torus/core/task_pipe.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace torus::core {
@@ -34,6 +35,7 @@ class TaskPipe::Call final : public grpc::ClientReadReactor<PushTasksReply> {
 
   void OnReadDone(bool ok) override {
     if (!ok) return;  // the call ended: OnDone follows
+    pipe_->Progress(address_);
     for (PushTasksReply::Answer& a : *reply_.mutable_answers()) {
       const int i = a.index();
       if (i < 0 || static_cast<size_t>(i) >= items_.size() || answered_[i]) continue;
@@ -71,10 +73,20 @@ class TaskPipe::Call final : public grpc::ClientReadReactor<PushTasksReply> {
   PushTaskReply unary_reply_;
 };
 
-TaskPipe::TaskPipe(Channels* channels, Options options) : channels_(channels), options_(options) {}
+namespace {
+int64_t PipeClockUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+TaskPipe::TaskPipe(Channels* channels, Options options) : channels_(channels), options_(options) {
+  flusher_ = std::thread([this] { FlushLoop(); });
+}
 
 TaskPipe::~TaskPipe() {
   Shutdown(std::chrono::milliseconds(0));
+  flusher_.join();
   std::unique_lock<std::mutex> lock(mu_);
   ended_.wait(lock, [this] { return calls_.empty(); });  // cancelled calls end promptly
 }
@@ -86,8 +98,14 @@ void TaskPipe::Push(const std::string& address, TaskSpec spec, Callback done) {
     if (!stopping_) {
       Line& line = lines_[address];
       line.waiting.push_back(Item{.spec = std::move(spec), .done = std::move(done)});
-      if (line.calls >= options_.max_calls) return;
+      const int64_t now = PipeClockUs();
+      const bool stalled = now - line.progress_us >= options_.stall.count() * 1000;
+      if (line.calls >= options_.max_calls && !stalled) {
+        if (flusher_idle_) flush_.notify_one();  // to watch this line for a stall
+        return;
+      }
       ++line.calls;
+      line.progress_us = now;
       batch = NextBatchLocked(line);
     }
   }
@@ -138,6 +156,7 @@ bool TaskPipe::Ended(const std::string& address, Call* call) {
       Line& line = it->second;
       if (!stopping_ && !line.waiting.empty()) {
         batch = NextBatchLocked(line);  // the call's slot goes to the next batch
+        line.progress_us = PipeClockUs();
       } else if (--line.calls == 0 && line.waiting.empty()) {
         lines_.erase(it);
       }
@@ -148,6 +167,42 @@ bool TaskPipe::Ended(const std::string& address, Call* call) {
   return unpinned;
 }
 
+void TaskPipe::Progress(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = lines_.find(address); it != lines_.end()) it->second.progress_us = PipeClockUs();
+}
+
+void TaskPipe::FlushLoop() {
+  const int64_t stall_us = options_.stall.count() * 1000;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    std::vector<std::pair<std::string, std::vector<Item>>> starts;
+    int64_t next_us = -1;  // the earliest time a waiting line stalls
+    const int64_t now = PipeClockUs();
+    for (auto& [address, line] : lines_) {
+      if (line.waiting.empty()) continue;
+      if (const int64_t due = line.progress_us + stall_us; now < due) {
+        next_us = next_us < 0 ? due : std::min(next_us, due);
+        continue;
+      }
+      ++line.calls;
+      line.progress_us = now;
+      starts.emplace_back(address, NextBatchLocked(line));
+    }
+    if (!starts.empty()) {
+      lock.unlock();
+      for (auto& [address, batch] : starts) Start(address, std::move(batch));
+      lock.lock();
+    } else if (next_us < 0) {
+      flusher_idle_ = true;
+      flush_.wait(lock);
+      flusher_idle_ = false;
+    } else {
+      flush_.wait_for(lock, std::chrono::microseconds(next_us - now));
+    }
+  }
+}
+
 void TaskPipe::Shutdown(std::chrono::milliseconds wait) {
   std::vector<Item> failed;
   std::vector<Call*> cancel;
@@ -155,6 +210,7 @@ void TaskPipe::Shutdown(std::chrono::milliseconds wait) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
       stopping_ = true;
+      flush_.notify_all();
       for (auto& [address, line] : lines_) {
         for (Item& item : line.waiting) failed.push_back(std::move(item));
         line.waiting.clear();

@@ -3,7 +3,9 @@
 // of them ends (at most `max_batch` tasks or `max_batch_bytes` of specs to a call). So a task pushed to an idle worker
 // goes at once, and under load one call carries the tasks that came during the last one. The worker answers each
 // task as soon as it finishes, whatever else its call carries. (A call of one task is a unary PushTask: fewer thread
-// wake-ups on both sides than a stream.)
+// wake-ups on both sides than a stream.) Tasks never wait behind calls that make no progress: when a worker's calls
+// in flight have had no answer for `stall`, the tasks waiting for it go in a new call anyway (an actor's call that
+// waits for a later call of the same actor gets it).
 //
 // Thread-safety: thread-safe. Callbacks run on gRPC's threads (or the pusher's, for a push after Shutdown), never
 // under the pipe's lock; a callback may push again.
@@ -18,6 +20,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
@@ -36,6 +39,7 @@ class TaskPipe {
     int max_calls = 2;                      // in flight to one worker
     int max_batch = 256;                    // tasks in one call
     size_t max_batch_bytes = 4 << 20;       // of specs in one call (a larger spec still goes, alone)
+    std::chrono::milliseconds stall{10};
   };
   // `channels` is owned by the caller and outlives the pipe.
   explicit TaskPipe(Channels* channels) : TaskPipe(channels, Options{}) {}
@@ -63,6 +67,7 @@ class TaskPipe {
   struct Line {
     int calls = 0;              // in flight
     std::deque<Item> waiting;   // for a call to end
+    int64_t progress_us = 0;    // steady clock: the last call started or answer come
   };
   // Takes the next call's tasks from `line`'s waiting ones. REQUIRES: mu_ held.
   std::vector<Item> NextBatchLocked(Line& line);
@@ -71,15 +76,22 @@ class TaskPipe {
   // A call ended (every task answered or failed): the next one goes, if tasks wait. Returns whether the call may
   // delete itself (else Shutdown, which is cancelling it, does).
   bool Ended(const std::string& address, Call* call);
+  // An answer came from `address`.
+  void Progress(const std::string& address);
+  // Sends the tasks that wait for stalled calls; runs on flusher_.
+  void FlushLoop();
 
   Channels* channels_;
   const Options options_;
   mutable std::mutex mu_;
   std::condition_variable ended_;
+  std::condition_variable flush_;
+  bool flusher_idle_ = false;          // FlushLoop waits with nothing to watch; guarded by mu_
   std::map<std::string, Line> lines_;  // by worker address; guarded by mu_
   std::set<Call*> calls_;              // in flight; guarded by mu_
   bool stopping_ = false;              // guarded by mu_
   Counts counts_;                      // guarded by mu_
+  std::thread flusher_;
 };
 
 }  // namespace torus::core

@@ -99,7 +99,11 @@ class TaskPipeTest : public ::testing::Test {
     auto w = CoreWorker::Start({.job_id = "pipe-test", .local_agent = "127.0.0.1:1", .token = kToken});
     ASSERT_TRUE(w.ok()) << w.status();
     worker_ = std::move(*w);
-    executor_ = std::thread([this] {
+    AddExecutor();
+  }
+  // A thread that runs the worker's tasks, one at a time.
+  void AddExecutor() {
+    executors_.emplace_back([this] {
       while (!stop_) {
         std::optional<Execution> e = worker_->NextTask(50);
         if (!e) continue;
@@ -112,7 +116,7 @@ class TaskPipeTest : public ::testing::Test {
   void TearDown() override {
     stop_ = true;
     gates_.OpenAll();
-    executor_.join();
+    for (std::thread& t : executors_) t.join();
     worker_->Shutdown();
   }
   static TaskSpec Spec(const std::string& name) {
@@ -125,15 +129,18 @@ class TaskPipeTest : public ::testing::Test {
 
   Channels channels_{kToken};
   std::unique_ptr<CoreWorker> worker_;
-  std::thread executor_;
+  std::vector<std::thread> executors_;
   std::atomic<bool> stop_{false};
   std::atomic<int> executed_{0};
   Gates gates_;
   Answers answers_;
 };
 
+// The tests that count calls wait for no stall (60 s); the last one is about the stall.
+constexpr std::chrono::milliseconds kNoStall = 60s;
+
 TEST_F(TaskPipeTest, EveryTaskGetsItsOwnAnswerAndTasksPushedDuringACallShareTheNext) {
-  TaskPipe pipe(&channels_);
+  TaskPipe pipe(&channels_, {.stall = kNoStall});
   gates_.Close("gate");
   pipe.Push(worker_->address(), Spec("gate"), answers_.For("gate"));
   for (int i = 0; i < 200; ++i) {
@@ -155,7 +162,7 @@ TEST_F(TaskPipeTest, EveryTaskGetsItsOwnAnswerAndTasksPushedDuringACallShareTheN
 }
 
 TEST_F(TaskPipeTest, AnAnswerComesAsItsTaskFinishesNotWithTheRestOfItsCall) {
-  TaskPipe pipe(&channels_, {.max_calls = 1});
+  TaskPipe pipe(&channels_, {.max_calls = 1, .stall = kNoStall});
   gates_.Close("gate");
   gates_.Close("slow");
   pipe.Push(worker_->address(), Spec("gate"), answers_.For("gate"));
@@ -172,7 +179,7 @@ TEST_F(TaskPipeTest, AnAnswerComesAsItsTaskFinishesNotWithTheRestOfItsCall) {
 }
 
 TEST_F(TaskPipeTest, AWorkerThatStopsFailsTheTasksItHasNotAnswered) {
-  TaskPipe pipe(&channels_, {.max_calls = 1});
+  TaskPipe pipe(&channels_, {.max_calls = 1, .stall = kNoStall});
   gates_.Close("gate");
   gates_.Close("a");
   pipe.Push(worker_->address(), Spec("gate"), answers_.For("gate"));
@@ -192,7 +199,7 @@ TEST_F(TaskPipeTest, AWorkerThatStopsFailsTheTasksItHasNotAnswered) {
 }
 
 TEST_F(TaskPipeTest, ShutdownFailsTasksInFlightAndWaitingAndLaterPushes) {
-  TaskPipe pipe(&channels_, {.max_calls = 1});
+  TaskPipe pipe(&channels_, {.max_calls = 1, .stall = kNoStall});
   gates_.Close("gate");
   pipe.Push(worker_->address(), Spec("gate"), answers_.For("gate"));
   pipe.Push(worker_->address(), Spec("waiting"), answers_.For("waiting"));
@@ -206,6 +213,20 @@ TEST_F(TaskPipeTest, ShutdownFailsTasksInFlightAndWaitingAndLaterPushes) {
   ASSERT_TRUE(answers_.Has("late"));
   EXPECT_EQ(answers_.Status("late").error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_EQ(pipe.counts().calls, 1);
+}
+
+TEST_F(TaskPipeTest, ATaskIsNotHeldBehindACallThatMakesNoProgress) {
+  TaskPipe pipe(&channels_, {.max_calls = 1, .stall = 20ms});
+  AddExecutor();  // the worker runs two tasks at once (as a threaded actor)
+  gates_.Close("gate");
+  pipe.Push(worker_->address(), Spec("gate"), answers_.For("gate"));
+  pipe.Push(worker_->address(), Spec("free"), answers_.For("free"));
+  ASSERT_TRUE(answers_.WaitFor("free"));
+  EXPECT_EQ(answers_.Data("free"), "free done");
+  EXPECT_FALSE(answers_.Has("gate"));
+  EXPECT_EQ(pipe.counts().calls, 2);
+  gates_.Open("gate");
+  ASSERT_TRUE(answers_.WaitFor("gate"));
 }
 
 TEST_F(TaskPipeTest, APushWithARepeatedTaskIdIsRefusedWholeAndTakesNothing) {
