@@ -2,6 +2,7 @@
 read in place, pulled between nodes, bounded, freed with their owner's refs or when their owner goes). Each test
 runs a driver script as its own process, as test_tasks.py does."""
 
+import json
 import os
 import subprocess
 import textwrap
@@ -89,6 +90,45 @@ def test_large_values_are_read_zero_copy_from_the_node_store_and_held_once(clust
     assert result["equal"] is True and result["last"] == 16 * 2**20 // 8 - 1
     assert result["worker_file"].startswith("/dev/shm/torus-objects-"), result["worker_file"]
     assert result["small_writeable"] is True  # small values travel inline and are ordinary arrays
+
+
+def test_a_driver_reads_back_its_own_put_without_asking_its_agent(cluster, tmp_path):
+    import select
+    import signal
+    go = tmp_path / "go"
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, os, time, numpy as np, torus
+        torus.init()
+        ref = torus.put(np.arange(4 * 2**20 // 8, dtype=np.int64))
+        print(torus.get_runtime_context().get_node_id(), flush=True)
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.02)
+        x = torus.get(ref)
+        print(json.dumps({{"last": int(x[-1]), "writeable": bool(x.flags.writeable)}}), flush=True)
+    """))
+    proc = subprocess.Popen([PYTHON, str(script)], env=python_env(cluster), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    agent = None
+    try:
+        node_id = proc.stdout.readline().strip()
+        assert node_id, proc.stderr.read()
+        agent = cluster.pid_of(node_id)
+        os.kill(agent, signal.SIGSTOP)  # the store's files stay; the agent answers nothing
+        go.write_text("")
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        line = proc.stdout.readline() if ready else ""
+        os.kill(agent, signal.SIGCONT)  # before the head would take the node for dead
+        assert line, "the driver's get waited for the stopped agent"
+        assert json.loads(line) == {"last": 4 * 2**20 // 8 - 1, "writeable": False}
+    finally:
+        if agent is not None:
+            os.kill(agent, signal.SIGCONT)
+        try:
+            proc.wait(timeout=30)  # it exits, freeing its object, before the next test measures the store
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 STORE_USED = """

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "torus/core/ids.h"
@@ -190,17 +191,33 @@ absl::StatusOr<Value> StoreClient::Write(const std::string& id, const ValueParts
   if (fd >= 0) close(fd);
   Seal(id, !written.ok());
   if (!written.ok()) return written;
+  if (owner.address == self_.address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    written_[id] = Written{.path = *path, .size = layout.total};
+  }
   return Value{.format = std::string(parts.format), .location = local_agent_, .stored_size = layout.total};
 }
 
 absl::StatusOr<std::shared_ptr<MappedObject>> StoreClient::Map(const std::string& id, const Value& value,
                                                               const std::string& owner_address) {
+  std::optional<Written> own;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = mapped_.find(id); it != mapped_.end()) {
       if (auto live = it->second.lock()) return live;
       mapped_.erase(it);
     }
+    if (auto it = written_.find(id); it != written_.end()) own = it->second;
+  }
+  if (own.has_value()) {
+    // This process wrote it here and has not freed it: a primary object stays until freed, so its file is there.
+    auto mapped = MappedObject::Map(own->path, own->size);
+    if (mapped.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      mapped_[id] = *mapped;
+      return mapped;
+    }
+    // Freed meanwhile: the agent says so.
   }
   // Once more if the copy was evicted between the pull and the map.
   for (int attempt = 0;; ++attempt) {
@@ -231,6 +248,7 @@ absl::StatusOr<std::shared_ptr<MappedObject>> StoreClient::Map(const std::string
 
 void StoreClient::Delete(const std::string& location, const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
+  written_.erase(id);
   if (stopping_) return;
   deletes_.emplace_back(location, id);
   cv_.notify_all();

@@ -98,7 +98,8 @@ class StoreClient {
   // earlier attempt of the same task is replaced.
   absl::StatusOr<Value> Write(const std::string& id, const ValueParts& parts, const OwnerIdentity& owner);
   // Maps this node's copy of stored value `value` (object `id`, owned at `owner_address`), pulled first when it lies
-  // on another node; a mapping of it that this process still holds is shared. NotFound when it was freed.
+  // on another node; a mapping of it that this process still holds is shared. NotFound when it was freed. An object
+  // this process wrote for itself (and has not deleted) is mapped from its file without asking the agent.
   absl::StatusOr<std::shared_ptr<MappedObject>> Map(const std::string& id, const Value& value,
                                                     const std::string& owner_address);
   // Frees owned objects at their location (sent in the background, in order).
@@ -121,6 +122,11 @@ class StoreClient {
   std::condition_variable cv_;
   std::deque<std::pair<std::string, std::string>> deletes_;  // (location, id); guarded by mu_
   std::map<std::string, std::weak_ptr<MappedObject>> mapped_;  // by object id; guarded by mu_
+  struct Written {
+    std::string path;
+    uint64_t size = 0;
+  };
+  std::map<std::string, Written> written_;  // objects this process wrote and owns, until deleted; guarded by mu_
   bool stopping_ = false;                                     // guarded by mu_
   bool sending_ = false;                                      // a batch is out; guarded by mu_
   std::thread sender_;
