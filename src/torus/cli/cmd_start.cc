@@ -130,6 +130,7 @@ int CmdStart(const StartFlags& flags) {
                                     .node_timeout_ms = flags.node_timeout_ms,
                                     .dashboard_read_only = flags.dashboard_read_only,
                                     .state_dir = flags.state_dir,
+                                    .state_store = flags.state_store,
                                     .package_unused_grace_s = flags.package_unused_grace_s});
     if (!head_address.ok()) {
       std::cerr << "torus start: " << head_address.status().message() << "\n";

@@ -81,6 +81,7 @@ struct StartFlags {
   bool no_local_node = false;        // --head without an agent on this machine
   bool dashboard_read_only = false;  // head: GET needs no token
   std::string state_dir;             // head: its journal (an existing one brings the cluster's state back)
+  std::string state_store;           // head: its journal in etcd instead (etcd://...)
   std::optional<int64_t> package_unused_grace_s;  // head: when unused packages are removed
   AgentFlags agent;
 };

@@ -72,6 +72,10 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
     args.push_back("--state-dir");
     args.push_back(launch.state_dir);
   }
+  if (!launch.state_store.empty()) {
+    args.push_back("--state-store");
+    args.push_back(launch.state_store);
+  }
   {
     std::ofstream out(HeadLaunchFile(launch.session));
     out << nlohmann::json{{"args", args}}.dump(2) << "\n";

@@ -32,6 +32,7 @@ struct HeadLaunch {
   bool dashboard_read_only = false;
   std::string state_dir;  // empty: the head's default, <session>/state
   bool no_journal = false;
+  std::string state_store;  // empty: the journal in state_dir
   std::optional<int64_t> package_unused_grace_s;  // unset: the head's default
 };
 

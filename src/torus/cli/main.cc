@@ -69,6 +69,9 @@ int main(int argc, char** argv) {
   cmd_start->add_option("--state-dir", start.state_dir,
                         "Head: directory of its journal; one that holds a cluster's state (and token) brings that "
                         "cluster back [default: <session>/state]");
+  cmd_start->add_option("--state-store", start.state_store,
+                        "Head: keep its journal in etcd instead, etcd://HOST:PORT[,HOST:PORT...][/PREFIX]; a head "
+                        "started on it later (here or on another machine) brings the cluster's state back");
   cmd_start->add_flag("--dashboard-read-only", start.dashboard_read_only,
                       "Head: let GET requests (page, JSON views, /metrics) through without the token");
   cmd_start->add_option("--package-unused-grace-s", start.package_unused_grace_s,

@@ -34,6 +34,7 @@
 #include "torus/head/nodes/membership.h"
 #include "torus/head/placement/placement_scheduler.h"
 #include "torus/head/placement/placement_service.h"
+#include "torus/head/state/etcd_journal.h"
 #include "torus/head/state/journal.h"
 #include "torus/head/state/state_store.h"
 #include "torus/head/workloads/job_service.h"
@@ -64,6 +65,7 @@ struct HeadFlags {
   std::string state_dir;          // default: SESSION_DIR/state
   bool no_journal = false;
   std::string journal_sync = "normal";
+  std::string state_store;  // etcd://...: the journal in etcd instead of the state directory
   int64_t package_max_bytes = int64_t{512} << 20;
   int64_t package_unused_grace_s = 600;
   int64_t compact_after = 20'000;
@@ -125,6 +127,18 @@ int Run(const HeadFlags& flags) {
   if (flags.no_journal) {
     journal = torus::head::NewNullJournal();
     spdlog::warn("the journal is off (--no-journal): a restart of this head forgets its state");
+  } else if (!flags.state_store.empty()) {
+    auto target = torus::head::ParseEtcdTarget(flags.state_store);
+    if (!target.ok()) {
+      spdlog::error("{}", std::string(target.status().message()));
+      return 1;
+    }
+    auto opened = torus::head::OpenEtcdJournal(*target);
+    if (!opened.ok()) {
+      spdlog::error("cannot open the journal at {}: {}", flags.state_store, std::string(opened.status().message()));
+      return 1;
+    }
+    journal = *std::move(opened);
   } else {
     auto opened = torus::head::OpenSqliteJournal(
         state_dir, flags.journal_sync == "full" ? torus::head::JournalSync::kFull : torus::head::JournalSync::kNormal);
@@ -451,7 +465,12 @@ int main(int argc, char** argv) {
                  "A package no job or run uses is removed this long after its upload or its last user's end")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{30} * 86400));
-  app.add_flag("--no-journal", flags.no_journal, "Keep the head's state in memory only: a restart forgets it");
+  auto* no_journal =
+      app.add_flag("--no-journal", flags.no_journal, "Keep the head's state in memory only: a restart forgets it");
+  app.add_option("--state-store", flags.state_store,
+                 "Keep the head's journal in etcd instead of --state-dir: etcd://HOST:PORT[,HOST:PORT...][/PREFIX] "
+                 "(one head holds it at a time; the token and packages stay in --state-dir)")
+      ->excludes(no_journal);
   app.add_option("--journal-sync", flags.journal_sync,
                  "normal: a change survives a crash of the head (written to the OS before it is acknowledged); "
                  "full: also a crash of the machine (fsync per change)")

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <functional>
 
+#include "torus/head/state/etcd_journal.h"
+#include "torus/head/state/etcd_test_util.h"
 #include "torus/head/state/journal_test_util.h"
 
 namespace torus::head {
@@ -142,7 +144,7 @@ TEST_P(JournalContractTest, CompactKeepsTheRecordsAppendedAfterItsPosition) {
 
 TEST_P(JournalContractTest, LargeRecordsAndSnapshotsComeBackWhole) {
   ASSERT_TRUE(journal_->Load().ok());
-  const std::string big(1 << 20, 'x');
+  const std::string big(3 << 20, 'x');  // over what one etcd request carries (1.5 MiB)
   ASSERT_TRUE(journal_->Append({big, "small"}).ok());
   ASSERT_TRUE(journal_->Compact(big + "!", journal_->position()).ok());
   ASSERT_TRUE(journal_->Append({big + "?"}).ok());
@@ -160,12 +162,29 @@ std::unique_ptr<Journal> OpenSqlite(const std::string& dir, JournalSync sync) {
   return journal.ok() ? *std::move(journal) : nullptr;
 }
 
+// One etcd for the contract's cases, each under a prefix of its own (the test's directory).
+testutil::EtcdServer& SharedEtcd() {
+  static auto* etcd = new testutil::EtcdServer();  // killed with this process (PR_SET_PDEATHSIG)
+  return *etcd;
+}
+
+std::unique_ptr<Journal> OpenEtcd(const std::string& dir) {
+  EXPECT_EQ(SharedEtcd().error(), "");
+  auto target = ParseEtcdTarget(SharedEtcd().Url(dir));
+  EXPECT_TRUE(target.ok()) << target.status();
+  if (!target.ok()) return nullptr;
+  auto journal = OpenEtcdJournal(*target);
+  EXPECT_TRUE(journal.ok()) << journal.status();
+  return journal.ok() ? *std::move(journal) : nullptr;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Journals, JournalContractTest,
     ::testing::Values(
         Kind{"Sqlite", [](const std::string& dir) { return OpenSqlite(dir, JournalSync::kNormal); }, true},
         Kind{"SqliteFullSync", [](const std::string& dir) { return OpenSqlite(dir, JournalSync::kFull); }, true},
-        Kind{"Memory", [](const std::string&) { return NewMemoryJournal(); }, false}),
+        Kind{"Memory", [](const std::string&) { return NewMemoryJournal(); }, false},
+        Kind{"Etcd", OpenEtcd, true}),
     [](const ::testing::TestParamInfo<Kind>& info) { return info.param.name; });
 
 TEST(SqliteJournalTest, CreatesItsDirectoryPrivateAndNamesItsFile) {
