@@ -9,9 +9,11 @@
 // `--journal both` (the default) all of it runs twice, `torus up` and `torus up --no-journal`, and the table ends with
 // the ratio of each throughput, journal on / off.
 //
-// `--repeats N` alternates the two modes N times and compares the medians.
+// `--repeats N` alternates the two modes N times and compares the medians. `--journal etcd` compares the journal in
+// SQLite (the default) with the journal in etcd (`torus up --state-store`, a one-member etcd on loopback started for
+// the run, Debian's etcd-server), each round under a prefix of its own.
 //
-//   build/bin/bench_pg_e2e [--ops 400] [--clients 8] [--jobs 400] [--journal on|off|both] [--repeats 1]
+//   build/bin/bench_pg_e2e [--ops 400] [--clients 8] [--jobs 400] [--journal on|off|both|etcd] [--repeats 1]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "torus/head/state/etcd_test_util.h"
 #include "absl/strings/str_cat.h"
 #include "torus/client/client.h"
 #include "torus/client/http_api_client.h"
@@ -169,16 +172,17 @@ void SubmitJobs(const torus::client::HeadEndpoint& http_endpoint, const std::str
   }
 }
 
-// One whole round on a fresh local cluster; with `journal` false the head runs with --no-journal.
-bool Round(bool journal, int ops, int clients, int jobs, std::map<std::string, double>* throughput) {
+// One whole round on a fresh local cluster, the head started with `head_flags` (its journal's kind); `mode` labels
+// the lines.
+bool Round(const std::string& mode, const std::string& head_flags, int ops, int clients, int jobs,
+           std::map<std::string, double>* throughput) {
   g_throughput = throughput;
   char tmpl[] = "/tmp/torus_bench_pg_XXXXXX";
   std::string root = mkdtemp(tmpl);
   setenv("TORUS_TEMP_DIR", root.c_str(), 1);
   std::string bin = std::string(TORUS_BIN_DIR) + "/torus";
   std::string spec = std::string(TORUS_SOURCE_DIR) + "/examples/clusters/local.yaml";
-  std::string up = bin + " up " + spec + " --port 0 --dashboard-port 0" + (journal ? "" : " --no-journal") + " > " +
-                   root + "/up.log 2>&1";
+  std::string up = bin + " up " + spec + " --port 0 --dashboard-port 0" + head_flags + " > " + root + "/up.log 2>&1";
   if (std::system(up.c_str()) != 0) {
     fprintf(stderr, "torus up failed; see %s/up.log\n", root.c_str());
     return false;
@@ -189,7 +193,6 @@ bool Round(bool journal, int ops, int clients, int jobs, std::map<std::string, d
     fprintf(stderr, "cannot find the head in %s\n", root.c_str());
     return false;
   }
-  const std::string mode = journal ? "journal on:  " : "journal off: ";
   if (getenv("TORUS_BENCH_PAUSE") != nullptr) {  // for attaching a profiler to the head
     fprintf(stderr, "cluster up in %s; press enter\n", root.c_str());
     getchar();
@@ -217,9 +220,10 @@ int main(int argc, char** argv) {
   app.add_option("--ops", ops, "Create+remove cycles per run")->capture_default_str();
   app.add_option("--clients", clients, "Concurrent clients for the concurrent runs")->capture_default_str();
   app.add_option("--jobs", jobs, "Jobs submitted by the clients together")->capture_default_str();
-  app.add_option("--journal", journal, "on, off, or both (one cluster each, in this run)")
+  app.add_option("--journal", journal,
+                 "on, off, or both (one cluster each, in this run); etcd: SQLite against etcd, in this run")
       ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off", "both"}));
+      ->check(CLI::IsMember({"on", "off", "both", "etcd"}));
   app.add_option("--repeats", repeats, "Rounds of each mode, alternating; the ratios compare medians")
       ->capture_default_str()
       ->check(CLI::Range(1, 20));
@@ -227,20 +231,42 @@ int main(int argc, char** argv) {
 
   printf("%-40s %8s %8s %8s %12s %14s %14s %14s %14s\n", "operation", "clients", "ok", "failed", "per second",
          "ready_p50_ms", "ready_p99_ms", "cycle_p50_ms", "cycle_p99_ms");
+  std::unique_ptr<torus::head::testutil::EtcdServer> etcd;
+  if (journal == "etcd") {
+    etcd = std::make_unique<torus::head::testutil::EtcdServer>();
+    if (!etcd->error().empty()) {
+      fprintf(stderr, "%s\n", etcd->error().c_str());
+      return 1;
+    }
+  }
+  // a: the journal on (SQLite); b: off, or in etcd.
   std::map<std::string, std::vector<double>> on, off;
   for (int r = 0; r < repeats; ++r) {
     std::map<std::string, double> round_on, round_off;
-    if (journal != "off" && !Round(true, ops, clients, jobs, &round_on)) return 1;
-    if (journal != "on" && !Round(false, ops, clients, jobs, &round_off)) return 1;
+    if (journal != "off" && !Round("sqlite:     ", "", ops, clients, jobs, &round_on)) return 1;
+    if ((journal == "off" || journal == "both") &&
+        !Round("no journal: ", " --no-journal", ops, clients, jobs, &round_off)) {
+      return 1;
+    }
+    if (journal == "etcd" &&
+        !Round("etcd:       ", " --state-store " + etcd->Url("/bench/round" + std::to_string(r)), ops, clients, jobs,
+               &round_off)) {
+      return 1;
+    }
     for (const auto& [what, rate] : round_on) on[what].push_back(rate);
     for (const auto& [what, rate] : round_off) off[what].push_back(rate);
   }
-  if (journal == "both") {
-    printf("\n%-40s %12s %12s %12s   (medians of %d rounds)\n", "throughput", "journal on", "journal off",
-           "on / off", repeats);
+  if (journal == "both" || journal == "etcd") {
+    const bool vs_etcd = journal == "etcd";
+    printf("\n%-40s %12s %12s %12s   (medians of %d rounds)\n", "throughput", vs_etcd ? "etcd" : "journal on",
+           vs_etcd ? "sqlite" : "journal off", vs_etcd ? "etcd/sqlite" : "on / off", repeats);
     for (const auto& [what, rates] : on) {
       const double a = Percentile(rates, 0.5), b = Percentile(off[what], 0.5);
-      printf("%-40s %12.0f %12.0f %12.2f\n", what.c_str(), a, b, b > 0 ? a / b : 0);
+      if (vs_etcd) {
+        printf("%-40s %12.0f %12.0f %12.2f\n", what.c_str(), b, a, a > 0 ? b / a : 0);
+      } else {
+        printf("%-40s %12.0f %12.0f %12.2f\n", what.c_str(), a, b, b > 0 ? a / b : 0);
+      }
     }
   }
   return 0;

@@ -110,6 +110,7 @@ int CmdUp(const UpFlags& flags) {
                              .prepare_ttl_ms = flags.prepare_ttl_ms,
                              .dashboard_read_only = flags.dashboard_read_only,
                              .no_journal = flags.no_journal,
+                             .state_store = flags.state_store,
                              .package_unused_grace_s = flags.package_unused_grace_s});
   if (!address.ok()) {
     std::cerr << "torus up: " << address.status().message() << "\n";

@@ -342,8 +342,11 @@ int main(int argc, char** argv) {
                    "Let GET requests (page, JSON views, /metrics) through without the token");
   cmd_up->add_option("--package-unused-grace-s", up.package_unused_grace_s,
                      "Remove an uploaded package this long after its last job or run ended [default: 600]");
-  cmd_up->add_flag("--no-journal", up.no_journal,
+  auto* up_no_journal = cmd_up->add_flag("--no-journal", up.no_journal,
                    "The head keeps its state in memory only (a head restart forgets it); for comparisons");
+  cmd_up->add_option("--state-store", up.state_store,
+                     "The head keeps its journal in etcd: etcd://HOST:PORT[,HOST:PORT...][/PREFIX]")
+      ->excludes(up_no_journal);
   cmd_up->add_option("--metrics-period-ms", up.metrics_period_ms, "Agents' metrics sampling period [default: 5000]")
       ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}));
   bool no_tpu_sim = false;

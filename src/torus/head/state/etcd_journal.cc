@@ -6,6 +6,8 @@
 #include <cstring>
 #include <condition_variable>
 #include <deque>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -112,29 +114,25 @@ absl::StatusCode CodeOf(int64_t grpc_code) {
   return grpc_code > 0 && grpc_code <= 16 ? static_cast<absl::StatusCode>(grpc_code) : absl::StatusCode::kInternal;
 }
 
-// Calls of etcd's JSON gateway, moving on to the next endpoint when one does not answer. Thread-safe: each call
-// makes its own connection.
+// Calls of etcd's JSON gateway, moving on to the next endpoint when one does not answer. Keeps one connection per
+// endpoint. Thread-safe: calls take turns.
 class EtcdClient {
  public:
   EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout)
       : endpoints_(std::move(endpoints)), timeout_(timeout) {}
 
   absl::StatusOr<json> Call(const std::string& method, const json& body) {
+    std::lock_guard<std::mutex> lock(mu_);
     const std::string payload = body.dump();
     std::string failures;
-    const size_t first = current_.load();
     for (size_t i = 0; i < endpoints_.size(); ++i) {
-      const size_t at = (first + i) % endpoints_.size();
+      const size_t at = (current_ + i) % endpoints_.size();
       const std::string& endpoint = endpoints_[at];
-      httplib::Client client(absl::StrCat("http://", endpoint));
-      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout_);
-      const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout_ - seconds);
-      client.set_connection_timeout(seconds.count(), micros.count());
-      client.set_read_timeout(seconds.count(), micros.count());
-      client.set_write_timeout(seconds.count(), micros.count());
+      httplib::Client& client = ClientFor(at);
       httplib::Result result = client.Post(absl::StrCat("/v3/", method), payload, "application/json");
       if (!result) {
         absl::StrAppend(&failures, failures.empty() ? "" : "; ", endpoint, ": ", httplib::to_string(result.error()));
+        clients_.erase(at);  // a new connection next time
         continue;
       }
       json answer = json::parse(result->body, nullptr, /*allow_exceptions=*/false);
@@ -159,9 +157,26 @@ class EtcdClient {
   }
 
  private:
+  httplib::Client& ClientFor(size_t at) {
+    std::unique_ptr<httplib::Client>& c = clients_[at];
+    if (c == nullptr) {
+      c = std::make_unique<httplib::Client>(absl::StrCat("http://", endpoints_[at]));
+      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout_);
+      const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(timeout_ - seconds);
+      c->set_connection_timeout(seconds.count(), micros.count());
+      c->set_read_timeout(seconds.count(), micros.count());
+      c->set_write_timeout(seconds.count(), micros.count());
+      c->set_keep_alive(true);
+      c->set_tcp_nodelay(true);  // headers and body go in two writes: without it each call waits for a delayed ACK
+    }
+    return *c;
+  }
+
   const std::vector<std::string> endpoints_;
   const std::chrono::milliseconds timeout_;
-  std::atomic<size_t> current_{0};
+  std::mutex mu_;
+  size_t current_ = 0;                                          // guarded by mu_
+  std::map<size_t, std::unique_ptr<httplib::Client>> clients_;  // by endpoint index; guarded by mu_
 };
 
 class EtcdJournal final : public Journal {
@@ -170,6 +185,7 @@ class EtcdJournal final : public Journal {
       : target_(std::move(target)),
         options_(options),
         client_(target_.endpoints, options.request_timeout),
+        keeper_client_(target_.endpoints, options.request_timeout),
         owner_key_(target_.prefix + "/owner"),
         log_prefix_(target_.prefix + "/log/"),
         snapshot_key_(target_.prefix + "/snapshot"),
@@ -400,7 +416,7 @@ class EtcdJournal final : public Journal {
     std::unique_lock<std::mutex> lock(mu_);
     while (!cv_.wait_for(lock, options_.lease_ttl / 3, [this] { return stopping_; })) {
       lock.unlock();
-      auto answer = client_.Call("lease/keepalive", {{"ID", std::to_string(lease_)}});
+      auto answer = keeper_client_.Call("lease/keepalive", {{"ID", std::to_string(lease_)}});
       const auto now = std::chrono::steady_clock::now();
       if (answer.ok()) {
         if (Int(answer->value("result", json::object()).value("TTL", json())) <= 0) lost_ = true;
@@ -416,6 +432,7 @@ class EtcdJournal final : public Journal {
   const EtcdTarget target_;
   const EtcdJournalOptions options_;
   EtcdClient client_;
+  EtcdClient keeper_client_;  // the keep-alive thread's own connection
   const std::string owner_key_, log_prefix_, snapshot_key_, snap_prefix_, part_prefix_;
   std::string identity_;
   int64_t lease_ = 0;
