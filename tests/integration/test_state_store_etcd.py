@@ -3,6 +3,7 @@ another machine (here: another TORUS_TEMP_DIR, so another session and state dire
 back from it, and a second head is refused while the first holds the journal."""
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -91,5 +92,64 @@ def test_a_malformed_state_store_is_refused_naming_the_form(tmp_path):
         assert result.returncode != 0
         assert ("--state-store 'etcd://nohostport': endpoint 'nohostport' is not HOST:PORT; the form is "
                 "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]") in result.stderr, result.stderr
+    finally:
+        t.cleanup()
+
+
+def test_a_standby_head_leads_once_the_leader_dies_and_a_stalled_leader_steps_down(etcd, tmp_path):
+    """Two heads on one journal (`--standby`): the second serves nothing until the first is gone, then leads with
+    its state; a leader stalled past its lease finds another leading when it resumes, and exits instead of writing."""
+    import signal
+    from conftest import binary, pid_alive
+
+    url = f"etcd://{etcd}/clusters/ha"
+    t = Torus(tmp_path / "torus")
+    token = tmp_path / "token"  # one token for both heads, as a secret mounted on each would be
+
+    def head(name):
+        session = tmp_path / name
+        session.mkdir()
+        proc = t.spawn([binary("torus-head"), "--session-dir", session, "--port", "0", "--dashboard-port", "0",
+                        "--state-store", url, "--state-store-lease-s", "2", "--standby", "--token-file", token],
+                       tmp_path / f"{name}.log")
+        return proc, session
+
+    def address(session):
+        path = session / "head_address"
+        return path.read_text().strip() if path.exists() else None
+
+    def torus_at(session, *args):
+        return t.run(*args, "--address", address(session), "--token", token.read_text().strip())
+
+    try:
+        a, a_session = head("a")
+        wait_until(lambda: address(a_session), 20, message="the first head to lead")
+        b, b_session = head("b")
+        created = torus_at(a_session, "pg", "create", "--bundles", '[{"no_such_resource": 1}]', "--name", "kept",
+                           "--json")
+        assert created.returncode == 0, created.stderr
+        group = json.loads(created.stdout)
+        time.sleep(1)
+        assert address(b_session) is None and b.poll() is None  # standing by: not listening
+        assert "standing by: the journal at " + url + " is held by " in (tmp_path / "b.log").read_text()
+
+        os.kill(a.pid, signal.SIGKILL)
+        wait_until(lambda: address(b_session), 20, message="the standby to lead")
+        back = torus_at(b_session, "pg", "get", "kept", "--json")
+        assert back.returncode == 0, back.stderr
+        assert json.loads(back.stdout)["id"] == group["id"]
+
+        # The leader stalls past its lease; a new head takes the journal meanwhile.
+        os.kill(b.pid, signal.SIGSTOP)
+        c, c_session = head("c")
+        try:
+            wait_until(lambda: address(c_session), 20, message="the third head to lead")
+        finally:
+            os.kill(b.pid, signal.SIGCONT)
+        wait_until(lambda: b.poll() is not None, 20, message="the stalled leader to step down")
+        assert b.returncode == 1
+        assert "no longer holds the journal at " + url in (tmp_path / "b.log").read_text()
+        removed = torus_at(c_session, "pg", "remove", "kept")
+        assert removed.returncode == 0, removed.stderr
     finally:
         t.cleanup()

@@ -31,4 +31,12 @@ inline int WaitForTerminationSignal() {
   return signal_number;
 }
 
+// Waits up to `wait_ms` for SIGTERM or SIGINT; returns its number, or 0 when none came.
+inline int PollTerminationSignal(long wait_ms) {
+  sigset_t signals = TerminationSignals();
+  const timespec timeout{.tv_sec = wait_ms / 1000, .tv_nsec = (wait_ms % 1000) * 1'000'000};
+  const int signal_number = sigtimedwait(&signals, nullptr, &timeout);
+  return signal_number > 0 ? signal_number : 0;
+}
+
 }  // namespace torus

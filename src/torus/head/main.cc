@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -66,6 +67,8 @@ struct HeadFlags {
   bool no_journal = false;
   std::string journal_sync = "normal";
   std::string state_store;  // etcd://...: the journal in etcd instead of the state directory
+  int64_t state_store_lease_s = 4;
+  bool standby = false;     // wait while another head holds the journal
   int64_t package_max_bytes = int64_t{512} << 20;
   int64_t package_unused_grace_s = 600;
   int64_t compact_after = 20'000;
@@ -107,6 +110,7 @@ int Run(const HeadFlags& flags) {
   torus::RealClock clock;
   torus::head::RandomIdGenerator ids;
   std::unique_ptr<torus::head::Journal> journal;
+  static std::atomic<bool> journal_lost{false};  // the journal's keep-alive thread may set it until exit
   const std::string state_dir = flags.state_dir.empty() ? flags.session_dir + "/state" : flags.state_dir;
   // The cluster's token is part of its state: a head brought back on a state directory keeps the token its agents
   // and workers hold.
@@ -133,11 +137,30 @@ int Run(const HeadFlags& flags) {
       spdlog::error("{}", std::string(target.status().message()));
       return 1;
     }
-    auto opened = torus::head::OpenEtcdJournal(*target);
+    torus::head::EtcdJournalOptions options{
+        .lease_ttl = std::chrono::seconds(flags.state_store_lease_s),
+        // Another head took the journal: this one steps down (and its supervisor may start it again, as a standby).
+        .on_lost = [](const std::string& why) {
+          spdlog::critical("{}: stepping down", why);
+          journal_lost = true;
+          kill(getpid(), SIGTERM);
+        }};
+    auto opened = torus::head::OpenEtcdJournal(*target, options);
+    bool told = false;
+    while (flags.standby && !opened.ok() && opened.status().code() == absl::StatusCode::kFailedPrecondition) {
+      if (!told) spdlog::info("standing by: {}", std::string(opened.status().message()));
+      told = true;
+      if (const int signal_number = torus::PollTerminationSignal(250); signal_number != 0) {
+        spdlog::info("signal {} while standing by: exiting", signal_number);
+        return 0;
+      }
+      opened = torus::head::OpenEtcdJournal(*target, options);
+    }
     if (!opened.ok()) {
       spdlog::error("cannot open the journal at {}: {}", flags.state_store, std::string(opened.status().message()));
       return 1;
     }
+    if (told) spdlog::info("took the journal at {}: leading", flags.state_store);
     journal = *std::move(opened);
   } else {
     auto opened = torus::head::OpenSqliteJournal(
@@ -394,7 +417,7 @@ int Run(const HeadFlags& flags) {
   driver.Stop();
   scheduler.Stop();
   store.StopDispatch();
-  return 0;
+  return journal_lost ? 1 : 0;  // stepped down: not a clean stop
 }
 
 }  // namespace
@@ -471,6 +494,14 @@ int main(int argc, char** argv) {
                  "Keep the head's journal in etcd instead of --state-dir: etcd://HOST:PORT[,HOST:PORT...][/PREFIX] "
                  "(one head holds it at a time; the token and packages stay in --state-dir)")
       ->excludes(no_journal);
+  app.add_option("--state-store-lease-s", flags.state_store_lease_s,
+                 "With --state-store: the lease by which this head holds the journal; a head that stalls this long "
+                 "loses it, and a standby takes over this long after the head's death at most")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{2}, int64_t{600}));
+  app.add_flag("--standby", flags.standby,
+               "With --state-store: while another head holds the journal, wait and take it when it is free (listen "
+               "and serve only then)");
   app.add_option("--journal-sync", flags.journal_sync,
                  "normal: a change survives a crash of the head (written to the OS before it is acknowledged); "
                  "full: also a crash of the machine (fsync per change)")

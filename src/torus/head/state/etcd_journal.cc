@@ -399,10 +399,14 @@ class EtcdJournal final : public Journal {
     auto answer = client_.Call("kv/txn", txn);
     if (!answer.ok()) return answer.status();
     if (!answer->value("succeeded", false)) {
-      lost_ = true;
+      MarkLost();
       return Lost();
     }
     return absl::OkStatus();
+  }
+
+  void MarkLost() {
+    if (!lost_.exchange(true) && options_.on_lost) options_.on_lost(std::string(Lost().message()));
   }
 
   absl::Status Lost() const {
@@ -419,10 +423,10 @@ class EtcdJournal final : public Journal {
       auto answer = keeper_client_.Call("lease/keepalive", {{"ID", std::to_string(lease_)}});
       const auto now = std::chrono::steady_clock::now();
       if (answer.ok()) {
-        if (Int(answer->value("result", json::object()).value("TTL", json())) <= 0) lost_ = true;
+        if (Int(answer->value("result", json::object()).value("TTL", json())) <= 0) MarkLost();
         else last_renewed_ = now;
       } else if (now - last_renewed_ >= options_.lease_ttl) {
-        lost_ = true;
+        MarkLost();
       }
       lock.lock();
       if (lost_) return;

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,9 +41,11 @@ struct EtcdTarget {
 absl::StatusOr<EtcdTarget> ParseEtcdTarget(const std::string& url);
 
 struct EtcdJournalOptions {
-  std::chrono::seconds lease_ttl{10};
+  std::chrono::seconds lease_ttl{4};
   // Per request; an endpoint that does not answer within it gives way to the next.
   std::chrono::milliseconds request_timeout{5000};
+  // Called once (on the keep-alive thread, or the writer's) when this head learns it no longer holds the journal.
+  std::function<void(const std::string&)> on_lost;
 };
 
 // Opens the journal at `target`, taking its ownership (see above). FailedPrecondition naming the holder when another
