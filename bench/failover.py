@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Head failover on a journal in etcd: two heads (`torus-head --state-store etcd://... --standby`), one leading.
+
+Each trial kills the leader with SIGKILL, then times until a write (a placement group created through the CLI) is
+accepted by the head that takes over, and starts the killed one again as the next standby. Prints p50 and max of
+the failover time, for the lease given (`--lease-s`, the heads' `--state-store-lease-s`).
+
+Starts its own one-member etcd (Debian's etcd-server) on loopback ports; everything lives in a temporary directory.
+
+Usage: /usr/bin/python3 bench/failover.py [--trials 20] [--lease-s 4]
+"""
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("TORUS_BIN_DIR", os.path.join(REPO, "build", "bin"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.005)
+    raise TimeoutError("timed out")
+
+
+def start_etcd(root):
+    client, peer = free_port(), free_port()
+    endpoint = f"127.0.0.1:{client}"
+    log = open(os.path.join(root, "etcd.log"), "wb")
+    proc = subprocess.Popen(
+        ["etcd", "--name", "b", "--data-dir", os.path.join(root, "etcd"),
+         "--listen-client-urls", f"http://{endpoint}", "--advertise-client-urls", f"http://{endpoint}",
+         "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+         "--initial-cluster", f"b=http://127.0.0.1:{peer}"], stdout=log, stderr=log)
+
+    def answers():
+        try:
+            request = urllib.request.Request(f"http://{endpoint}/v3/kv/range", data=b'{"key":"AA=="}', method="POST")
+            with urllib.request.urlopen(request, timeout=1) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    wait_for(answers, 30)
+    return proc, endpoint
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--lease-s", type=int, default=4)
+    args = parser.parse_args()
+    root = tempfile.mkdtemp(prefix="bench-failover-")
+    etcd, endpoint = start_etcd(root)
+    url = f"etcd://{endpoint}/bench"
+    token = os.path.join(root, "token")
+    heads = []
+    count = [0]
+
+    def start_head():
+        count[0] += 1
+        session = os.path.join(root, f"head{count[0]}")
+        os.makedirs(session)
+        log = open(os.path.join(session, "head.log"), "wb")
+        proc = subprocess.Popen([os.path.join(BIN, "torus-head"), "--session-dir", session, "--port", "0",
+                                 "--dashboard-port", "0", "--state-store", url, "--standby",
+                                 "--state-store-lease-s", str(args.lease_s), "--token-file", token],
+                                stdout=log, stderr=log, start_new_session=True)
+        heads.append((proc, session))
+        return proc, session
+
+    def address(session):
+        path = os.path.join(session, "head_address")
+        return open(path).read().strip() if os.path.exists(path) else None
+
+    def write(session, i):
+        a = address(session)
+        if a is None:
+            return False
+        result = subprocess.run([os.path.join(BIN, "torus"), "pg", "create", "--address", a, "--token",
+                                 open(token).read().strip(), "--bundles", '[{"no_such_resource": 1}]'],
+                                capture_output=True, timeout=30)
+        return result.returncode == 0
+
+    times = []
+    try:
+        leader = start_head()
+        wait_for(lambda: address(leader[1]), 30)
+        standby = start_head()
+        time.sleep(1)
+        for i in range(args.trials):
+            assert write(leader[1], i), "the leader does not take writes"
+            t0 = time.perf_counter()
+            leader[0].send_signal(signal.SIGKILL)
+            leader[0].wait()
+            wait_for(lambda: write(standby[1], i), 60)
+            times.append(time.perf_counter() - t0)
+            leader, standby = standby, start_head()
+            time.sleep(0.5)  # the new standby is up and waiting
+            print(f"trial {i + 1}: {times[-1] * 1e3:.0f} ms", flush=True)
+    finally:
+        for proc, _ in heads:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        etcd.kill()
+        etcd.wait()
+    times.sort()
+    print(f"\n| lease | trials | failover p50 | max |\n|---:|---:|---:|---:|\n"
+          f"| {args.lease_s} s | {len(times)} | {statistics.median(times) * 1e3:,.0f} ms | "
+          f"{times[-1] * 1e3:,.0f} ms |")
+
+
+if __name__ == "__main__":
+    main()
