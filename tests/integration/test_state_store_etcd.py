@@ -153,3 +153,46 @@ def test_a_standby_head_leads_once_the_leader_dies_and_a_stalled_leader_steps_do
         assert removed.returncode == 0, removed.stderr
     finally:
         t.cleanup()
+
+
+def test_an_agent_given_every_heads_address_follows_the_one_that_leads(etcd, tmp_path):
+    """`torus start --address A,B`: the agent registers with the head that leads and, after that one's death, with
+    its successor, which keeps it ALIVE past its node timeout."""
+    import signal
+    from conftest import binary
+
+    url = f"etcd://{etcd}/clusters/follow"
+    t = Torus(tmp_path / "torus")
+    token = tmp_path / "token"
+    ports = [free_port(), free_port()]
+    addresses = ",".join(f"127.0.0.1:{p}" for p in ports)
+
+    def head(name, port):
+        session = tmp_path / name
+        session.mkdir()
+        proc = t.spawn([binary("torus-head"), "--session-dir", session, "--port", port, "--dashboard-port", "0",
+                        "--state-store", url, "--state-store-lease-s", "2", "--standby", "--token-file", token,
+                        "--node-timeout-ms", "1500"], tmp_path / f"{name}.log")
+        return proc, session
+
+    def node_state(port):
+        result = t.run("status", "--json", "--address", f"127.0.0.1:{port}", "--token", token.read_text().strip())
+        if result.returncode != 0:
+            return None
+        nodes = {n["node_id"]: n["state"] for n in json.loads(result.stdout)["nodes"]}
+        return nodes.get("follower")
+
+    try:
+        a, a_session = head("a", ports[0])
+        wait_until(lambda: (a_session / "head_address").exists(), 20, message="the first head to lead")
+        b, _ = head("b", ports[1])
+        t.ok("start", "--address", addresses, "--token", token.read_text().strip(), "--node-id", "follower",
+             "--num-cpus", "1")
+        assert node_state(ports[0]) == "ALIVE"
+
+        os.kill(a.pid, signal.SIGKILL)
+        wait_until(lambda: node_state(ports[1]), 20, message="the standby to lead")
+        time.sleep(3)  # twice the node timeout: a node that did not come back would be DEAD by now
+        assert node_state(ports[1]) == "ALIVE"
+    finally:
+        t.cleanup()

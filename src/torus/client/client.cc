@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "torus/rpc/auth.h"
 #include "torus/rpc/convert.h"
+#include "torus/common/head_target.h"
 
 namespace torus::client {
 namespace {
@@ -25,7 +26,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const HeadEndpoint& endp
   grpc::ChannelArguments args;
   // A 10,000-node cluster view is several megabytes; gRPC's default limit is 4 MB.
   args.SetMaxReceiveMessageSize(512 << 20);
-  auto channel = grpc::CreateCustomChannel(endpoint.address, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(HeadTarget(endpoint.address), grpc::InsecureChannelCredentials(), args);
   return std::unique_ptr<Client>(new Client(endpoint, std::move(channel)));
 }
 

@@ -1,4 +1,5 @@
 #include "torus/core/channels.h"
+#include "torus/common/head_target.h"
 
 namespace torus::core {
 
@@ -36,7 +37,7 @@ std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
     args.SetInt(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, -1);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    channel = grpc::CreateCustomChannel(HeadTarget(address), grpc::InsecureChannelCredentials(), args);
   }
   return channel;
 }

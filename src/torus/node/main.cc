@@ -34,6 +34,7 @@
 #include "torus/node/worker_leases.h"
 #include "torus/node/worker_supervisor.h"
 #include "torus/rpc/auth.h"
+#include "torus/common/head_target.h"
 
 extern char** environ;
 
@@ -262,7 +263,7 @@ int Run(const NodeFlags& flags) {
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // Package pieces come in replies of up to 4 MiB of data.
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 16 << 20);
-  auto channel = grpc::CreateCustomChannel(flags.address, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(torus::HeadTarget(flags.address), grpc::InsecureChannelCredentials(), args);
   torus::node::ExitReporter exit_reporter(torus::node::MakeHeadExitSender(channel, token, identity->node_id));
   std::unique_ptr<torus::node::Agent> agent_holder;
   std::atomic<torus::node::NodeServiceImpl*> service_for_exits{nullptr};  // set once the service exists
