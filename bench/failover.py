@@ -13,21 +13,16 @@ Usage: /usr/bin/python3 bench/failover.py [--trials 20] [--lease-s 4]
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
-import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("TORUS_BIN_DIR", os.path.join(REPO, "build", "bin"))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+from etcd_local import start_etcd  # noqa: E402
 
 
 def wait_for(predicate, timeout):
@@ -38,28 +33,6 @@ def wait_for(predicate, timeout):
             return value
         time.sleep(0.005)
     raise TimeoutError("timed out")
-
-
-def start_etcd(root):
-    client, peer = free_port(), free_port()
-    endpoint = f"127.0.0.1:{client}"
-    log = open(os.path.join(root, "etcd.log"), "wb")
-    proc = subprocess.Popen(
-        ["etcd", "--name", "b", "--data-dir", os.path.join(root, "etcd"),
-         "--listen-client-urls", f"http://{endpoint}", "--advertise-client-urls", f"http://{endpoint}",
-         "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-         "--initial-cluster", f"b=http://127.0.0.1:{peer}"], stdout=log, stderr=log)
-
-    def answers():
-        try:
-            request = urllib.request.Request(f"http://{endpoint}/v3/kv/range", data=b'{"key":"AA=="}', method="POST")
-            with urllib.request.urlopen(request, timeout=1) as response:
-                return response.status == 200
-        except OSError:
-            return False
-
-    wait_for(answers, 30)
-    return proc, endpoint
 
 
 def main():

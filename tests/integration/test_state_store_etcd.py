@@ -1,54 +1,27 @@
 """The head's journal in etcd (`--state-store etcd://...`), against a real etcd (Debian's etcd-server): a head on
 another machine (here: another TORUS_TEMP_DIR, so another session and state directory) brings the cluster's state
-back from it, and a second head is refused while the first holds the journal."""
+back from it; a second head is refused while the first holds the journal, or stands by (`--standby`) and leads once
+it is gone; a leader stalled past its lease steps down; agents given every head's address follow the leader."""
 
 import json
 import os
-import shutil
-import socket
-import subprocess
 import time
-import urllib.request
 
 import pytest
 
 from conftest import Torus, ephemeral_ports, wait_until
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from etcd_local import free_port, start_etcd
 
 
 @pytest.fixture
 def etcd(tmp_path):
     """One etcd member on loopback ports of its own; its client endpoint "127.0.0.1:PORT". Killed by pid after."""
-    assert shutil.which("etcd"), "etcd is not installed (Debian: etcd-server; scripts/setup.sh installs it)"
-    client, peer = free_port(), free_port()
-    endpoint = f"127.0.0.1:{client}"
-    log = open(tmp_path / "etcd.log", "wb")
-    proc = subprocess.Popen(
-        ["etcd", "--name", "t", "--data-dir", str(tmp_path / "etcd-data"),
-         "--listen-client-urls", f"http://{endpoint}", "--advertise-client-urls", f"http://{endpoint}",
-         "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-         "--initial-cluster", f"t=http://127.0.0.1:{peer}"], stdout=log, stderr=log)
-
-    def answers():
-        try:
-            request = urllib.request.Request(f"http://{endpoint}/v3/kv/range", data=b'{"key":"AA=="}', method="POST")
-            with urllib.request.urlopen(request, timeout=1) as response:
-                return response.status == 200
-        except OSError:
-            return False
-
+    proc, endpoint = start_etcd(str(tmp_path))
     try:
-        wait_until(answers, 30, message="etcd to answer")
         yield endpoint
     finally:
         proc.kill()
         proc.wait()
-        log.close()
 
 
 def test_a_head_on_etcd_is_alone_and_another_machine_brings_its_cluster_back(etcd, tmp_path):
