@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "torus/head/state/etcd_test_util.h"
 
@@ -112,6 +113,39 @@ TEST_F(EtcdJournalTest, AnEndpointThatDoesNotAnswerGivesWayToTheNext) {
   auto refused = OpenEtcdJournal(*none, {.request_timeout = std::chrono::milliseconds(500)});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(refused.status().message(), HasSubstr("no etcd endpoint answered lease/grant (" + dead + ": "));
+}
+
+TEST(EtcdQuorumTest, WritesGoOnWithOneOfThreeMembersLostStopWithTwoAndResumeWhenOneIsBack) {
+  testutil::EtcdServer etcd(3);
+  ASSERT_EQ(etcd.error(), "");
+  auto target = ParseEtcdTarget("etcd://" + absl::StrJoin(etcd.endpoints(), ",") + "/q");
+  ASSERT_TRUE(target.ok()) << target.status();
+  auto journal = OpenEtcdJournal(*target, {.lease_ttl = std::chrono::seconds(20),
+                                           .request_timeout = std::chrono::milliseconds(2000)});
+  ASSERT_TRUE(journal.ok()) << journal.status();
+  ASSERT_TRUE((*journal)->Load().ok());
+  ASSERT_TRUE((*journal)->Append({"r1"}).ok());
+
+  etcd.Kill(0);  // the member the journal was talking to
+  absl::Status one_lost = (*journal)->Append({"r2"});
+  EXPECT_TRUE(one_lost.ok()) << one_lost;
+
+  etcd.Kill(1);  // no quorum: nothing can commit
+  absl::Status two_lost = (*journal)->Append({"r3"});
+  EXPECT_EQ(two_lost.code(), absl::StatusCode::kUnavailable) << two_lost;
+  EXPECT_THAT(two_lost.message(), HasSubstr("kv/txn"));
+
+  etcd.Restart(1);
+  ASSERT_EQ(etcd.error(), "");
+  absl::Status back = (*journal)->Append({"r4"});
+  EXPECT_TRUE(back.ok()) << back;
+
+  journal->reset();
+  auto again = OpenEtcdJournal(*target);
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto loaded = (*again)->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_THAT(loaded->records, ElementsAre("r1", "r2", "r4"));
 }
 
 }  // namespace
