@@ -150,8 +150,14 @@ int Run(const HeadFlags& flags) {
     while (flags.standby && !opened.ok() && opened.status().code() == absl::StatusCode::kFailedPrecondition) {
       if (!told) spdlog::info("standing by: {}", std::string(opened.status().message()));
       told = true;
-      if (const int signal_number = torus::PollTerminationSignal(250); signal_number != 0) {
+      // Until the holder's key goes (watched), a second at a time so that a signal is heard.
+      absl::Status waited = torus::head::WaitForJournalRelease(*target, std::chrono::seconds(1));
+      if (const int signal_number = torus::PollTerminationSignal(0); signal_number != 0) {
         spdlog::info("signal {} while standing by: exiting", signal_number);
+        return 0;
+      }
+      // etcd unreachable: not a tight loop.
+      if (!waited.ok() && waited.code() != absl::StatusCode::kDeadlineExceeded && torus::PollTerminationSignal(1000)) {
         return 0;
       }
       opened = torus::head::OpenEtcdJournal(*target, options);

@@ -455,6 +455,47 @@ class EtcdJournal final : public Journal {
 
 }  // namespace
 
+absl::Status WaitForJournalRelease(const EtcdTarget& target, std::chrono::milliseconds wait) {
+  const std::string owner_key = target.prefix + "/owner";
+  EtcdClient client(target.endpoints, std::chrono::milliseconds(5000));
+  auto held = client.Call("kv/range", {{"key", B64(owner_key)}});
+  if (!held.ok()) return held.status();
+  if (held->value("kvs", json::array()).empty()) return absl::OkStatus();
+  const int64_t revision = Int(held->value("header", json::object()).value("revision", json()));
+  // Events after the read: a DELETE of the key ends the wait. The gateway streams one JSON object per line.
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/v3/watch";
+  request.headers = {{"Content-Type", "application/json"}};
+  request.body = json{{"create_request", {{"key", B64(owner_key)}, {"start_revision", std::to_string(revision + 1)}}}}
+                     .dump();
+  bool released = false;
+  std::string pending;
+  request.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    pending.append(data, n);
+    for (size_t nl; (nl = pending.find('\n')) != std::string::npos; pending.erase(0, nl + 1)) {
+      json message = json::parse(pending.substr(0, nl), nullptr, /*allow_exceptions=*/false);
+      if (message.is_discarded()) continue;
+      for (const json& event : message.value("result", json::object()).value("events", json::array())) {
+        if (event.value("type", std::string()) == "DELETE") released = true;
+      }
+    }
+    return !released;  // stop reading once it is free
+  };
+  for (const std::string& endpoint : target.endpoints) {
+    httplib::Client c(absl::StrCat("http://", endpoint));
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(wait);
+    c.set_read_timeout(seconds.count(), std::chrono::duration_cast<std::chrono::microseconds>(wait - seconds).count());
+    c.set_connection_timeout(1, 0);
+    httplib::Response response;
+    httplib::Error error = httplib::Error::Success;
+    c.send(request, response, error);
+    if (released) return absl::OkStatus();
+    if (error == httplib::Error::Read || error == httplib::Error::Success) break;  // the wait ran out: no release
+  }
+  return absl::DeadlineExceededError(absl::StrCat("the journal at ", target.url, " is still held"));
+}
+
 absl::StatusOr<std::unique_ptr<Journal>> OpenEtcdJournal(const EtcdTarget& target, EtcdJournalOptions options) {
   auto journal = std::make_unique<EtcdJournal>(target, options);
   if (absl::Status s = journal->TakeOwnership(); !s.ok()) return s;

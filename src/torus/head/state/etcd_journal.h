@@ -48,6 +48,11 @@ struct EtcdJournalOptions {
   std::function<void(const std::string&)> on_lost;
 };
 
+// Waits, up to `wait`, until the journal at `target` has no holder (its owner key goes: the holder stopped, or its
+// lease ran out), watching the key; OK at once when it has none, DeadlineExceeded when `wait` passed first. A standby
+// head calls it between attempts to open the journal.
+absl::Status WaitForJournalRelease(const EtcdTarget& target, std::chrono::milliseconds wait);
+
 // Opens the journal at `target`, taking its ownership (see above). FailedPrecondition naming the holder when another
 // head holds it; Unavailable naming every endpoint when none answers.
 absl::StatusOr<std::unique_ptr<Journal>> OpenEtcdJournal(const EtcdTarget& target, EtcdJournalOptions options = {});

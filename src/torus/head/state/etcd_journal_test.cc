@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "torus/head/state/etcd_test_util.h"
@@ -96,6 +98,22 @@ TEST_F(EtcdJournalTest, AHeadWhoseLeaseRanOutWritesNothingOnceAnotherTookTheJour
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_FALSE(loaded->snapshot.has_value());
   EXPECT_THAT(loaded->records, ElementsAre("before", "from the new head"));
+}
+
+TEST_F(EtcdJournalTest, AStandbyWaitsUntilTheHolderLetsGo) {
+  EXPECT_TRUE(WaitForJournalRelease(Target("/w"), std::chrono::seconds(1)).ok());  // nobody holds it
+  auto holder = OpenEtcdJournal(Target("/w"));
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  EXPECT_EQ(WaitForJournalRelease(Target("/w"), std::chrono::milliseconds(300)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  std::thread stop([&holder] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    holder->reset();  // revokes its lease: the owner key goes
+  });
+  absl::Status released = WaitForJournalRelease(Target("/w"), std::chrono::seconds(30));
+  stop.join();
+  EXPECT_TRUE(released.ok()) << released;
+  EXPECT_TRUE(OpenEtcdJournal(Target("/w")).ok());
 }
 
 TEST_F(EtcdJournalTest, AnEndpointThatDoesNotAnswerGivesWayToTheNext) {
