@@ -126,14 +126,10 @@ class Service final : public CoreWorkerService::CallbackService {
   Service(CoreWorker* worker, std::string token) : worker_(worker), token_(std::move(token)) {}
   grpc::ServerUnaryReactor* PushTask(grpc::CallbackServerContext* ctx, const PushTaskRequest* request,
                                      PushTaskReply* reply) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(Unauthenticated());
-    } else if (grpc::Status s = worker_->HandlePush({&request->task()}, std::make_shared<UnaryAnswer>(reactor, reply));
-               !s.ok()) {
-      reactor->Finish(s);
-    }
-    return reactor;
+    return Serve(ctx, [&](grpc::ServerUnaryReactor* reactor) {
+      grpc::Status s = worker_->HandlePush({&request->task()}, std::make_shared<UnaryAnswer>(reactor, reply));
+      if (!s.ok()) reactor->Finish(s);
+    });
   }
   grpc::ServerWriteReactor<PushTasksReply>* PushTasks(grpc::CallbackServerContext* ctx,
                                                       const PushTasksRequest* request) override {
@@ -154,65 +150,60 @@ class Service final : public CoreWorkerService::CallbackService {
   }
   grpc::ServerUnaryReactor* ResolveActor(grpc::CallbackServerContext* ctx, const ResolveActorRequest* request,
                                          ActorInfo* reply) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(Unauthenticated());
-    } else {
+    return Serve(ctx, [&](grpc::ServerUnaryReactor* reactor) {
       std::thread([this, reactor, request, reply] {
         *reply = worker_->HandleResolveActor(*request);
         reactor->Finish(grpc::Status::OK);
       }).detach();
-    }
-    return reactor;
+    });
   }
   grpc::ServerUnaryReactor* KillActor(grpc::CallbackServerContext* ctx, const KillActorRequest* request,
                                       KillActorReply*) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(Unauthenticated());
-    } else {
+    return Serve(ctx, [&](grpc::ServerUnaryReactor* reactor) {
       std::thread([this, reactor, request] { reactor->Finish(worker_->HandleKillActor(*request)); }).detach();
-    }
-    return reactor;
+    });
   }
   grpc::ServerUnaryReactor* UpdateBorrowers(grpc::CallbackServerContext* ctx, const UpdateBorrowersRequest* request,
                                             UpdateBorrowersReply* reply) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(Unauthenticated());
-    } else {
+    return Serve(ctx, [&](grpc::ServerUnaryReactor* reactor) {
       worker_->HandleUpdateBorrowers(*request, reply);
       reactor->Finish(grpc::Status::OK);
-    }
-    return reactor;
+    });
   }
   grpc::ServerUnaryReactor* CancelTask(grpc::CallbackServerContext* ctx, const CancelTaskRequest* request,
                                        CancelTaskReply* reply) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(Unauthenticated());
-    } else {
+    return Serve(ctx, [&](grpc::ServerUnaryReactor* reactor) {
       reply->set_found(worker_->HandleCancel(request->task_id()));
       reactor->Finish(grpc::Status::OK);
-    }
-    return reactor;
+    });
   }
   grpc::ServerUnaryReactor* GetObject(grpc::CallbackServerContext* ctx, const GetObjectRequest* request,
                                       GetObjectReply* reply) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(ctx, token_)) {
-      reactor->Finish(Unauthenticated());
-    } else if (request->wait_ms() <= 0) {
-      reactor->Finish(worker_->HandleGetObject(*request, reply));
-    } else {
+    return Serve(ctx, [&](grpc::ServerUnaryReactor* reactor) {
+      if (request->wait_ms() <= 0) {
+        reactor->Finish(worker_->HandleGetObject(*request, reply));
+        return;
+      }
       // A borrower waits for a pending object: on its own thread, not gRPC's.
       std::thread([this, reactor, request, reply] { reactor->Finish(worker_->HandleGetObject(*request, reply)); })
           .detach();
+    });
+  }
+
+ private:
+  // A unary call's reactor: finished UNAUTHENTICATED without the cluster token, else handed to `serve`, which
+  // finishes it (now or later).
+  template <typename F>
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, F serve) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (!Authorized(ctx, token_)) {
+      reactor->Finish(Unauthenticated());
+    } else {
+      serve(reactor);
     }
     return reactor;
   }
 
- private:
   CoreWorker* worker_;
   const std::string token_;
 };
