@@ -58,12 +58,13 @@ def pid_alive(pid):
 
 
 def is_torus_process(pid):
-    """pid is alive and runs a torus binary (guards against killing a recycled pid)."""
+    """pid is alive and runs a torus binary, or the etcd of `torus up --ha` (guards against killing a recycled pid)."""
     if not pid_alive(pid):
         return False
     try:
         with open(f"/proc/{pid}/comm") as f:
-            return f.read().startswith("torus")
+            comm = f.read().strip()
+            return comm.startswith("torus") or comm == "etcd"
     except OSError:
         return False
 

@@ -1,6 +1,8 @@
 // torus head restart
 #include <iostream>
 
+#include "absl/strings/str_join.h"
+
 #include "torus/cli/commands.h"
 #include "torus/cli/launcher.h"
 #include "torus/cli/session_dir.h"
@@ -13,6 +15,21 @@ int CmdHeadRestart() {
   if (!latest.ok()) {
     std::cerr << "torus head restart: " << latest.status().message() << "\n";
     return 1;
+  }
+  if (HeadNames(*latest).size() > 1) {
+    // Several heads (`torus up --ha`): the ones that stopped come back as standbys; the leader is left alone.
+    auto restarted = RestartStoppedHeads(*latest);
+    if (!restarted.ok()) {
+      std::cerr << "torus head restart: " << restarted.status().message() << "\n";
+      return 1;
+    }
+    if (restarted->empty()) {
+      std::cout << "every head of " << *latest << " is running; nothing to restart\n";
+    } else {
+      std::cout << "started again: " << absl::StrJoin(*restarted, ", ")
+                << " (each leads if no head does, else stands by)\n";
+    }
+    return 0;
   }
   auto address = RelaunchHead(*latest);
   if (!address.ok()) {

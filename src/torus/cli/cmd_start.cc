@@ -192,17 +192,7 @@ int CmdStart(const StartFlags& flags) {
 int CmdStop() {
   int stopped = 0;
   for (const std::string& session : AllSessions(client::TempRoot())) {
-    std::vector<pid_t> pids;
-    // Agents first, so that they unregister while the head still listens.
-    for (const auto& r : ReadProcesses(session)) {
-      if (r.role != "head") pids.push_back(r.pid);
-    }
-    stopped += StopProcesses(pids, std::chrono::seconds(5));
-    pids.clear();
-    for (const auto& r : ReadProcesses(session)) {
-      if (r.role == "head") pids.push_back(r.pid);
-    }
-    stopped += StopProcesses(pids, std::chrono::seconds(5));
+    stopped += StopSessionProcesses(session);
   }
   std::cout << "stopped " << stopped << " torus process" << (stopped == 1 ? "" : "es") << "\n";
   return 0;

@@ -13,6 +13,7 @@
 #include "torus/cli/daemons.h"
 #include "torus/cli/format.h"
 #include "torus/cli/launcher.h"
+#include "torus/cli/local_etcd.h"
 #include "torus/cli/session_dir.h"
 #include "torus/client/client.h"
 #include "torus/common/resources.h"
@@ -76,6 +77,34 @@ std::vector<std::string> SimulatedAgentArgs(const SimulatedHost& host, const std
   return args;
 }
 
+// `torus up --ha`: a 3-member etcd on loopback, then two heads on its journal, each standing by while the other
+// leads; both know both addresses. The first leads (on `base.port`, or a free port), the second stands by (on the
+// next port). Returns the session's head_address, "A,B".
+absl::StatusOr<std::string> LaunchHeadPair(const HeadLaunch& base) {
+  auto endpoints = StartLocalEtcd(base.session, 3, std::chrono::seconds(30));
+  if (!endpoints.ok()) return endpoints.status();
+  std::vector<int> ports;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<int> port = base.port == 0 ? FreeLoopbackPort() : absl::StatusOr<int>(base.port + i);
+    if (!port.ok()) return port.status();
+    ports.push_back(*port);
+  }
+  const std::string addresses = absl::StrCat(base.host, ":", ports[0], ",", base.host, ":", ports[1]);
+  absl::StatusOr<std::string> address;
+  for (int i = 0; i < 2; ++i) {
+    HeadLaunch head = base;
+    head.name = i == 0 ? "head-a" : "head-b";
+    head.port = ports[i];
+    head.dashboard_port = base.dashboard_port == 0 ? 0 : base.dashboard_port + i;
+    head.state_store = absl::StrCat("etcd://", *endpoints, "/torus");
+    head.standby = true;
+    head.head_addresses = addresses;
+    address = LaunchHead(head);
+    if (!address.ok()) return address.status();
+  }
+  return address;
+}
+
 }  // namespace
 
 int CmdUp(const UpFlags& flags) {
@@ -101,19 +130,25 @@ int CmdUp(const UpFlags& flags) {
     std::cerr << "torus up: " << session.status().message() << "\n";
     return 1;
   }
-  auto address = LaunchHead({.session = *session,
-                             .port = flags.port,
-                             .dashboard_port = flags.dashboard_port,
-                             .heartbeat_period_ms = flags.heartbeat_period_ms,
-                             .node_timeout_ms = flags.node_timeout_ms,
-                             .agent_rpc_timeout_ms = flags.agent_rpc_timeout_ms,
-                             .prepare_ttl_ms = flags.prepare_ttl_ms,
-                             .dashboard_read_only = flags.dashboard_read_only,
-                             .no_journal = flags.no_journal,
-                             .state_store = flags.state_store,
-                             .package_unused_grace_s = flags.package_unused_grace_s});
+  HeadLaunch head{.session = *session,
+                  .port = flags.port,
+                  .dashboard_port = flags.dashboard_port,
+                  .heartbeat_period_ms = flags.heartbeat_period_ms,
+                  .node_timeout_ms = flags.node_timeout_ms,
+                  .agent_rpc_timeout_ms = flags.agent_rpc_timeout_ms,
+                  .prepare_ttl_ms = flags.prepare_ttl_ms,
+                  .dashboard_read_only = flags.dashboard_read_only,
+                  .no_journal = flags.no_journal,
+                  .state_store = flags.state_store,
+                  .package_unused_grace_s = flags.package_unused_grace_s};
+  absl::StatusOr<std::string> address;
+  if (flags.ha) {
+    address = LaunchHeadPair(head);
+  } else {
+    address = LaunchHead(head);
+  }
   if (!address.ok()) {
-    std::cerr << "torus up: " << address.status().message() << "\n";
+    std::cerr << "torus up: " << address.status().message() << "\n(`torus down` stops what started)\n";
     return 1;
   }
   auto token = rpc::ReadTokenFile(*session + "/token");
@@ -212,14 +247,7 @@ int CmdDown() {
     std::cout << "no torus session to stop\n";
     return 0;
   }
-  // Agents first, so that they unregister while the head still listens and stop reading their simulators.
-  std::vector<pid_t> agents, sims, heads;
-  for (const auto& r : ReadProcesses(*latest)) {
-    (r.role == "head" ? heads : r.role == "sim" ? sims : agents).push_back(r.pid);
-  }
-  int stopped = StopProcesses(agents, std::chrono::seconds(5));
-  stopped += StopProcesses(sims, std::chrono::seconds(5));
-  stopped += StopProcesses(heads, std::chrono::seconds(5));
+  const int stopped = StopSessionProcesses(*latest);
   std::cout << "stopped " << stopped << " torus process" << (stopped == 1 ? "" : "es") << " of " << *latest
             << "\n";
   return 0;

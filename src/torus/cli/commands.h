@@ -98,6 +98,7 @@ struct UpFlags {
   bool tpu_sim = true;  // start a simulated libtpu metrics server (torus-tpu-sim) for each simulated TPU host
   bool no_journal = false;  // the head keeps its state in memory only
   std::string state_store;  // the head's journal in etcd (etcd://...)
+  bool ha = false;          // a local 3-member etcd and two heads, one leading and one standing by
   bool dashboard_read_only = false;
   std::optional<int64_t> metrics_period_ms;  // agents' sampling period (their default when unset)
   std::optional<int64_t> package_unused_grace_s;  // the head's default when unset

@@ -1,8 +1,10 @@
 #include "torus/cli/daemons.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,7 +94,7 @@ bool IsTorusProcess(pid_t pid) {
   std::ifstream comm(absl::StrCat("/proc/", pid, "/comm"));
   std::string name;
   std::getline(comm, name);
-  return name.rfind("torus", 0) == 0;
+  return name.rfind("torus", 0) == 0 || name == "etcd";
 }
 
 bool WaitForExit(pid_t pid, std::chrono::milliseconds timeout) {
@@ -127,6 +129,20 @@ std::string TailOfFile(const std::string& path, int max_lines) {
     if (static_cast<int>(lines.size()) > max_lines) lines.pop_front();
   }
   return absl::StrJoin(lines, "\n");
+}
+
+absl::StatusOr<int> FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("cannot open a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  if (!ok) return absl::InternalError("cannot bind a loopback socket to find a free port");
+  return static_cast<int>(ntohs(addr.sin_port));
 }
 
 }  // namespace torus::cli

@@ -1,5 +1,6 @@
 #include "torus/cli/launcher.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <fstream>
@@ -18,21 +19,32 @@ namespace torus::cli {
 
 namespace {
 
-std::string HeadLaunchFile(const std::string& session) { return session + "/head.json"; }
+std::string HeadLaunchFile(const std::string& session, const std::string& name) {
+  return absl::StrCat(session, "/", name, ".json");
+}
 
-// Spawns torus-head with `args`, records it, and waits until it has written its address.
-absl::StatusOr<std::string> StartHead(const std::string& session, const std::vector<std::string>& args) {
-  std::string log = session + "/logs/head.log";
+// Spawns torus-head `name` with `args`, records it, and waits until it serves (the session's head_address written
+// since) or, with `standby`, stands by; returns the session's head_address (may be another head's while standing by).
+absl::StatusOr<std::string> StartHead(const std::string& session, const std::string& name,
+                                      const std::vector<std::string>& args, bool standby) {
+  const std::string log = absl::StrCat(session, "/logs/", name, ".log");
+  std::error_code ec;
+  const uintmax_t log_start = std::filesystem::exists(log, ec) ? std::filesystem::file_size(log, ec) : 0;
   SpawnSpec spec{.argv = {SiblingBinary("torus-head")}, .env = CurrentEnvironment(), .log_path = log};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   auto pid = SpawnDaemon(spec);
   if (!pid.ok()) return pid.status();
-  auto recorded = RecordProcess(session, {"head", "head", *pid});
+  auto recorded = RecordProcess(session, {"head", name, *pid});
   if (!recorded.ok()) return recorded;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < deadline) {
+    std::string since;  // what this start wrote to the log
+    if (std::ifstream in(log); in && in.seekg(static_cast<std::streamoff>(log_start))) {
+      since.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
     auto address = client::ReadTrimmed(session + "/head_address");
-    if (address.ok() && !address->empty()) return *address;
+    if (address.ok() && !address->empty() && absl::StrContains(since, "listening on")) return *address;
+    if (standby && absl::StrContains(since, "standing by:")) return address.ok() ? *address : std::string();
     if (!ProcessAlive(*pid)) {
       return absl::InternalError(absl::StrCat("torus-head exited during start; end of ", log, ":\n",
                                               TailOfFile(log, 10)));
@@ -76,26 +88,78 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
     args.push_back("--state-store");
     args.push_back(launch.state_store);
   }
-  {
-    std::ofstream out(HeadLaunchFile(launch.session));
-    out << nlohmann::json{{"args", args}}.dump(2) << "\n";
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", HeadLaunchFile(launch.session)));
+  if (launch.standby) args.push_back("--standby");
+  if (!launch.head_addresses.empty()) {
+    args.push_back("--head-addresses");
+    args.push_back(launch.head_addresses);
   }
-  return StartHead(launch.session, args);
+  const std::string file = HeadLaunchFile(launch.session, launch.name);
+  {
+    std::ofstream out(file);
+    out << nlohmann::json{{"args", args}, {"standby", launch.standby}}.dump(2) << "\n";
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", file));
+  }
+  return StartHead(launch.session, launch.name, args, launch.standby);
+}
+
+namespace {
+
+struct SavedHead {
+  std::vector<std::string> args;
+  bool standby = false;
+};
+
+absl::StatusOr<SavedHead> LoadHeadLaunch(const std::string& session, const std::string& name) {
+  const std::string file = HeadLaunchFile(session, name);
+  std::ifstream in(file);
+  if (!in) return absl::NotFoundError(absl::StrCat("no head was started in ", session, " (no ", name, ".json)"));
+  auto saved = nlohmann::json::parse(in, nullptr, false);
+  if (saved.is_discarded() || !saved.contains("args") || !saved["args"].is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, " is not a saved head launch"));
+  }
+  SavedHead head;
+  for (const auto& a : saved["args"]) {
+    if (!a.is_string()) return absl::InvalidArgumentError(absl::StrCat(file, ": args are strings"));
+    head.args.push_back(a.get<std::string>());
+  }
+  head.standby = saved.value("standby", false);
+  return head;
+}
+
+// The latest pid recorded for each head name.
+std::map<std::string, pid_t> HeadPids(const std::string& session) {
+  std::map<std::string, pid_t> pids;
+  for (const ProcessRecord& r : ReadProcesses(session)) {
+    if (r.role == "head") pids[r.name] = r.pid;
+  }
+  return pids;
+}
+
+}  // namespace
+
+int StopSessionProcesses(const std::string& session) {
+  const std::vector<std::string> order = {"node", "sim", "head", "etcd"};
+  std::map<std::string, std::vector<pid_t>> by_role;
+  for (const ProcessRecord& r : ReadProcesses(session)) {
+    by_role[std::find(order.begin(), order.end(), r.role) == order.end() ? "node" : r.role].push_back(r.pid);
+  }
+  int stopped = 0;
+  for (const std::string& role : order) stopped += StopProcesses(by_role[role], std::chrono::seconds(5));
+  return stopped;
+}
+
+std::vector<std::string> HeadNames(const std::string& session) {
+  std::vector<std::string> names;
+  for (const ProcessRecord& r : ReadProcesses(session)) {
+    if (r.role == "head" && std::find(names.begin(), names.end(), r.name) == names.end()) names.push_back(r.name);
+  }
+  return names;
 }
 
 absl::StatusOr<std::string> RelaunchHead(const std::string& session) {
-  std::ifstream in(HeadLaunchFile(session));
-  if (!in) return absl::NotFoundError(absl::StrCat("no head was started in ", session, " (no head.json)"));
-  auto saved = nlohmann::json::parse(in, nullptr, false);
-  if (saved.is_discarded() || !saved.contains("args") || !saved["args"].is_array()) {
-    return absl::InvalidArgumentError(absl::StrCat(HeadLaunchFile(session), " is not a saved head launch"));
-  }
-  std::vector<std::string> args;
-  for (const auto& a : saved["args"]) {
-    if (!a.is_string()) return absl::InvalidArgumentError(absl::StrCat(HeadLaunchFile(session), ": args are strings"));
-    args.push_back(a.get<std::string>());
-  }
+  auto saved = LoadHeadLaunch(session, "head");
+  if (!saved.ok()) return saved.status();
+  std::vector<std::string>& args = saved->args;
   // The ports it served on: agents heartbeat there and workers report there.
   const std::optional<std::string> grpc_port = PortOf(client::ReadTrimmed(session + "/head_address"));
   const std::optional<std::string> http_port = PortOf(client::ReadTrimmed(session + "/dashboard_address"));
@@ -111,7 +175,22 @@ absl::StatusOr<std::string> RelaunchHead(const std::string& session) {
   std::error_code ec;
   std::filesystem::remove(session + "/head_address", ec);
   std::filesystem::remove(session + "/dashboard_address", ec);
-  return StartHead(session, args);
+  return StartHead(session, "head", args, /*standby=*/false);
+}
+
+absl::StatusOr<std::vector<std::string>> RestartStoppedHeads(const std::string& session) {
+  std::vector<std::string> restarted;
+  const std::map<std::string, pid_t> pids = HeadPids(session);
+  for (const std::string& name : HeadNames(session)) {
+    if (IsTorusProcess(pids.at(name))) continue;
+    auto saved = LoadHeadLaunch(session, name);
+    if (!saved.ok()) return saved.status();
+    // Its ports are fixed in its launch (every agent was given them); it stands by while another head leads.
+    auto started = StartHead(session, name, saved->args, /*standby=*/true);
+    if (!started.ok()) return started.status();
+    restarted.push_back(name);
+  }
+  return restarted;
 }
 
 absl::StatusOr<pid_t> LaunchAgent(const AgentLaunch& launch) {

@@ -34,16 +34,33 @@ struct HeadLaunch {
   bool no_journal = false;
   std::string state_store;  // empty: the journal in state_dir
   std::optional<int64_t> package_unused_grace_s;  // unset: the head's default
+  // Several heads on one journal (`torus up --ha`): each has a name ("head-a"), stands by while another leads, and
+  // knows every head's address (written as the session's head_address by the one that leads).
+  std::string name = "head";   // its record in `processes`, its log logs/<name>.log, its launch <name>.json
+  bool standby = false;
+  std::string head_addresses;  // "" for a lone head
 };
 
-// Starts torus-head and waits (up to 15 s) until it has written its address; returns "host:port". The launch is
-// saved as `<session>/head.json`, so that `torus head restart` can repeat it. On failure the error includes the end
-// of the head's log.
+// Starts torus-head and waits (up to 15 s) until it has written its address (a standby: until it stands by or
+// leads); returns the session's head_address. The launch is saved as `<session>/<name>.json`, so that `torus head
+// restart` can repeat it. On failure the error includes the end of the head's log.
 absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch);
 
 // Starts the latest session's head again with its saved launch, on the ports it served on before (agents and
 // workers know them), after stopping a head of that session that still runs. Returns "host:port".
 absl::StatusOr<std::string> RelaunchHead(const std::string& session);
+
+// Stops every process a session recorded, in the order that lets each go cleanly: agents first (they unregister
+// while a head still listens, and stop reading their simulators), then simulators, heads, and etcd members last.
+// Returns how many were running.
+int StopSessionProcesses(const std::string& session);
+
+// The names of a session's heads, in launch order: {"head"}, or {"head-a", "head-b"} after `torus up --ha`.
+std::vector<std::string> HeadNames(const std::string& session);
+
+// Of a session with several heads: starts again, as standbys with their saved launches, the heads that are not
+// running; returns their names (empty when every head runs).
+absl::StatusOr<std::vector<std::string>> RestartStoppedHeads(const std::string& session);
 
 struct AgentLaunch {
   std::string session;

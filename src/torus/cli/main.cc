@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
   cmd_head->require_subcommand(1);
   auto* cmd_head_restart = cmd_head->add_subcommand(
       "restart", "Start the latest session's head again on its ports, from its journal: nothing it acknowledged is "
-                 "lost, running jobs and runs are adopted (a head that runs is stopped first)");
+                 "lost, running jobs and runs are adopted (a head that runs is stopped first); of a cluster with several heads "
+                 "(`torus up --ha`), start again those that stopped, as standbys");
   cmd_head_restart->callback([&] { rc = torus::cli::CmdHeadRestart(); });
 
   auto* cmd_node = app.add_subcommand("node", "Act on one node");
@@ -344,9 +345,14 @@ int main(int argc, char** argv) {
                      "Remove an uploaded package this long after its last job or run ended [default: 600]");
   auto* up_no_journal = cmd_up->add_flag("--no-journal", up.no_journal,
                    "The head keeps its state in memory only (a head restart forgets it); for comparisons");
-  cmd_up->add_option("--state-store", up.state_store,
+  auto* up_state_store = cmd_up->add_option("--state-store", up.state_store,
                      "The head keeps its journal in etcd: etcd://HOST:PORT[,HOST:PORT...][/PREFIX]")
       ->excludes(up_no_journal);
+  cmd_up->add_flag("--ha", up.ha,
+                   "High availability on this machine: a 3-member etcd and two heads on its journal, one leading and "
+                   "one standing by on the next port (agents and clients follow the leader)")
+      ->excludes(up_no_journal)
+      ->excludes(up_state_store);
   cmd_up->add_option("--metrics-period-ms", up.metrics_period_ms, "Agents' metrics sampling period [default: 5000]")
       ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}));
   bool no_tpu_sim = false;

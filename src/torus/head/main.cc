@@ -9,7 +9,9 @@
 #include <fstream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "spdlog/spdlog.h"
@@ -69,6 +71,7 @@ struct HeadFlags {
   std::string state_store;  // etcd://...: the journal in etcd instead of the state directory
   int64_t state_store_lease_s = 4;
   bool standby = false;     // wait while another head holds the journal
+  std::string head_addresses;  // every head's gRPC address, "A,B": for jobs and the session's head_address
   int64_t package_max_bytes = int64_t{512} << 20;
   int64_t package_unused_grace_s = 600;
   int64_t compact_after = 20'000;
@@ -310,7 +313,9 @@ int Run(const HeadFlags& flags) {
   // The head reads nodes and groups for its actors through its own API (loopback when it listens on every address).
   const bool wildcard = flags.host == "0.0.0.0" || flags.host == "::" || flags.host == "[::]";
   detached.Start(absl::StrCat(wildcard ? "127.0.0.1" : flags.host, ":", bound_port), address);
-  driver.SetHeadAddress(address);
+  // Jobs, and clients that read the session's head_address, are given every head so that they follow the leader.
+  const std::string cluster_address = flags.head_addresses.empty() ? address : flags.head_addresses;
+  driver.SetHeadAddress(cluster_address);
   torus::head::HttpApi http(&store, &liveness, &clock, *token, cluster_id);
   http.SetReadOnly(flags.dashboard_read_only);
   http.SetMetricsStore(&metrics);
@@ -399,7 +404,7 @@ int Run(const HeadFlags& flags) {
   owner_monitor.Start();
   packages.StartCollector(std::clamp<int64_t>(flags.package_unused_grace_s * 1000 / 2, 100, 10'000));
   if (!WriteFileAtomically(flags.session_dir + "/dashboard_address", http_address + "\n") ||
-      !WriteFileAtomically(flags.session_dir + "/head_address", address + "\n")) {
+      !WriteFileAtomically(flags.session_dir + "/head_address", cluster_address + "\n")) {
     spdlog::error("cannot write addresses into {}", flags.session_dir);
     return 1;
   }
@@ -508,6 +513,20 @@ int main(int argc, char** argv) {
   app.add_flag("--standby", flags.standby,
                "With --state-store: while another head holds the journal, wait and take it when it is free (listen "
                "and serve only then)");
+  app.add_option("--head-addresses", flags.head_addresses,
+                 "Every head's gRPC address, HOST:PORT[,HOST:PORT...], this one's included: given to jobs as "
+                 "TORUS_ADDRESS and written to SESSION_DIR/head_address, so that they and clients follow the leader")
+      ->check([](const std::string& value) -> std::string {
+        for (absl::string_view part : absl::StrSplit(value, ',')) {
+          const size_t colon = part.rfind(':');
+          int port = 0;
+          if (colon == absl::string_view::npos || colon == 0 || !absl::SimpleAtoi(part.substr(colon + 1), &port) ||
+              port <= 0 || port > 65535) {
+            return absl::StrCat("'", part, "' is not HOST:PORT; the form is HOST:PORT[,HOST:PORT...]");
+          }
+        }
+        return "";
+      });
   app.add_option("--journal-sync", flags.journal_sync,
                  "normal: a change survives a crash of the head (written to the OS before it is acknowledged); "
                  "full: also a crash of the machine (fsync per change)")

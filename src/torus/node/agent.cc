@@ -57,6 +57,13 @@ bool Agent::SleepFor(int64_t ms) {
   return !stopping_;
 }
 
+bool Agent::BackOff(int64_t ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_; });
+  woken_ = false;
+  return !stopping_;
+}
+
 void Agent::Wake() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -219,7 +226,7 @@ Agent::Heartbeats Agent::StreamHeartbeats() {
     }
     HeadSilent();
     NoteError("heartbeat stream ended", end);
-    if (!SleepFor(backoff_ms)) return Heartbeats::kStopping;
+    if (!BackOff(backoff_ms)) return Heartbeats::kStopping;
     backoff_ms = std::min<int64_t>(backoff_ms * 2, 1000);
   }
 }
@@ -265,7 +272,7 @@ AgentExit Agent::Run() {
       }
       NoteError("cannot register with the head", status);
       HeadSilent();
-      if (!SleepFor(backoff_ms)) break;
+      if (!BackOff(backoff_ms)) break;
       backoff_ms = std::min<int64_t>(backoff_ms * 2, 1000);
       continue;
     }

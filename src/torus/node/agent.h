@@ -66,6 +66,9 @@ class Agent {
   void NoteError(const std::string& what, const grpc::Status& status);
   // Sleeps up to `ms`, until Wake() or until Stop(); returns false when stopping.
   bool SleepFor(int64_t ms);
+  // Sleeps `ms` between tries to reach the head: only Stop() ends it early (a broken stream's end, or a ledger
+  // change, wakes SleepFor and would make the retries a busy loop while the head is down).
+  bool BackOff(int64_t ms);
   void Wake();
   void AddAuth(grpc::ClientContext& ctx) const;
 
