@@ -231,25 +231,35 @@ def _post(url: str, token: Optional[str], body: bytes) -> bytes:
         return response.read()
 
 
-def _post_with_retries(url: str, token: Optional[str], body: bytes) -> bytes:
-    """POSTs body, retrying unreachable-head errors and 502/503/504 with exponential backoff."""
+def _post_with_retries(urls: str, token: Optional[str], body: bytes) -> bytes:
+    """POSTs body to the first of ``urls`` (comma-separated: one per head of the cluster) that takes it, retrying
+    unreachable heads and 502/503/504 answers in rounds over every URL, with exponential backoff between rounds."""
+    candidates = [u for u in urls.split(",") if u]
     delay = REPORT_BACKOFF_S
     for tries_left in range(REPORT_RETRIES, -1, -1):
-        try:
-            return _post(url, token, body)
-        except urllib.error.HTTPError as error:
-            message = _error_message(error.read())
-            if error.code not in _TRANSIENT_HTTP_STATUS or tries_left == 0:
-                raise RuntimeError(f"torus head rejected the report (HTTP {error.code}): {message}") from None
-            problem = f"HTTP {error.code}: {message}"
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
-            reason = getattr(error, "reason", error)
-            if tries_left == 0:
-                raise ConnectionError(
-                    f"cannot reach the torus head at {url} after {REPORT_RETRIES + 1} tries: {reason}"
-                ) from error
-            problem = str(reason)
-        print(f"torus_train: report failed ({problem}); retrying in {delay:g} s", file=sys.stderr, flush=True)
+        problems = []
+        for url in candidates:
+            try:
+                answer = _post(url, token, body)
+            except urllib.error.HTTPError as error:
+                message = _error_message(error.read())
+                if error.code not in _TRANSIENT_HTTP_STATUS:
+                    raise RuntimeError(f"torus head rejected the report (HTTP {error.code}): {message}") from None
+                problems.append(f"{url}: HTTP {error.code}: {message}")
+                continue
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
+                problems.append(f"{url}: {getattr(error, 'reason', error)}")
+                continue
+            # The head that answered goes first next time.
+            candidates.remove(url)
+            candidates.insert(0, url)
+            os.environ["TORUS_REPORT_URL"] = ",".join(candidates)
+            return answer
+        if tries_left == 0:
+            raise ConnectionError(
+                f"cannot reach the torus head after {REPORT_RETRIES + 1} tries: {'; '.join(problems)}")
+        print(f"torus_train: report failed ({'; '.join(problems)}); retrying in {delay:g} s", file=sys.stderr,
+              flush=True)
         time.sleep(delay)
         delay *= 2
     raise AssertionError("unreachable")

@@ -138,6 +138,23 @@ def test_report_reaches_head_that_comes_up_late(worker_env: Path, monkeypatch: p
         assert [r["step"] for r in head.reports()] == [4]
 
 
+def test_report_goes_to_the_head_that_leads_among_several(
+    worker_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """TORUS_REPORT_URL lists one URL per head: a head that is gone gives way to the next at once, and the one that
+    answered is tried first from then on."""
+    with socket.socket() as sock:  # A port nothing listens on: the head that died.
+        sock.bind(("127.0.0.1", 0))
+        gone = f"http://127.0.0.1:{sock.getsockname()[1]}/api/v0/runs/{RUN_ID}/report"
+    with running_head() as head:
+        monkeypatch.setenv("TORUS_REPORT_URL", f"{gone},{head.url}")
+        torus_train.report({"step": 1})
+        torus_train.report({"step": 2})
+        assert [r["step"] for r in head.reports()] == [1, 2]
+        assert os.environ["TORUS_REPORT_URL"] == f"{head.url},{gone}"
+    assert "retrying in" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("status", [400, 409, 500])
 def test_report_error_status_raises_with_head_message(worker_env: Path, fake_head: FakeHead, status: int) -> None:
     fake_head.responses.append((status, {"error": "step 3 is older than committed step 10"}))

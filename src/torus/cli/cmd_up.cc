@@ -78,27 +78,35 @@ std::vector<std::string> SimulatedAgentArgs(const SimulatedHost& host, const std
 }
 
 // `torus up --ha`: a 3-member etcd on loopback, then two heads on its journal, each standing by while the other
-// leads; both know both addresses. The first leads (on `base.port`, or a free port), the second stands by (on the
-// next port). Returns the session's head_address, "A,B".
+// leads; both know both addresses. The first leads (on `base.port` and `base.dashboard_port`, or free ports), the
+// second stands by (on the next ports). Returns the session's head_address, "A,B".
 absl::StatusOr<std::string> LaunchHeadPair(const HeadLaunch& base) {
   auto endpoints = StartLocalEtcd(base.session, 3, std::chrono::seconds(30));
   if (!endpoints.ok()) return endpoints.status();
-  std::vector<int> ports;
+  // Both heads' ports are fixed now: each head, agent and worker is told both.
+  std::vector<int> ports, http_ports;
   for (int i = 0; i < 2; ++i) {
     absl::StatusOr<int> port = base.port == 0 ? FreeLoopbackPort() : absl::StatusOr<int>(base.port + i);
+    absl::StatusOr<int> http = base.dashboard_port == 0 ? FreeLoopbackPort()
+                                                        : absl::StatusOr<int>(base.dashboard_port + i);
     if (!port.ok()) return port.status();
+    if (!http.ok()) return http.status();
     ports.push_back(*port);
+    http_ports.push_back(*http);
   }
   const std::string addresses = absl::StrCat(base.host, ":", ports[0], ",", base.host, ":", ports[1]);
+  const std::string http_addresses =
+      absl::StrCat(base.host, ":", http_ports[0], ",", base.host, ":", http_ports[1]);
   absl::StatusOr<std::string> address;
   for (int i = 0; i < 2; ++i) {
     HeadLaunch head = base;
     head.name = i == 0 ? "head-a" : "head-b";
     head.port = ports[i];
-    head.dashboard_port = base.dashboard_port == 0 ? 0 : base.dashboard_port + i;
+    head.dashboard_port = http_ports[i];
     head.state_store = absl::StrCat("etcd://", *endpoints, "/torus");
     head.standby = true;
     head.head_addresses = addresses;
+    head.head_dashboard_addresses = http_addresses;
     address = LaunchHead(head);
     if (!address.ok()) return address.status();
   }

@@ -93,6 +93,10 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
     args.push_back("--head-addresses");
     args.push_back(launch.head_addresses);
   }
+  if (!launch.head_dashboard_addresses.empty()) {
+    args.push_back("--head-dashboard-addresses");
+    args.push_back(launch.head_dashboard_addresses);
+  }
   const std::string file = HeadLaunchFile(launch.session, launch.name);
   {
     std::ofstream out(file);

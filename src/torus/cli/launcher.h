@@ -38,7 +38,8 @@ struct HeadLaunch {
   // knows every head's address (written as the session's head_address by the one that leads).
   std::string name = "head";   // its record in `processes`, its log logs/<name>.log, its launch <name>.json
   bool standby = false;
-  std::string head_addresses;  // "" for a lone head
+  std::string head_addresses;            // "" for a lone head
+  std::string head_dashboard_addresses;  // every head's HTTP address; "" for a lone head
 };
 
 // Starts torus-head and waits (up to 15 s) until it has written its address (a standby: until it stands by or

@@ -90,27 +90,71 @@ absl::StatusOr<std::unique_ptr<HttpApiClient>> HttpApiClient::Connect(const Head
   return std::unique_ptr<HttpApiClient>(new HttpApiClient(endpoint));
 }
 
-HttpApiClient::HttpApiClient(const HeadEndpoint& endpoint)
-    : address_(endpoint.address), token_(endpoint.token), client_(std::make_unique<httplib::Client>("http://" + endpoint.address)) {
-  client_->set_bearer_token_auth(endpoint.token.c_str());
-  client_->set_connection_timeout(5, 0);
-  client_->set_read_timeout(60, 0);
-  client_->set_keep_alive(true);
+namespace {
+
+std::shared_ptr<httplib::Client> NewConnection(const std::string& address, const std::string& token) {
+  auto client = std::make_shared<httplib::Client>("http://" + address);
+  client->set_bearer_token_auth(token.c_str());
+  client->set_connection_timeout(5, 0);
+  client->set_read_timeout(60, 0);
+  client->set_keep_alive(true);
   // A request's headers and body go out as separate writes; without this the body waits for the head's delayed
   // acknowledgement of the headers (~40 ms) on a kept-alive connection.
-  client_->set_tcp_nodelay(true);
+  client->set_tcp_nodelay(true);
+  return client;
 }
+
+}  // namespace
+
+HttpApiClient::HttpApiClient(const HeadEndpoint& endpoint)
+    : token_(endpoint.token),
+      address_file_(endpoint.address_file),
+      address_(endpoint.address),
+      client_(NewConnection(endpoint.address, endpoint.token)) {}
 
 HttpApiClient::~HttpApiClient() = default;
 
-absl::StatusOr<json> HttpApiClient::Get(const std::string& path) { return Interpret(client_->Get(path), address_); }
+std::string HttpApiClient::address() const { return Current().second; }
+
+std::pair<std::shared_ptr<httplib::Client>, std::string> HttpApiClient::Current() const {
+  absl::MutexLock lock(&mu_);
+  return {client_, address_};
+}
+
+bool HttpApiClient::FollowMovedHead(const std::string& tried) {
+  if (address_file_.empty()) return false;
+  auto now = ReadTrimmed(address_file_);
+  if (!now.ok() || now->empty()) return false;
+  absl::MutexLock lock(&mu_);
+  if (*now == tried) return false;
+  if (*now != address_) {
+    address_ = *now;
+    client_ = NewConnection(address_, token_);
+  }
+  return true;
+}
+
+absl::StatusOr<json> HttpApiClient::Send(const std::function<httplib::Result(httplib::Client&)>& call) {
+  auto [client, address] = Current();
+  httplib::Result result = call(*client);
+  // Connect failed: the request never reached a head, so it may go to the one that leads now.
+  if (!result && result.error() == httplib::Error::Connection && FollowMovedHead(address)) {
+    std::tie(client, address) = Current();
+    result = call(*client);
+  }
+  return Interpret(std::move(result), address);
+}
+
+absl::StatusOr<json> HttpApiClient::Get(const std::string& path) {
+  return Send([&](httplib::Client& c) { return c.Get(path); });
+}
 
 absl::StatusOr<json> HttpApiClient::Post(const std::string& path, const std::string& json_body) {
-  return Interpret(client_->Post(path, json_body, "application/json"), address_);
+  return Send([&](httplib::Client& c) { return c.Post(path, json_body, "application/json"); });
 }
 
 absl::StatusOr<json> HttpApiClient::Delete(const std::string& path) {
-  return Interpret(client_->Delete(path), address_);
+  return Send([&](httplib::Client& c) { return c.Delete(path); });
 }
 
 absl::StatusOr<std::string> HttpApiClient::SubmitJob(const JobSubmission& job) {
@@ -126,8 +170,9 @@ absl::StatusOr<bool> HttpApiClient::PackageExists(const std::string& name) {
 }
 
 absl::StatusOr<bool> HttpApiClient::PutPackage(const std::string& name, const std::string& bytes) {
-  return Extract<bool>(Interpret(client_->Put("/api/packages/gcs/" + UrlEncode(name), bytes, "application/zip"),
-                                 address_),
+  return Extract<bool>(Send([&](httplib::Client& c) {
+                         return c.Put("/api/packages/gcs/" + UrlEncode(name), bytes, "application/zip");
+                       }),
                        "a package upload", [](const json& j) { return j.at("stored").get<bool>(); });
 }
 
@@ -306,7 +351,8 @@ absl::Status HttpApiClient::WatchEvents(EventCursor* from, const EventSelector& 
                                         const std::function<bool(const json& event)>& on_event) {
   const std::string path = absl::StrCat("/api/v0/events?watch=1&", EventQuery(*from, selector));
   // A connection of its own: the stream holds it, and the head sends a progress mark every 10 s.
-  httplib::Client stream("http://" + address_);
+  const std::string address = this->address();
+  httplib::Client stream("http://" + address);
   stream.set_bearer_token_auth(token_.c_str());
   stream.set_connection_timeout(5, 0);
   stream.set_read_timeout(30, 0);
@@ -357,7 +403,7 @@ absl::Status HttpApiClient::WatchEvents(EventCursor* from, const EventSelector& 
   if (stopped) return absl::OkStatus();
   if (!status.ok()) return status;
   if (http_status != 0 && http_status != 200) return InterpretAnswer(http_status, error_body).status();
-  return absl::UnavailableError(absl::StrCat("the event stream from the head at ", address_, " broke: ",
+  return absl::UnavailableError(absl::StrCat("the event stream from the head at ", address, " broke: ",
                                              result ? "it ended" : httplib::to_string(result.error())));
 }
 

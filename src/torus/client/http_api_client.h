@@ -15,6 +15,10 @@
 // Internal ("HTTP 500: ..."); Unavailable "head HTTP API at HOST:PORT is not reachable: ..." when no answer comes
 // (a head that is down or restarting); Internal when a 2xx answer is not the JSON expected.
 //
+// A head that moves: when the endpoint came from a session's dashboard_address and the head cannot be connected to,
+// the client reads that file again; if it names another address (a standby head that took over), the request goes
+// there. Only requests that never reached a head are sent again, so a change is never made twice.
+//
 // Thread-safety: thread-safe; cpp-httplib serializes the requests on the one keep-alive connection.
 #pragma once
 
@@ -23,10 +27,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "torus/client/events.h"
 #include "torus/client/session.h"
@@ -34,6 +40,7 @@
 
 namespace httplib {
 class Client;
+class Result;
 }
 
 namespace torus::client {
@@ -144,19 +151,28 @@ class HttpApiClient {
   // head had the same bytes already. ResourceExhausted above the head's size limit.
   absl::StatusOr<bool> PutPackage(const std::string& name, const std::string& bytes);
 
-  const std::string& address() const { return address_; }
+  std::string address() const;
 
  private:
   explicit HttpApiClient(const HeadEndpoint& endpoint);
+
+  // The connection in use and its address.
+  std::pair<std::shared_ptr<httplib::Client>, std::string> Current() const;
+  // After a request to `tried` could not connect: true when the address file now names another head (then in use).
+  bool FollowMovedHead(const std::string& tried);
+  // Runs `call` on the current connection, and once more on a moved head's when it could not connect.
+  absl::StatusOr<nlohmann::json> Send(const std::function<httplib::Result(httplib::Client&)>& call);
 
   // The JSON of a 2xx answer, else the mapped error (see the header comment).
   absl::StatusOr<nlohmann::json> Get(const std::string& path);
   absl::StatusOr<nlohmann::json> Post(const std::string& path, const std::string& json_body);
   absl::StatusOr<nlohmann::json> Delete(const std::string& path);
 
-  std::string address_;
-  std::string token_;
-  std::unique_ptr<httplib::Client> client_;
+  const std::string token_;
+  const std::string address_file_;
+  mutable absl::Mutex mu_;
+  std::string address_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<httplib::Client> client_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace torus::client

@@ -69,6 +69,7 @@ absl::StatusOr<HeadEndpoint> ResolveHead(std::optional<std::string> address, std
 
 absl::StatusOr<HeadEndpoint> ResolveHttp(std::optional<std::string> address, std::optional<std::string> token,
                                          const std::string& root) {
+  std::string address_file;
   if (!address) {
     const char* env = std::getenv("TORUS_DASHBOARD_ADDRESS");
     if (env != nullptr && env[0] != '\0') address = env;
@@ -85,10 +86,11 @@ absl::StatusOr<HeadEndpoint> ResolveHttp(std::optional<std::string> address, std
                                               " has no dashboard_address; pass --dashboard-address HOST:PORT"));
     }
     address = *a;
+    address_file = *session + "/dashboard_address";
   }
   auto head = ResolveHead(std::string("unused"), token, root);
   if (!head.ok()) return head.status();
-  return HeadEndpoint{*address, head->token};
+  return HeadEndpoint{*address, head->token, address_file};
 }
 
 }  // namespace torus::client

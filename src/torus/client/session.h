@@ -22,6 +22,9 @@ absl::StatusOr<std::string> LatestSessionDir(const std::string& root);
 struct HeadEndpoint {
   std::string address;  // host:port
   std::string token;
+  // Where the address came from when it was read from a session (its dashboard_address): the HTTP client reads it
+  // again when the head at `address` cannot be reached, and follows a head that took over elsewhere.
+  std::string address_file;
 };
 
 // Resolves each of address and token, in order: the explicit value, the environment (TORUS_ADDRESS,

@@ -72,6 +72,7 @@ struct HeadFlags {
   int64_t state_store_lease_s = 4;
   bool standby = false;     // wait while another head holds the journal
   std::string head_addresses;  // every head's gRPC address, "A,B": for jobs and the session's head_address
+  std::string head_dashboard_addresses;  // every head's HTTP address: where gang workers report
   int64_t package_max_bytes = int64_t{512} << 20;
   int64_t package_unused_grace_s = 600;
   int64_t compact_after = 20'000;
@@ -398,7 +399,12 @@ int Run(const HeadFlags& flags) {
     return 1;
   }
   std::string http_address = absl::StrCat(advertised, ":", *http_port);
-  driver.SetReportBaseUrl("http://" + http_address);
+  // Workers report to this head, or to another that leads after it.
+  std::string report_bases = "http://" + http_address;
+  for (absl::string_view other : absl::StrSplit(flags.head_dashboard_addresses, ',', absl::SkipEmpty())) {
+    if (other != http_address) absl::StrAppend(&report_bases, ",http://", other);
+  }
+  driver.SetReportBaseUrl(report_bases);
   service.SetHttpAddress(http_address);
   driver.Start();
   owner_monitor.Start();
@@ -513,20 +519,25 @@ int main(int argc, char** argv) {
   app.add_flag("--standby", flags.standby,
                "With --state-store: while another head holds the journal, wait and take it when it is free (listen "
                "and serve only then)");
+  // HOST:PORT[,HOST:PORT...]
+  auto address_list = [](const std::string& value) -> std::string {
+    for (absl::string_view part : absl::StrSplit(value, ',')) {
+      const size_t colon = part.rfind(':');
+      int port = 0;
+      if (colon == absl::string_view::npos || colon == 0 || !absl::SimpleAtoi(part.substr(colon + 1), &port) ||
+          port <= 0 || port > 65535) {
+        return absl::StrCat("'", part, "' is not HOST:PORT; the form is HOST:PORT[,HOST:PORT...]");
+      }
+    }
+    return "";
+  };
   app.add_option("--head-addresses", flags.head_addresses,
                  "Every head's gRPC address, HOST:PORT[,HOST:PORT...], this one's included: given to jobs as "
                  "TORUS_ADDRESS and written to SESSION_DIR/head_address, so that they and clients follow the leader")
-      ->check([](const std::string& value) -> std::string {
-        for (absl::string_view part : absl::StrSplit(value, ',')) {
-          const size_t colon = part.rfind(':');
-          int port = 0;
-          if (colon == absl::string_view::npos || colon == 0 || !absl::SimpleAtoi(part.substr(colon + 1), &port) ||
-              port <= 0 || port > 65535) {
-            return absl::StrCat("'", part, "' is not HOST:PORT; the form is HOST:PORT[,HOST:PORT...]");
-          }
-        }
-        return "";
-      });
+      ->check(address_list);
+  app.add_option("--head-dashboard-addresses", flags.head_dashboard_addresses,
+                 "Every head's HTTP address, HOST:PORT[,HOST:PORT...]: gang workers report to whichever leads")
+      ->check(address_list);
   app.add_option("--journal-sync", flags.journal_sync,
                  "normal: a change survives a crash of the head (written to the OS before it is acknowledged); "
                  "full: also a crash of the machine (fsync per change)")

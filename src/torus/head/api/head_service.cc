@@ -47,10 +47,15 @@ grpc::Status HeadServiceImpl::Authenticate(const grpc::CallbackServerContext* ct
   return rpc::CheckToken(ctx, options_.token);
 }
 
+grpc::Status HeadServiceImpl::AuthenticateChange(const grpc::CallbackServerContext* ctx) const {
+  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return auth;
+  return rpc::ToGrpc(store_->Writable());
+}
+
 grpc::ServerUnaryReactor* HeadServiceImpl::RegisterNode(grpc::CallbackServerContext* ctx,
                                                         const rpc::RegisterNodeRequest* request,
                                                         rpc::RegisterNodeReply* reply) {
-  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  if (grpc::Status auth = AuthenticateChange(ctx); !auth.ok()) return Finish(ctx, auth);
   const rpc::NodeInfo& node = request->node();
   auto total = rpc::FromProto(node.resources_total(), "resources_total");
   if (!total.ok()) return Finish(ctx, rpc::ToGrpc(total.status()));
@@ -132,7 +137,7 @@ void HeadServiceImpl::SetHttpAddress(std::string address) {
 grpc::ServerUnaryReactor* HeadServiceImpl::CreatePlacementGroup(grpc::CallbackServerContext* ctx,
                                                                 const rpc::PlacementGroupSpec* request,
                                                                 rpc::PlacementGroupView* reply) {
-  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  if (grpc::Status auth = AuthenticateChange(ctx); !auth.ok()) return Finish(ctx, auth);
   auto bundles = BundleRequestFromProto(*request);
   if (!bundles.ok()) return Finish(ctx, rpc::ToGrpc(bundles.status()));
   auto group = groups_->CreateBundles(*std::move(bundles), request->name(), request->timeout_s());
@@ -144,7 +149,7 @@ grpc::ServerUnaryReactor* HeadServiceImpl::CreatePlacementGroup(grpc::CallbackSe
 grpc::ServerUnaryReactor* HeadServiceImpl::ReserveSlices(grpc::CallbackServerContext* ctx,
                                                          const rpc::SliceGroupSpec* request,
                                                          rpc::PlacementGroupView* reply) {
-  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  if (grpc::Status auth = AuthenticateChange(ctx); !auth.ok()) return Finish(ctx, auth);
   auto slices = SliceRequestFromProto(*request);
   if (!slices.ok()) return Finish(ctx, rpc::ToGrpc(slices.status()));
   auto group = groups_->CreateSlices(*std::move(slices), request->name(), request->timeout_s());
@@ -174,7 +179,7 @@ grpc::ServerUnaryReactor* HeadServiceImpl::GetPlacementGroup(grpc::CallbackServe
 grpc::ServerUnaryReactor* HeadServiceImpl::RemovePlacementGroup(grpc::CallbackServerContext* ctx,
                                                                 const rpc::RemovePlacementGroupRequest* request,
                                                                 rpc::PlacementGroupView* reply) {
-  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  if (grpc::Status auth = AuthenticateChange(ctx); !auth.ok()) return Finish(ctx, auth);
   auto group = groups_->Remove(request->id());
   if (!group.ok()) return Finish(ctx, rpc::ToGrpc(group.status()));
   *reply = store_->Read([&](const ClusterState& s) { return GroupView(s, *group); });

@@ -102,6 +102,8 @@ class HeadServiceImpl final : public HeadServiceBase {
  private:
   // OK when the call carries the cluster token; UNAUTHENTICATED otherwise.
   grpc::Status Authenticate(const grpc::CallbackServerContext* ctx) const;
+  // Authenticate, then refuse (UNAVAILABLE, saying why) while the journal cannot commit: for calls that change state.
+  grpc::Status AuthenticateChange(const grpc::CallbackServerContext* ctx) const;
 
   StateStore* store_;
   Membership* membership_;

@@ -142,8 +142,18 @@ void HttpApi::RegisterRoutes() {
     MarkBodilessRequest(req);
     const bool protected_path = req.path.rfind("/api/", 0) == 0 || req.path == "/metrics" || IsPagePath(req.path);
     if (!protected_path) return httplib::Server::HandlerResponse::Unhandled;
+    // A change while the journal cannot commit (etcd without a quorum) is refused at once rather than left waiting.
+    auto refuse_change = [this, &req, &res] {
+      if (req.method == "GET" || req.method == "HEAD") return false;
+      absl::Status writable = store_->Writable();
+      if (writable.ok()) return false;
+      SendError(res, 503, std::string(writable.message()));
+      return true;
+    };
     // Workers report with their run's own token, checked by that route.
-    if (IsRunReportPath(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    if (IsRunReportPath(req.path)) {
+      return refuse_change() ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
+    }
     // The login URL: a right token becomes an HttpOnly cookie, and the token leaves the address bar.
     if (req.path == "/" && req.has_param("token")) {
       if (!rpc::BearerMatches("Bearer " + req.get_param_value("token"), token_)) {
@@ -155,8 +165,8 @@ void HttpApi::RegisterRoutes() {
       res.set_redirect("/", 303);
       return httplib::Server::HandlerResponse::Handled;
     }
-    return Authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled
-                                : httplib::Server::HandlerResponse::Handled;
+    return Authorized(req, res) && !refuse_change() ? httplib::Server::HandlerResponse::Unhandled
+                                                    : httplib::Server::HandlerResponse::Handled;
   });
   server_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     http_requests_.Add(absl::StrCat(req.method, " ", HttpRouteFamily(req.path)), absl::StrCat(res.status));

@@ -384,7 +384,9 @@ using Entity = std::variant<Node, Group, Worker, Job, Run, Package, Actor>;
 absl::StatusOr<Entity> DecodeEntity(std::string_view text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || j.size() != 1) return absl::InvalidArgumentError("not an entity object");
-  const auto& [kind, value] = *j.items().begin();
+  const auto entry = j.begin();
+  const std::string& kind = entry.key();
+  const json& value = entry.value();
   try {
     if (kind == "node") return Entity(value.get<Node>());
     if (kind == "group") return Entity(value.get<Group>());

@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
 
 namespace torus::head {
 
@@ -143,8 +144,8 @@ class EtcdClient {
       if (result->status != 200) {
         const int64_t code = Int(answer.value("code", json()));
         const std::string message = answer.value("message", answer.value("error", std::string("an error")));
-        // A member without a leader (or stopping) cannot commit: another may.
-        if (code == 14) {
+        // A member without a leader (or stopping, or timing out on its way to a quorum) cannot commit: another may.
+        if (code == 14 || code == 4 || (code == 2 && absl::StrContains(message, "deadline exceeded"))) {
           absl::StrAppend(&failures, failures.empty() ? "" : "; ", endpoint, ": ", message);
           continue;
         }
@@ -154,6 +155,18 @@ class EtcdClient {
       return answer;
     }
     return absl::UnavailableError(absl::StrCat("no etcd endpoint answered ", method, " (", failures, ")"));
+  }
+
+  // Whether any endpoint answers GET /health at all (healthy or not): etcd is there, though perhaps without the
+  // quorum to commit, rather than out of this head's reach.
+  bool AnyAnswers() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t at = 0; at < endpoints_.size(); ++at) {
+      httplib::Result result = ClientFor(at).Get("/health");
+      if (result) return true;
+      clients_.erase(at);
+    }
+    return false;
   }
 
  private:
@@ -302,9 +315,21 @@ class EtcdJournal final : public Journal {
       if (!parts.ok()) return parts.status();
       value = absl::StrCat(kPartsMark, prefix, " ", *parts, " ", value.size());
     }
-    if (absl::Status s = Txn({{{"request_put", {{"key", B64(LogKey(seq))}, {"value", B64(value)}}}}}); !s.ok()) {
-      return s;
+    // Until etcd commits it, or this head learns that it lost the journal: a put of the same key and value again is
+    // harmless when an earlier try was committed after all.
+    const json put = {{{"request_put", {{"key", B64(LogKey(seq))}, {"value", B64(value)}}}}};
+    for (int64_t backoff_ms = 100;; backoff_ms = std::min<int64_t>(backoff_ms * 2, 1000)) {
+      absl::Status s = Txn(put);
+      if (s.ok()) break;
+      if (!Retryable(s)) return s;
+      if (!stalled_.exchange(true)) {
+        SetStall(std::string(s.message()));
+        spdlog::warn("the journal at {} cannot commit ({}): changes wait until it can", target_.url,
+                     std::string(s.message()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
     }
+    if (stalled_.exchange(false)) spdlog::info("the journal at {} commits again", target_.url);
     position_ = seq;
     counts_.emplace_back(seq, records.size());
     records_since_snapshot_ += records.size();
@@ -347,6 +372,14 @@ class EtcdJournal final : public Journal {
 
   uint64_t records_since_snapshot() const override { return records_since_snapshot_; }
   std::string location() const override { return target_.url; }
+
+  absl::Status Writable() const override {
+    if (lost_) return Lost();
+    if (!stalled_) return absl::OkStatus();
+    std::lock_guard<std::mutex> lock(stall_mu_);
+    return absl::UnavailableError(absl::StrCat("the journal at ", target_.url, " cannot commit now (", stall_,
+                                               "): changes are refused until etcd has a quorum again"));
+  }
 
  private:
   std::string LogKey(uint64_t seq) const { return absl::StrFormat("%s%020d", log_prefix_, seq); }
@@ -405,6 +438,15 @@ class EtcdJournal final : public Journal {
     return absl::OkStatus();
   }
 
+  static bool Retryable(const absl::Status& s) {
+    return s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kDeadlineExceeded;
+  }
+
+  void SetStall(std::string why) {
+    std::lock_guard<std::mutex> lock(stall_mu_);
+    stall_ = std::move(why);
+  }
+
   void MarkLost() {
     if (!lost_.exchange(true) && options_.on_lost) options_.on_lost(std::string(Lost().message()));
   }
@@ -423,10 +465,24 @@ class EtcdJournal final : public Journal {
       auto answer = keeper_client_.Call("lease/keepalive", {{"ID", std::to_string(lease_)}});
       const auto now = std::chrono::steady_clock::now();
       if (answer.ok()) {
-        if (Int(answer->value("result", json::object()).value("TTL", json())) <= 0) MarkLost();
-        else last_renewed_ = now;
+        if (Int(answer->value("result", json::object()).value("TTL", json())) <= 0) {
+          MarkLost();
+        } else {
+          last_renewed_ = now;
+          if (stalled_.exchange(false)) spdlog::info("the journal at {} commits again", target_.url);
+        }
       } else if (now - last_renewed_ >= options_.lease_ttl) {
-        MarkLost();
+        // Unrenewed for a TTL. Out of reach of every member: another head may be leading by now, so this one stops.
+        // Members that answer but cannot commit (no quorum): nobody can take the journal meanwhile (taking it is a
+        // write), so this head stays, serving reads and refusing changes, until etcd commits again or tells it the
+        // lease is gone.
+        if (!keeper_client_.AnyAnswers()) {
+          MarkLost();
+        } else if (!stalled_.exchange(true)) {
+          SetStall(std::string(answer.status().message()));
+          spdlog::warn("the journal at {} cannot renew its lease ({}): changes wait until etcd has a quorum",
+                       target_.url, std::string(answer.status().message()));
+        }
       }
       lock.lock();
       if (lost_) return;
@@ -446,6 +502,9 @@ class EtcdJournal final : public Journal {
   std::string snapshot_generation_;                 // of the snapshot in etcd; empty when none
   int compactions_ = 0;
   std::atomic<bool> lost_{false};
+  std::atomic<bool> stalled_{false};  // etcd cannot commit now: changes wait (Append) or are refused (Writable)
+  mutable std::mutex stall_mu_;
+  std::string stall_;  // why; guarded by stall_mu_
   std::chrono::steady_clock::time_point last_renewed_;  // keeper_'s
   std::mutex mu_;
   std::condition_variable cv_;

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/str_join.h"
@@ -133,13 +134,26 @@ TEST_F(EtcdJournalTest, AnEndpointThatDoesNotAnswerGivesWayToTheNext) {
   EXPECT_THAT(refused.status().message(), HasSubstr("no etcd endpoint answered lease/grant (" + dead + ": "));
 }
 
-TEST(EtcdQuorumTest, WritesGoOnWithOneOfThreeMembersLostStopWithTwoAndResumeWhenOneIsBack) {
+// Polls `done` every 50 ms for up to `limit`; whether it came true.
+template <typename F>
+bool Eventually(F done, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+TEST(EtcdQuorumTest, WritesGoOnWithOneOfThreeMembersLostWaitWithTwoAndResumeWhenOneIsBack) {
   testutil::EtcdServer etcd(3);
   ASSERT_EQ(etcd.error(), "");
   auto target = ParseEtcdTarget("etcd://" + absl::StrJoin(etcd.endpoints(), ",") + "/q");
   ASSERT_TRUE(target.ok()) << target.status();
+  std::atomic<bool> lost{false};
   auto journal = OpenEtcdJournal(*target, {.lease_ttl = std::chrono::seconds(20),
-                                           .request_timeout = std::chrono::milliseconds(2000)});
+                                           .request_timeout = std::chrono::milliseconds(2000),
+                                           .on_lost = [&lost](const std::string&) { lost = true; }});
   ASSERT_TRUE(journal.ok()) << journal.status();
   ASSERT_TRUE((*journal)->Load().ok());
   ASSERT_TRUE((*journal)->Append({"r1"}).ok());
@@ -147,23 +161,72 @@ TEST(EtcdQuorumTest, WritesGoOnWithOneOfThreeMembersLostStopWithTwoAndResumeWhen
   etcd.Kill(0);  // the member the journal was talking to
   absl::Status one_lost = (*journal)->Append({"r2"});
   EXPECT_TRUE(one_lost.ok()) << one_lost;
+  EXPECT_TRUE((*journal)->Writable().ok());
 
-  etcd.Kill(1);  // no quorum: nothing can commit
-  absl::Status two_lost = (*journal)->Append({"r3"});
-  EXPECT_EQ(two_lost.code(), absl::StatusCode::kUnavailable) << two_lost;
-  EXPECT_THAT(two_lost.message(), HasSubstr("kv/txn"));
+  etcd.Kill(1);  // no quorum: nothing can commit, and nobody can take the journal either
+  absl::Status appended = absl::UnknownError("not returned");
+  std::atomic<bool> returned{false};
+  std::thread writer([&] {
+    appended = (*journal)->Append({"r3"});
+    returned = true;
+  });
+  // The append waits; meanwhile the journal says why changes cannot be made.
+  EXPECT_TRUE(Eventually([&] { return !(*journal)->Writable().ok(); }, std::chrono::seconds(30)));
+  absl::Status writable = (*journal)->Writable();
+  EXPECT_EQ(writable.code(), absl::StatusCode::kUnavailable) << writable;
+  EXPECT_THAT(writable.message(), HasSubstr("the journal at " + target->url + " cannot commit now ("));
+  EXPECT_THAT(writable.message(), HasSubstr("changes are refused until etcd has a quorum again"));
+  EXPECT_FALSE(returned);
 
   etcd.Restart(1);
   ASSERT_EQ(etcd.error(), "");
+  writer.join();
+  EXPECT_TRUE(appended.ok()) << appended;
+  EXPECT_TRUE((*journal)->Writable().ok());
   absl::Status back = (*journal)->Append({"r4"});
   EXPECT_TRUE(back.ok()) << back;
+  EXPECT_FALSE(lost);
 
   journal->reset();
   auto again = OpenEtcdJournal(*target);
   ASSERT_TRUE(again.ok()) << again.status();
   auto loaded = (*again)->Load();
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_THAT(loaded->records, ElementsAre("r1", "r2", "r4"));
+  EXPECT_THAT(loaded->records, ElementsAre("r1", "r2", "r3", "r4"));
+}
+
+TEST(EtcdQuorumTest, AHeadKeepsTheJournalPastItsLeaseWhileEtcdHasNoQuorumButNotWhileNoMemberAnswers) {
+  testutil::EtcdServer etcd(3);
+  ASSERT_EQ(etcd.error(), "");
+  auto target = ParseEtcdTarget("etcd://" + absl::StrJoin(etcd.endpoints(), ",") + "/k");
+  ASSERT_TRUE(target.ok()) << target.status();
+  std::atomic<bool> lost{false};
+  auto journal = OpenEtcdJournal(*target, {.lease_ttl = std::chrono::seconds(2),
+                                           .request_timeout = std::chrono::milliseconds(1000),
+                                           .on_lost = [&lost](const std::string&) { lost = true; }});
+  ASSERT_TRUE(journal.ok()) << journal.status();
+  ASSERT_TRUE((*journal)->Load().ok());
+
+  etcd.Kill(0);
+  etcd.Kill(1);
+  // Unrenewed past its TTL, with the last member answering that it cannot commit: it stays, refusing changes.
+  EXPECT_TRUE(Eventually([&] { return !(*journal)->Writable().ok(); }, std::chrono::seconds(20)));
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_FALSE(lost);
+  EXPECT_EQ((*journal)->Writable().code(), absl::StatusCode::kUnavailable);
+
+  etcd.Restart(0);  // a quorum again: the lease is renewed, and changes are made
+  ASSERT_EQ(etcd.error(), "");
+  EXPECT_TRUE(Eventually([&] { return (*journal)->Writable().ok(); }, std::chrono::seconds(30)))
+      << (*journal)->Writable();
+  EXPECT_TRUE((*journal)->Append({"after"}).ok());
+  EXPECT_FALSE(lost);
+
+  // Cut off from every member (as a partitioned head is): another head may lead by now, so this one lets go.
+  etcd.Kill(0);
+  etcd.Kill(2);
+  EXPECT_TRUE(Eventually([&] { return lost.load(); }, std::chrono::seconds(20)));
+  EXPECT_EQ((*journal)->Writable().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -45,6 +45,10 @@ class Journal {
   virtual uint64_t records_since_snapshot() const = 0;
   // Where it keeps its data, for messages ("in memory" for the memory journal).
   virtual std::string location() const = 0;
+  // OK while a change can be made durable now. Unavailable (saying why) while the journal knows it cannot — etcd
+  // without a quorum; an Append meanwhile waits until it can — and FailedPrecondition once this head no longer holds
+  // it. Thread-safe, unlike the rest: it is asked while an Append waits.
+  virtual absl::Status Writable() const { return absl::OkStatus(); }
 };
 
 enum class JournalSync { kNormal, kFull };

@@ -28,7 +28,7 @@ absl::Status Txn::Apply(Record record) {
 }
 
 StateStore::StateStore(std::unique_ptr<Journal> journal, int64_t wall_ms_now, Options options)
-    : options_(options), start_wall_ms_(wall_ms_now), journal_(std::move(journal)) {}
+    : options_(options), start_wall_ms_(wall_ms_now), journal_(std::move(journal)), journal_view_(journal_.get()) {}
 
 StateStore::~StateStore() {
   WaitCompacted();

@@ -14,7 +14,8 @@
 // covers (journal writes pause for that write); records committed meanwhile stay in the journal after it.
 //
 // A journal that cannot be written is fatal: the head aborts with the journal's error rather than serve a state
-// that a restart would not find. (Reads never touch the journal.)
+// that a restart would not find. (Reads never touch the journal.) A journal that cannot write *for now* (etcd without
+// a quorum) makes its Append wait instead; Writable() tells callers so that they can refuse new changes meanwhile.
 //
 // Thread-safety: thread-safe. Read and Update hold the store's mutex for the duration of their function, which must
 // not block (no RPC, no file I/O beyond the journal's); subscribers run on the dispatch thread, one batch at a time.
@@ -126,6 +127,9 @@ class StateStore {
   // The whole state encoded (StateCodec), for tests and tools.
   std::string EncodedState() const;
   std::string journal_location() const;
+  // Whether a change can be made durable now (Journal::Writable): services refuse changes from users while it is not,
+  // rather than have them wait for the journal. Does not wait for a journal write under way.
+  absl::Status Writable() const { return journal_view_->Writable(); }
 
  private:
   struct Staged {
@@ -157,6 +161,7 @@ class StateStore {
 
   mutable absl::Mutex io_mu_;  // held while the journal is read or written
   std::unique_ptr<Journal> journal_ ABSL_GUARDED_BY(io_mu_);
+  const Journal* const journal_view_;  // journal_, for Writable() alone (thread-safe)
 
   absl::Mutex stage_mu_;
   absl::CondVar stage_cv_;                                  // a write finished

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
 #include "torus/common/status.h"
 #include "torus/common/well_known_labels.h"
@@ -190,7 +192,11 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
     in.attempt = p.attempt;
     in.storage_path = run->storage();
     in.checkpoint_dir = run->committed.empty() ? "" : run->committed.back().second;
-    in.report_url = absl::StrCat(options.report_base_url, "/api/v0/runs/", id.str(), "/report");
+    std::vector<std::string> report_urls;
+    for (absl::string_view base : absl::StrSplit(options.report_base_url, ',', absl::SkipEmpty())) {
+      report_urls.push_back(absl::StrCat(base, "/api/v0/runs/", id.str(), "/report"));
+    }
+    in.report_url = absl::StrJoin(report_urls, ",");
     in.run_token = run->token;
     in.use_gpu = run->spec.scaling.use_gpu;
     in.user_env = run->spec.env;

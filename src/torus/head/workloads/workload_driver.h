@@ -41,7 +41,9 @@ class WorkloadDriver {
     std::string head_host;         // jobs that reserve nothing run on the agent at this address when they can
     std::string head_address;      // passed to jobs as TORUS_ADDRESS (the head's gRPC host:port)
     std::string token;             // passed to jobs as TORUS_TOKEN (drivers act for the cluster's user)
-    std::string report_base_url;   // runs' workers POST to <base>/api/v0/runs/<id>/report
+    // Runs' workers POST to <base>/api/v0/runs/<id>/report; several bases, comma-separated, for several heads (this
+    // one's first): TORUS_REPORT_URL then lists one URL per head.
+    std::string report_base_url;
     std::string python_path;       // prepended to runs' PYTHONPATH so that `import torus_train` works
     int64_t job_stop_grace_ms = 3000;
     int64_t run_stop_grace_ms = 2000;
