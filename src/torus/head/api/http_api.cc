@@ -1,9 +1,12 @@
 #include "torus/head/api/http_api.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "torus/head/api/http_util.h"
@@ -41,9 +44,22 @@ absl::StatusOr<int> HttpApi::Start(const std::string& host, int port) {
   server_->new_task_queue = [] { return new httplib::ThreadPool(64); };
   RegisterRoutes();
   for (const auto& add : extra_routes_) add(*server_);
+  // The library listens with a backlog of 5: under a burst of new connections (16 clients that reconnect every few
+  // requests) the accept queue overflows, and a client whose handshake the kernel then drops sees its request
+  // reset. The listening socket is given the system's backlog instead (listen again on a listening socket resizes
+  // its queue).
+  int listener = -1;
+  server_->set_socket_options([&listener](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listener = sock;
+  });
   int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
   if (bound <= 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen for HTTP on ", host, ":", port));
+  }
+  server_->set_socket_options(httplib::default_socket_options);  // `listener` is this frame's
+  if (listener >= 0 && ::listen(listener, SOMAXCONN) != 0) {
+    return absl::InternalError(absl::StrCat("cannot resize the HTTP listen queue: ", std::strerror(errno)));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return bound;
