@@ -16,8 +16,8 @@ packages=(
 )
 # PyTorch (Debian's CPU build) for the example training job and the end-to-end tests.
 if [ "${WITH_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
-# etcd, for the head's journal in etcd (`--state-store etcd://...`) and its tests.
-packages+=(etcd-server)
+# etcd, for the head's journal in etcd (`--state-store etcd://...`) and its tests; iproute2 for `torus up --netns`.
+packages+=(etcd-server iproute2)
 # Headless Chromium and Node.js for the dashboard's browser test (tests/browser/). A Node.js from elsewhere that
 # already brings npm is kept: Debian's npm package would conflict with it.
 if [ "${WITH_BROWSER:-1}" = 1 ]; then

@@ -201,6 +201,17 @@ class Torus:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+        # Network namespaces and bridges of `torus up --netns` that `torus down` did not get to remove.
+        for session in self.sessions():
+            recorded = Path(session) / "netns"
+            if not recorded.exists():
+                continue
+            for words in (line.split() for line in recorded.read_text().splitlines()):
+                if len(words) == 4 and words[0] == "host":
+                    subprocess.run(["ip", "netns", "del", words[2]], capture_output=True)
+                    subprocess.run(["rm", "-rf", f"/etc/netns/{words[2]}"], capture_output=True)
+                elif len(words) == 3 and words[0] == "bridge":
+                    subprocess.run(["ip", "link", "del", words[1]], capture_output=True)
 
 
 @pytest.fixture

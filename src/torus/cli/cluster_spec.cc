@@ -260,22 +260,22 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(const std::string& yaml_text) {
   return spec;
 }
 
-std::vector<SimulatedHost> ExpandClusterSpec(const ClusterSpec& spec) {
+std::vector<SimulatedHost> ExpandClusterSpec(const ClusterSpec& spec, const HostAddresses& addresses) {
   std::vector<SimulatedHost> hosts;
   SimulatedHost head;
   head.name = "head";
-  head.node_ip = "127.0.0.1";
+  head.node_ip = addresses.head;
   head.num_cpus = spec.head_num_cpus;
   head.memory_bytes = spec.head_memory_bytes;
   head.object_store_bytes = spec.head_object_store_bytes;
   head.labels = spec.head_labels;
   hosts.push_back(head);
-  int next_ip = 1;
+  int next_ip = addresses.first;
   auto base = [&](const NodeGroupSpec& g, std::string name) {
     SimulatedHost h;
     h.name = std::move(name);
     h.group = g.name;
-    h.node_ip = absl::StrCat("127.0.1.", next_ip++);
+    h.node_ip = absl::StrCat(addresses.prefix, next_ip++);
     h.num_cpus = g.num_cpus;
     h.memory_bytes = g.memory_bytes;
     h.object_store_bytes = g.object_store_bytes;

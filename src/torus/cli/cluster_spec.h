@@ -73,7 +73,7 @@ absl::StatusOr<int64_t> ParseByteSize(const std::string& text);
 struct SimulatedHost {
   std::string name;              // "head", "cpu-0", "v6e-1-w2"
   std::string group;             // "" for the head
-  std::string node_ip;           // a distinct loopback address 127.0.1.N (the head host is 127.0.0.1)
+  std::string node_ip;           // distinct per host: see HostAddresses
   std::optional<double> num_cpus;
   std::optional<int64_t> memory_bytes;
   std::optional<int64_t> object_store_bytes;
@@ -85,8 +85,17 @@ struct SimulatedHost {
   std::string gpu_model;
 };
 
+// Where the simulated hosts' addresses come from: the head host's, then `prefix` followed by first, first + 1, ...
+// By default loopback addresses (the head host 127.0.0.1, the others 127.0.1.1, 127.0.1.2, ...); with network
+// namespaces, a subnet of their own.
+struct HostAddresses {
+  std::string head = "127.0.0.1";
+  std::string prefix = "127.0.1.";
+  int first = 1;
+};
+
 // Expands the spec into hosts: the head host first, then each group in order; TPU slices are named
 // `<group>-<i>` and their hosts `<group>-<i>-w<worker>`.
-std::vector<SimulatedHost> ExpandClusterSpec(const ClusterSpec& spec);
+std::vector<SimulatedHost> ExpandClusterSpec(const ClusterSpec& spec, const HostAddresses& addresses = {});
 
 }  // namespace torus::cli

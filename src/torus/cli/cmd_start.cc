@@ -192,7 +192,7 @@ int CmdStart(const StartFlags& flags) {
 int CmdStop() {
   int stopped = 0;
   for (const std::string& session : AllSessions(client::TempRoot())) {
-    stopped += StopSessionProcesses(session);
+    stopped += StopSession(session);
   }
   std::cout << "stopped " << stopped << " torus process" << (stopped == 1 ? "" : "es") << "\n";
   return 0;

@@ -14,6 +14,7 @@
 #include "torus/cli/format.h"
 #include "torus/cli/launcher.h"
 #include "torus/cli/local_etcd.h"
+#include "torus/cli/netns.h"
 #include "torus/cli/session_dir.h"
 #include "torus/client/client.h"
 #include "torus/common/resources.h"
@@ -138,7 +139,21 @@ int CmdUp(const UpFlags& flags) {
     std::cerr << "torus up: " << session.status().message() << "\n";
     return 1;
   }
+  // With --netns, every host but the head's in a namespace of its own on the session's bridge, where the head listens.
+  HostAddresses addresses;
+  std::optional<SessionBridge> bridge;
+  if (flags.netns) {
+    auto created = CreateSessionBridge(*session);
+    if (!created.ok()) {
+      std::cerr << "torus up --netns: " << created.status().message() << "\n";
+      RemoveSessionNetwork(*session);
+      return 1;
+    }
+    bridge = *created;
+    addresses = {.head = bridge->address, .prefix = bridge->prefix, .first = 2};
+  }
   HeadLaunch head{.session = *session,
+                  .host = bridge ? bridge->address : "127.0.0.1",
                   .port = flags.port,
                   .dashboard_port = flags.dashboard_port,
                   .heartbeat_period_ms = flags.heartbeat_period_ms,
@@ -168,7 +183,15 @@ int CmdUp(const UpFlags& flags) {
   std::set<std::string> node_ids;
   std::map<std::string, pid_t> agents;
   const auto base_env = CleanAgentEnvironment();
-  const std::vector<SimulatedHost> hosts = ExpandClusterSpec(*spec);
+  const std::vector<SimulatedHost> hosts = ExpandClusterSpec(*spec, addresses);
+  for (size_t i = 1; bridge && i < hosts.size(); ++i) {  // hosts[0] is the head's, on the bridge itself
+    if (absl::Status s = AddHostNamespace(*session, *bridge, hosts[i].name, hosts[i].node_ip,
+                                          addresses.first + static_cast<int>(i) - 1);
+        !s.ok()) {
+      std::cerr << "torus up --netns: " << s.message() << "\n(`torus down` removes what was made)\n";
+      return 1;
+    }
+  }
   // Device roots first, and every TPU host's simulated libtpu metrics server, so that the simulators come up
   // together; each agent then starts once its host's simulator serves.
   std::map<std::string, pid_t> sims;
@@ -255,7 +278,7 @@ int CmdDown() {
     std::cout << "no torus session to stop\n";
     return 0;
   }
-  const int stopped = StopSessionProcesses(*latest);
+  const int stopped = StopSession(*latest);
   std::cout << "stopped " << stopped << " torus process" << (stopped == 1 ? "" : "es") << " of " << *latest
             << "\n";
   return 0;
@@ -287,6 +310,22 @@ int CmdNodeRestart(const std::string& name) {
     return 1;
   }
   std::cout << "agent " << name << " started (pid " << *pid << ")\n";
+  return 0;
+}
+
+int CmdNodeLink(const std::string& name, bool up) {
+  const std::string verb = up ? "heal" : "cut";
+  auto latest = client::LatestSessionDir(client::TempRoot());
+  if (!latest.ok()) {
+    std::cerr << "torus node " << verb << ": " << latest.status().message() << "\n";
+    return 1;
+  }
+  if (absl::Status s = SetHostLink(*latest, name, up); !s.ok()) {
+    std::cerr << "torus node " << verb << ": " << s.message() << "\n";
+    return absl::IsNotFound(s) ? 2 : 1;
+  }
+  std::cout << "host " << name << (up ? ": link up" : ": link down (its packets go nowhere until `torus node heal`)")
+            << "\n";
   return 0;
 }
 

@@ -99,6 +99,7 @@ struct UpFlags {
   bool no_journal = false;  // the head keeps its state in memory only
   std::string state_store;  // the head's journal in etcd (etcd://...)
   bool ha = false;          // a local 3-member etcd and two heads, one leading and one standing by
+  bool netns = false;       // each simulated host but the head's in a network namespace of its own (netns.h)
   bool dashboard_read_only = false;
   std::optional<int64_t> metrics_period_ms;  // agents' sampling period (their default when unset)
   std::optional<int64_t> package_unused_grace_s;  // the head's default when unset
@@ -142,6 +143,8 @@ int CmdStatus(const HeadFlags& head, bool json);
 int CmdNodes(const HeadFlags& head, bool json, bool alive_only);
 int CmdNodeMarkDead(const HeadFlags& head, const std::string& node_id, const std::string& reason);
 int CmdNodeRestart(const std::string& name);
+// torus node cut|heal NAME: takes a simulated host's network link down or up (`torus up --netns`).
+int CmdNodeLink(const std::string& name, bool up);
 int CmdNodeLedger(const HeadFlags& head, const std::string& node_id, bool json);
 int CmdPgCreate(const HeadFlags& head, const PgCreateFlags& flags);
 int CmdSliceReserve(const HeadFlags& head, const SliceReserveFlags& flags);

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "torus/cli/netns.h"
 #include "torus/cli/session_dir.h"
 #include "torus/client/client.h"
 #include "torus/client/http_api_client.h"
@@ -141,7 +142,7 @@ std::map<std::string, pid_t> HeadPids(const std::string& session) {
 
 }  // namespace
 
-int StopSessionProcesses(const std::string& session) {
+int StopSession(const std::string& session) {
   const std::vector<std::string> order = {"node", "sim", "head", "etcd"};
   std::map<std::string, std::vector<pid_t>> by_role;
   for (const ProcessRecord& r : ReadProcesses(session)) {
@@ -149,6 +150,7 @@ int StopSessionProcesses(const std::string& session) {
   }
   int stopped = 0;
   for (const std::string& role : order) stopped += StopProcesses(by_role[role], std::chrono::seconds(5));
+  RemoveSessionNetwork(session);
   return stopped;
 }
 
@@ -210,9 +212,10 @@ absl::StatusOr<pid_t> LaunchAgent(const AgentLaunch& launch) {
     std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
                                  std::filesystem::perm_options::replace, ec);
   }
-  SpawnSpec spec{.argv = {SiblingBinary("torus-node")},
+  SpawnSpec spec{.argv = NamespacePrefix(launch.session, launch.name),
                  .env = launch.env,
                  .log_path = absl::StrCat(launch.session, "/logs/node-", launch.name, ".log")};
+  spec.argv.push_back(SiblingBinary("torus-node"));
   spec.argv.insert(spec.argv.end(), launch.args.begin(), launch.args.end());
   auto pid = SpawnDaemon(spec);
   if (!pid.ok()) return pid.status();
@@ -230,10 +233,15 @@ absl::StatusOr<pid_t> StartTpuSim(const TpuSimLaunch& launch) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(port_file).parent_path(), ec);
   std::filesystem::remove(port_file, ec);
-  SpawnSpec spec{.argv = {SiblingBinary("torus-tpu-sim"), "--host", "127.0.0.1", "--port", "0", "--port-file",
-                          port_file, "--name", launch.name, "--generation", launch.generation, "--chips",
-                          absl::StrCat(launch.chips), "--worker-mark", launch.worker_mark, "--log-dir",
-                          launch.log_dir},
+  std::vector<std::string> argv = NamespacePrefix(launch.session, launch.name);
+  for (const std::string& a :
+       {SiblingBinary("torus-tpu-sim"), std::string("--host"), std::string("127.0.0.1"), std::string("--port"),
+        std::string("0"), std::string("--port-file"), port_file, std::string("--name"), launch.name,
+        std::string("--generation"), launch.generation, std::string("--chips"), absl::StrCat(launch.chips),
+        std::string("--worker-mark"), launch.worker_mark, std::string("--log-dir"), launch.log_dir}) {
+    argv.push_back(a);
+  }
+  SpawnSpec spec{.argv = std::move(argv),
                  .env = launch.env,
                  .log_path = absl::StrCat(launch.session, "/logs/sim-", launch.name, ".log")};
   auto pid = SpawnDaemon(spec);

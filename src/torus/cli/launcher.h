@@ -52,9 +52,9 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch);
 absl::StatusOr<std::string> RelaunchHead(const std::string& session);
 
 // Stops every process a session recorded, in the order that lets each go cleanly: agents first (they unregister
-// while a head still listens, and stop reading their simulators), then simulators, heads, and etcd members last.
-// Returns how many were running.
-int StopSessionProcesses(const std::string& session);
+// while a head still listens, and stop reading their simulators), then simulators, heads, and etcd members last;
+// then removes its network namespaces (`torus up --netns`). Returns how many processes were running.
+int StopSession(const std::string& session);
 
 // The names of a session's heads, in launch order: {"head"}, or {"head-a", "head-b"} after `torus up --ha`.
 std::vector<std::string> HeadNames(const std::string& session);
@@ -70,7 +70,8 @@ struct AgentLaunch {
   std::map<std::string, std::string> env;  // the agent's whole environment
 };
 
-// Starts one torus-node, records it, and saves its launch for restarts.
+// Starts one torus-node (in its host's network namespace when the session made one), records it, and saves its
+// launch for restarts.
 absl::StatusOr<pid_t> LaunchAgent(const AgentLaunch& launch);
 // Reads a saved launch.
 absl::StatusOr<AgentLaunch> LoadAgentLaunch(const std::string& session, const std::string& name);
@@ -86,7 +87,8 @@ struct TpuSimLaunch {
   std::map<std::string, std::string> env;  // the simulator's whole environment
 };
 
-// Starts torus-tpu-sim on 127.0.0.1 with an ephemeral port and records it (role "sim"); does not wait.
+// Starts torus-tpu-sim on 127.0.0.1 (of its host's network namespace, if any) with an ephemeral port and records it
+// (role "sim"); does not wait.
 // It writes its port to TpuSimPortFile(session, name) once serving; log in <session>/logs/sim-<name>.log.
 absl::StatusOr<pid_t> StartTpuSim(const TpuSimLaunch& launch);
 std::string TpuSimPortFile(const std::string& session, const std::string& name);

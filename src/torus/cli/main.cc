@@ -116,6 +116,13 @@ int main(int argc, char** argv) {
       "restart", "Start again the stopped agent NAME of the latest session (a simulated host or 'local')");
   cmd_restart->add_option("NAME", host_name, "Host name as in `torus nodes` (e.g. v6e-0-w2)")->required();
   cmd_restart->callback([&] { rc = torus::cli::CmdNodeRestart(host_name); });
+  auto* cmd_cut = cmd_node->add_subcommand(
+      "cut", "Take simulated host NAME's network link down, both ways (a cluster of `torus up --netns`)");
+  cmd_cut->add_option("NAME", host_name, "Host name as in `torus nodes` (e.g. v6e-0-w2)")->required();
+  cmd_cut->callback([&] { rc = torus::cli::CmdNodeLink(host_name, /*up=*/false); });
+  auto* cmd_heal = cmd_node->add_subcommand("heal", "Bring simulated host NAME's network link back up");
+  cmd_heal->add_option("NAME", host_name, "Host name as in `torus nodes` (e.g. v6e-0-w2)")->required();
+  cmd_heal->callback([&] { rc = torus::cli::CmdNodeLink(host_name, /*up=*/true); });
 
   torus::cli::PgCreateFlags pg_create;
   auto* cmd_pg = app.add_subcommand("pg", "Placement groups: atomic reservations of resource bundles");
@@ -348,6 +355,9 @@ int main(int argc, char** argv) {
   auto* up_state_store = cmd_up->add_option("--state-store", up.state_store,
                      "The head keeps its journal in etcd: etcd://HOST:PORT[,HOST:PORT...][/PREFIX]")
       ->excludes(up_no_journal);
+  cmd_up->add_flag("--netns", up.netns,
+                   "Each simulated host but the head's in a network namespace of its own, linked to a bridge the "
+                   "head listens on, so that `torus node cut|heal NAME` can partition it (needs root and iproute2)");
   cmd_up->add_flag("--ha", up.ha,
                    "High availability on this machine: a 3-member etcd and two heads on its journal, one leading and "
                    "one standing by on the next port (agents and clients follow the leader)")
