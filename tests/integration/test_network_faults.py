@@ -126,3 +126,34 @@ def test_a_head_cut_from_every_agent_marks_them_dead_and_takes_them_back_when_he
     wait_until(lambda: '"CREATED"' in torus.ok("pg", "get", "held", "--json").stdout, 30,
                message="the reservation to be placed again")
     torus.ok("slice", "reserve", *V6E_4X4, "--name", "after", "--wait", "30")
+
+
+def test_a_leader_cut_off_from_etcd_and_agents_steps_down_and_the_standby_leads(torus):
+    """`torus up --ha --netns`: each head in a namespace of its own too. The leader's link is cut: the standby takes
+    the journal once the lease runs out, agents follow it, and the old leader, unable to renew its lease or reach
+    any etcd member, stops (it writes nothing more); healed and restarted, it stands by."""
+    from test_ha import standing_by
+    from test_head_restart import groups
+
+    def serves(name):
+        log = (torus.session / "logs" / f"{name}.log").read_text()
+        return pid_alive(torus.pid_of(name, role="head")) and log.rfind("listening on") > log.rfind("standing by:")
+
+    torus.up("--ha", "--netns", *FAST, spec=SPEC)
+    assert serves("head-a") and standing_by(torus, "head-b")
+    old = torus.pid_of("head-a", role="head")
+    torus.ok("pg", "create", "--bundles", '[{"CPU": 0.1}]', "--name", "before")
+
+    torus.ok("node", "cut", "head-a")
+    wait_until(lambda: serves("head-b"), 30, message="the standby to lead")
+    wait_until(lambda: not pid_alive(old), 60, message="the cut-off leader to step down")
+    assert "this head no longer holds the journal at etcd://" in \
+        (torus.session / "logs" / "head-a.log").read_text()
+    wait_until(lambda: torus.status()["nodes_alive"] == 9, 60, message="every agent to follow the new leader")
+    torus.ok("pg", "create", "--bundles", '[{"CPU": 0.1}]', "--name", "after")
+    assert {"before", "after"} <= {g["name"] for g in groups(torus)}
+
+    torus.ok("node", "heal", "head-a")
+    torus.ok("head", "restart")
+    wait_until(lambda: standing_by(torus, "head-a"), 20, message="the old leader to stand by")
+    assert serves("head-b")

@@ -80,10 +80,17 @@ std::vector<std::string> SimulatedAgentArgs(const SimulatedHost& host, const std
 
 // `torus up --ha`: a 3-member etcd on loopback, then two heads on its journal, each standing by while the other
 // leads; both know both addresses. The first leads (on `base.port` and `base.dashboard_port`, or free ports), the
-// second stands by (on the next ports). Returns the session's head_address, "A,B".
-absl::StatusOr<std::string> LaunchHeadPair(const HeadLaunch& base) {
-  auto endpoints = StartLocalEtcd(base.session, 3, std::chrono::seconds(30));
+// second stands by (on the next ports). With `bridge` (--netns) each head runs in a namespace of its own, at the
+// subnet's .2 and .3, and etcd serves its clients on the bridge. Returns the session's head_address, "A,B".
+absl::StatusOr<std::string> LaunchHeadPair(const HeadLaunch& base, const std::optional<SessionBridge>& bridge) {
+  auto endpoints = StartLocalEtcd(base.session, 3, std::chrono::seconds(30), bridge ? bridge->address : "127.0.0.1");
   if (!endpoints.ok()) return endpoints.status();
+  const std::vector<std::string> names = {"head-a", "head-b"};
+  std::vector<std::string> hosts = {base.host, base.host};
+  for (int i = 0; bridge && i < 2; ++i) {
+    hosts[i] = absl::StrCat(bridge->prefix, 2 + i);
+    if (absl::Status s = AddHostNamespace(base.session, *bridge, names[i], hosts[i], 2 + i); !s.ok()) return s;
+  }
   // Both heads' ports are fixed now: each head, agent and worker is told both.
   std::vector<int> ports, http_ports;
   for (int i = 0; i < 2; ++i) {
@@ -95,13 +102,13 @@ absl::StatusOr<std::string> LaunchHeadPair(const HeadLaunch& base) {
     ports.push_back(*port);
     http_ports.push_back(*http);
   }
-  const std::string addresses = absl::StrCat(base.host, ":", ports[0], ",", base.host, ":", ports[1]);
-  const std::string http_addresses =
-      absl::StrCat(base.host, ":", http_ports[0], ",", base.host, ":", http_ports[1]);
+  const std::string addresses = absl::StrCat(hosts[0], ":", ports[0], ",", hosts[1], ":", ports[1]);
+  const std::string http_addresses = absl::StrCat(hosts[0], ":", http_ports[0], ",", hosts[1], ":", http_ports[1]);
   absl::StatusOr<std::string> address;
   for (int i = 0; i < 2; ++i) {
     HeadLaunch head = base;
-    head.name = i == 0 ? "head-a" : "head-b";
+    head.name = names[i];
+    head.host = hosts[i];
     head.port = ports[i];
     head.dashboard_port = http_ports[i];
     head.state_store = absl::StrCat("etcd://", *endpoints, "/torus");
@@ -150,7 +157,8 @@ int CmdUp(const UpFlags& flags) {
       return 1;
     }
     bridge = *created;
-    addresses = {.head = bridge->address, .prefix = bridge->prefix, .first = 2};
+    // .2 and .3 are for the heads of --ha.
+    addresses = {.head = bridge->address, .prefix = bridge->prefix, .first = 4};
   }
   HeadLaunch head{.session = *session,
                   .host = bridge ? bridge->address : "127.0.0.1",
@@ -166,7 +174,7 @@ int CmdUp(const UpFlags& flags) {
                   .package_unused_grace_s = flags.package_unused_grace_s};
   absl::StatusOr<std::string> address;
   if (flags.ha) {
-    address = LaunchHeadPair(head);
+    address = LaunchHeadPair(head, bridge);
   } else {
     address = LaunchHead(head);
   }

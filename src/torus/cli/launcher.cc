@@ -31,7 +31,8 @@ absl::StatusOr<std::string> StartHead(const std::string& session, const std::str
   const std::string log = absl::StrCat(session, "/logs/", name, ".log");
   std::error_code ec;
   const uintmax_t log_start = std::filesystem::exists(log, ec) ? std::filesystem::file_size(log, ec) : 0;
-  SpawnSpec spec{.argv = {SiblingBinary("torus-head")}, .env = CurrentEnvironment(), .log_path = log};
+  SpawnSpec spec{.argv = NamespacePrefix(session, name), .env = CurrentEnvironment(), .log_path = log};
+  spec.argv.push_back(SiblingBinary("torus-head"));
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   auto pid = SpawnDaemon(spec);
   if (!pid.ok()) return pid.status();

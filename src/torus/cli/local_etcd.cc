@@ -29,7 +29,7 @@ std::string EtcdBinary() {
 }  // namespace
 
 absl::StatusOr<std::string> StartLocalEtcd(const std::string& session, int members,
-                                           std::chrono::milliseconds timeout) {
+                                           std::chrono::milliseconds timeout, const std::string& client_host) {
   const std::string etcd = EtcdBinary();
   if (etcd.empty()) {
     return absl::FailedPreconditionError(
@@ -56,7 +56,7 @@ absl::StatusOr<std::string> StartLocalEtcd(const std::string& session, int membe
   const std::string cluster = absl::StrJoin(initial_cluster, ",");
   std::vector<std::string> endpoints;
   for (Member& m : all) {
-    const std::string client_url = absl::StrCat("http://127.0.0.1:", m.client_port);
+    const std::string client_url = absl::StrCat("http://", client_host, ":", m.client_port);
     const std::string peer_url = absl::StrCat("http://127.0.0.1:", m.peer_port);
     const std::string data = absl::StrCat(session, "/etcd/", m.name);
     std::error_code ec;
@@ -73,12 +73,12 @@ absl::StatusOr<std::string> StartLocalEtcd(const std::string& session, int membe
     if (!pid.ok()) return pid.status();
     m.pid = *pid;
     if (auto recorded = RecordProcess(session, {"etcd", m.name, m.pid}); !recorded.ok()) return recorded;
-    endpoints.push_back(absl::StrCat("127.0.0.1:", m.client_port));
+    endpoints.push_back(absl::StrCat(client_host, ":", m.client_port));
   }
   // A member answers /health with "true" once the cluster has a leader.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (const Member& m : all) {
-    httplib::Client http("127.0.0.1", m.client_port);
+    httplib::Client http(client_host, m.client_port);
     http.set_connection_timeout(std::chrono::seconds(1));
     http.set_read_timeout(std::chrono::seconds(2));
     while (true) {

@@ -14,7 +14,9 @@
 namespace torus::cli {
 
 // Starts the members (Debian: etcd-server) and waits until each answers /health; returns the client endpoints,
-// "127.0.0.1:P1,127.0.0.1:P2,...". On failure the error names the member and ends with its log.
-absl::StatusOr<std::string> StartLocalEtcd(const std::string& session, int members, std::chrono::milliseconds timeout);
+// "HOST:P1,HOST:P2,...", where HOST is `client_host` (127.0.0.1, or the bridge of `torus up --netns`, which heads in
+// namespaces of their own reach). On failure the error names the member and ends with its log.
+absl::StatusOr<std::string> StartLocalEtcd(const std::string& session, int members, std::chrono::milliseconds timeout,
+                                           const std::string& client_host = "127.0.0.1");
 
 }  // namespace torus::cli

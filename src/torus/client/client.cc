@@ -26,6 +26,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const HeadEndpoint& endp
   grpc::ChannelArguments args;
   // A 10,000-node cluster view is several megabytes; gRPC's default limit is 4 MB.
   args.SetMaxReceiveMessageSize(512 << 20);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, torus::kHeadConnectTimeoutMs);
   auto channel = grpc::CreateCustomChannel(HeadTarget(endpoint.address), grpc::InsecureChannelCredentials(), args);
   return std::unique_ptr<Client>(new Client(endpoint, std::move(channel)));
 }

@@ -11,4 +11,9 @@ namespace torus {
 
 std::string HeadTarget(const std::string& addresses);
 
+// How long a channel's attempt to connect to one address may take (GRPC_ARG_MIN_RECONNECT_BACKOFF_MS; gRPC's default
+// is 20 s) before it moves on: a head whose machine is cut off drops packets, and the channel must reach the next
+// head of the list before its callers' deadlines pass.
+inline constexpr int kHeadConnectTimeoutMs = 1000;
+
 }  // namespace torus

@@ -37,6 +37,7 @@ std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
     args.SetInt(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, -1);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, torus::kHeadConnectTimeoutMs);
     channel = grpc::CreateCustomChannel(HeadTarget(address), grpc::InsecureChannelCredentials(), args);
   }
   return channel;

@@ -292,9 +292,9 @@ int Run(const HeadFlags& flags) {
   builder.RegisterService(&event_service);
   builder.RegisterService(detached.service());
   builder.SetMaxReceiveMessageSize(16 << 20);
-  // Agents ping every 10 s on their heartbeat streams; the head pings idle connections every 30 s so that the
+  // Agents ping every 2 s on their heartbeat streams; the head pings idle connections every 30 s so that the
   // streams of vanished agents end.
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);

@@ -257,9 +257,11 @@ int Run(const NodeFlags& flags) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  // Heartbeats travel on one long stream: pings notice a head that vanished without closing the connection.
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, torus::kHeadConnectTimeoutMs);
+  // Heartbeats travel on one long stream: pings notice a head that vanished without closing the connection (its
+  // machine cut off), within 4 s, so that the agent moves to the head that leads after it before its node timeout.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2'000);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // Package pieces come in replies of up to 4 MiB of data.
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 16 << 20);
