@@ -454,6 +454,34 @@ def test_stop_without_a_body_as_curl_sends_it(cluster):
     assert finished(cluster, job_id)["status"] == "STOPPED"
 
 
+def test_a_large_body_labelled_as_a_form_is_read_as_json_as_curl_d_sends_it(cluster):
+    """`curl -d '{...}'` labels its body application/x-www-form-urlencoded; over 8 KiB the HTTP library would refuse
+    it (413). The head reads it as JSON, as Ray's does."""
+    address = (cluster.session / "dashboard_address").read_text().strip()
+    body = json.dumps({"entrypoint": "true", "metadata": {"note": "x" * 20_000}}).encode()
+    req = urllib.request.Request(f"http://{address}/api/jobs/", data=body, method="POST",
+                                 headers={"Authorization": f"Bearer {cluster.token}",
+                                          "Content-Type": "application/x-www-form-urlencoded"})
+    with urllib.request.urlopen(req, timeout=10) as response:
+        reply = json.loads(response.read())
+    assert job(cluster, reply["submission_id"])["metadata"] == {"note": "x" * 20_000}
+
+
+def test_an_unreadable_request_is_refused_saying_why(cluster):
+    host, port = (cluster.session / "dashboard_address").read_text().strip().rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(f"GET /api/jobs/ HTTP/1.1\r\nHost: {host}\r\nX-Long: {'b' * 10_000}\r\n\r\n".encode())
+        reply = b""
+        while not reply.rstrip().endswith(b"}"):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    head, _, body = reply.decode().partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 400"), reply
+    assert "a header line over 8192 bytes" in json.loads(body)["error"], body
+
+
 def test_stop_kills_a_job_that_ignores_sigterm(cluster):
     job_id = submit(cluster, entrypoint="trap 'echo got TERM' TERM; echo ready; while :; do sleep 0.1; done")
     wait_until(lambda: "ready" in logs(cluster, job_id), 10, message="the trap to be set")

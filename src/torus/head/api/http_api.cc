@@ -111,6 +111,17 @@ void MarkBodilessRequest(const httplib::Request& req) {
   const_cast<httplib::Request&>(req).headers.emplace("Content-Length", "0");
 }
 
+// The API takes JSON bodies whatever their Content-Type, as Ray's does: `curl -d '{...}'` labels its body
+// application/x-www-form-urlencoded, which the library would parse as a form and refuse over 8 KiB (413). Such a
+// body under /api/ is relabelled before the library reads it.
+void TreatFormBodyAsJson(const httplib::Request& req) {
+  if (req.path.rfind("/api/", 0) != 0) return;
+  if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) != 0) return;
+  auto& headers = const_cast<httplib::Request&>(req).headers;
+  headers.erase("Content-Type");
+  headers.emplace("Content-Type", "application/json");
+}
+
 // Routes that serve log text: node, run and job logs.
 bool IsLogPath(const std::string& path) {
   return path.find("/logs") != std::string::npos || (path.size() >= 4 && path.compare(path.size() - 4, 4, "/log") == 0);
@@ -156,6 +167,7 @@ void HttpApi::RegisterRoutes() {
   server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     OfferOnlyGzip(req);
     MarkBodilessRequest(req);
+    TreatFormBodyAsJson(req);
     const bool protected_path = req.path.rfind("/api/", 0) == 0 || req.path == "/metrics" || IsPagePath(req.path);
     if (!protected_path) return httplib::Server::HandlerResponse::Unhandled;
     // A change while the journal cannot commit (etcd without a quorum) is refused at once rather than left waiting.
@@ -343,6 +355,11 @@ void HttpApi::RegisterRoutes() {
 
   server_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (res.status == 404 && res.body.empty()) SendError(res, 404, absl::StrCat("no route ", req.method, " ", req.path));
+    // The library's own refusals come without a body.
+    if (res.status == 400 && res.body.empty()) {
+      SendError(res, 400, "the request is not readable HTTP/1.1 (a malformed request line or header, or a header "
+                          "line over 8192 bytes)");
+    }
     if (res.status == 413 && res.body.empty()) {
       SendError(res, 413, absl::StrCat("the request body is larger than ", max_body_bytes_, " bytes"));
     }
