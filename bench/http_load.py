@@ -11,53 +11,22 @@ Usage: /usr/bin/python3 bench/http_load.py [--rounds "16x1000:kept,64x300:fresh"
 """
 
 import argparse
-import http.client
 import json
 import os
 import subprocess
+import sys
 import tempfile
-import threading
 import time
-from collections import Counter
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("TORUS_BIN_DIR", os.path.join(REPO, "build", "bin"))
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+from test_http_load import submit_all  # noqa: E402
 
 
 def submit(address, token, clients, per_client, fresh, prefix):
-    host, port = address.rsplit(":", 1)
-    acked, errors = [], Counter()
-    lock = threading.Lock()
-
-    def client(c):
-        conn = http.client.HTTPConnection(host, int(port), timeout=60)
-        for i in range(per_client):
-            job_id = f"{prefix}-{c}-{i}"
-            body = json.dumps({"entrypoint": "true", "submission_id": job_id,
-                               "entrypoint_resources": {"no_such_resource": 1}})
-            try:
-                conn.request("POST", "/api/jobs/", body,
-                             {"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-                response = conn.getresponse()
-                text = response.read()
-                with lock:
-                    if response.status == 200:
-                        acked.append(job_id)
-                    else:
-                        errors[f"HTTP {response.status}: {text[:60]!r}"] += 1
-                if fresh or response.getheader("Connection", "").lower() == "close":
-                    conn.close()
-            except (OSError, http.client.HTTPException) as error:
-                with lock:
-                    errors[type(error).__name__] += 1
-                conn.close()
-
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    acked, errors = submit_all(address, token, prefix, fresh, clients, per_client)
     return acked, errors, time.perf_counter() - t0
 
 

@@ -10,17 +10,17 @@ CLIENTS = 64
 PER_CLIENT = 100
 
 
-def submit_all(address, token, prefix, fresh_connections):
-    """CLIENTS threads, each submitting PER_CLIENT jobs that wait for a resource no node has (so that nothing
+def submit_all(address, token, prefix, fresh_connections, clients=CLIENTS, per_client=PER_CLIENT):
+    """`clients` threads, each submitting `per_client` jobs that wait for a resource no node has (so that nothing
     runs); with fresh_connections each request opens its own connection, as curl or a client without a session
-    does. Returns (acknowledged ids, Counter of errors)."""
+    does. Returns (acknowledged ids, Counter of errors). bench/http_load.py times it."""
     host, port = address.rsplit(":", 1)
     acked, errors = [], Counter()
     lock = threading.Lock()
 
     def client(c):
         conn = http.client.HTTPConnection(host, int(port), timeout=60)
-        for i in range(PER_CLIENT):
+        for i in range(per_client):
             job_id = f"{prefix}-{c}-{i}"
             body = json.dumps({"entrypoint": "true", "submission_id": job_id,
                                "entrypoint_resources": {"no_such_resource": 1}})
@@ -45,7 +45,7 @@ def submit_all(address, token, prefix, fresh_connections):
                     errors[f"{type(error).__name__}: {error}"] += 1
                 conn.close()
 
-    threads = [threading.Thread(target=client, args=(c,)) for c in range(CLIENTS)]
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
