@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <exception>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "torus/common/strings.h"
 #include "torus/common/well_known_labels.h"
 #include "yaml-cpp/depthguard.h"
+#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace torus {
@@ -149,6 +151,51 @@ std::string OnLine(const YAML::Node& node) {
   const YAML::Mark mark = node.Mark();
   if (mark.is_null()) return "";
   return absl::StrCat(" on line ", mark.line + 1);
+}
+
+// Remembers where each document of a YAML stream starts; the events themselves are not needed.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  // The start of the latest document, and whether it starts where the one before it did.
+  const YAML::Mark& last() const { return last_; }
+  bool repeated() const { return repeated_; }
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    repeated_ = started_ && mark.pos == last_.pos;
+    started_ = true;
+    last_ = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  YAML::Mark last_;
+  bool started_ = false;
+  bool repeated_ = false;
+};
+
+// YAML::LoadAll, except on a stream that yaml-cpp 0.7 cannot get past: on a stray ',' (",", "--- ,") its parser
+// reports an empty document without consuming the token, and LoadAll adds empty documents for ever, until memory
+// runs out (jbeder/yaml-cpp#1040, fixed upstream after 0.8.0). The documents' starts are read first; a document
+// that starts where the previous one did throws the ParserException a fixed yaml-cpp would.
+std::vector<YAML::Node> LoadAllDocuments(const std::string& text) {
+  std::istringstream stream(text);
+  YAML::Parser parser(stream);
+  DocumentStarts starts;
+  while (parser.HandleNextDocument(starts)) {
+    if (starts.repeated()) {
+      const size_t at = std::min(static_cast<size_t>(std::max(starts.last().pos, 0)), text.size());
+      throw YAML::ParserException(
+          starts.last(), absl::StrCat("unexpected '", absl::CHexEscape(absl::string_view(text).substr(at, 1)), "'"));
+    }
+  }
+  return YAML::LoadAll(text);
 }
 
 // Reads a parsed labels document; yaml-cpp may still throw on a malformed node, so the caller catches.
@@ -291,7 +338,7 @@ absl::StatusOr<Labels> ParseLabelsFile(std::string_view contents) {
   constexpr absl::string_view kFile = "--labels-file: ";
   std::vector<YAML::Node> documents;
   try {
-    documents = YAML::LoadAll(std::string(contents));
+    documents = LoadAllDocuments(std::string(contents));
   } catch (const YAML::Exception& e) {
     if (ToStd(absl::StripLeadingAsciiWhitespace(AbslView(contents))).starts_with("{")) {
       if (std::string json_error = JsonParseError(contents); !json_error.empty()) {

@@ -399,6 +399,10 @@ TEST(ParseLabelsFileTest, Errors) {
            {},
            "--labels-file: invalid YAML at line 2, column 4: the referenced anchor is not defined"},
           {"env: prod\n  tier: 2\n", {}, "--labels-file: invalid YAML at line 2, column 7: illegal map value"},
+          // yaml-cpp 0.7's LoadAll never returns on a stray ',' (found by labels_fuzz; jbeder/yaml-cpp#1040).
+          {",", {}, "--labels-file: invalid YAML at line 1, column 1: unexpected ','"},
+          {"--- ,\n", {}, "--labels-file: invalid YAML at line 1, column 5: unexpected ','"},
+          {"a: b\n---\n,\n", {}, "--labels-file: invalid YAML at line 3, column 1: unexpected ','"},
           {"{\"env\": \"prod\",\n \"tier\" 2}",
            {},
            "--labels-file: invalid JSON: parse error at line 2, column 9: syntax error while parsing object "

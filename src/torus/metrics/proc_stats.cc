@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -65,7 +66,9 @@ absl::StatusOr<HostMemory> ParseMeminfo(std::string_view text) {
     if (colon == absl::string_view::npos) continue;
     std::vector<absl::string_view> fields = Fields(line.substr(colon + 1));
     int64_t value = 0;
-    if (fields.empty() || !absl::SimpleAtoi(fields[0], &value) || value < 0) continue;
+    // Beyond this the value in bytes would overflow int64 (no host has 8 EiB): unusable, like an unparseable one.
+    constexpr int64_t kMaxKb = std::numeric_limits<int64_t>::max() / 1024;
+    if (fields.empty() || !absl::SimpleAtoi(fields[0], &value) || value < 0 || value > kMaxKb) continue;
     kb.emplace(std::string(line.substr(0, colon)), value);
   }
   auto get = [&kb](const char* key) -> std::optional<int64_t> {

@@ -51,6 +51,15 @@ TEST(ParseMeminfoTest, TotalMinusAvailable) {
   EXPECT_FALSE(ParseMeminfo("garbage").ok());
 }
 
+// Found by proc_stats_fuzz: kB counts past int64 in bytes overflowed when converted (UndefinedBehaviorSanitizer).
+TEST(ParseMeminfoTest, CountsBeyondInt64BytesAreUnusable) {
+  EXPECT_FALSE(ParseMeminfo("MemTotal: 33333333333333352 kB\nMemAvailable: 1 kB\n").ok());
+  auto m = ParseMeminfo("MemTotal: 9007199254740991 kB\nMemAvailable: 33333333333333352 kB\nMemFree: 100 kB\n");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->total_bytes, int64_t{9007199254740991} * 1024);
+  EXPECT_EQ(m->available_bytes, 100 * 1024);
+}
+
 TEST(ParsePidStatTest, CommandNamesWithSpacesAndParentheses) {
   auto s = ParsePidStat(
       "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 500 0 0 0 120 30 0 0 20 0 4 0 98765 1000000 2500 "

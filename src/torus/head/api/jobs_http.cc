@@ -37,6 +37,13 @@ absl::Status AddAmount(ResourceSet& resources, const std::string& name, const nl
   double amount = value.get<double>();
   auto fixed = ToFixed(amount);
   if (!fixed.ok()) return FieldError(field, "a non-negative number");
+  // Two fields may name one resource (entrypoint_num_cpus and entrypoint_resources.CPU): their sum obeys the bound
+  // of one amount, so that it neither overflows nor passes what ToFixed accepts.
+  constexpr int64_t kMaxFixed = static_cast<int64_t>(kMaxResourceAmount) * kResourceScale;
+  if (*fixed > kMaxFixed - resources.GetFixed(name)) {
+    return FieldError(field, absl::StrCat("a number that keeps the total of ", name, " at most ",
+                                          FormatFixed(kMaxFixed)));
+  }
   if (*fixed > 0) resources.SetFixed(name, resources.GetFixed(name) + *fixed);
   return absl::OkStatus();
 }

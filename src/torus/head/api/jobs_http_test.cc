@@ -85,5 +85,23 @@ TEST_F(JobsHttpTest, AWaitingReadOfAFinishedLogAnswersWithTheRecordedEnd) {
   EXPECT_EQ(body["status"], "SUCCEEDED");
 }
 
+// Found with jobs_http_fuzz (its UndefinedBehaviorSanitizer): two fields naming one resource (entrypoint_num_cpus and
+// entrypoint_resources.CPU) summed past int64, and the wrapped, negative total aborted the head (SetFixed's REQUIRES).
+TEST(ParseJobSubmissionTest, AmountsOfOneResourceAddUpToAtMostTheLargestAmount) {
+  absl::StatusOr<JobRequest> at_limit = ParseJobSubmission(
+      R"({"entrypoint": "x", "entrypoint_num_cpus": 4.5e14, "entrypoint_resources": {"CPU": 4.5e14}})");
+  ASSERT_TRUE(at_limit.ok()) << at_limit.status();
+  EXPECT_EQ(at_limit->resources.GetFixed("CPU"), int64_t{9'000'000'000'000'000'000});
+  for (const char* body : {R"({"entrypoint": "x", "entrypoint_num_cpus": 9e14, "entrypoint_resources": {"CPU": 9e14}})",
+                           R"({"entrypoint": "x", "entrypoint_num_cpus": 1, "entrypoint_resources": {"CPU": 9e14}})"}) {
+    absl::StatusOr<JobRequest> over = ParseJobSubmission(body);
+    ASSERT_FALSE(over.ok()) << body;
+    EXPECT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(over.status().message(),
+              "field \"entrypoint_resources.CPU\": expected a number that keeps the total of CPU at most "
+              "900000000000000");
+  }
+}
+
 }  // namespace jobs_http_test
 }  // namespace torus::head
