@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "torus/head/metrics/prometheus.h"
 #include "torus/metrics/device_plugin.h"
 
 namespace {
@@ -26,29 +27,14 @@ void Require(bool condition) {
   if (!condition) std::abort();
 }
 
-std::string Escape(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::string FormatValue(double value) {
   if (std::isnan(value)) return "NaN";
   if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
   return absl::StrFormat("%.17g", value);
 }
 
-// One line per sample, as Prometheus' text exposition writes it.
+// One line per sample, as Prometheus' text exposition writes it, label values escaped by the head's writer
+// (head/metrics/prometheus.h), so that the agent's parser reads back what the head writes.
 std::string Print(const std::vector<PromSample>& samples) {
   std::string out = "# TYPE printed gauge\n";
   for (const PromSample& s : samples) {
@@ -56,7 +42,7 @@ std::string Print(const std::vector<PromSample>& samples) {
     if (!s.labels.empty()) {
       out += "{";
       for (size_t i = 0; i < s.labels.size(); ++i) {
-        absl::StrAppend(&out, i == 0 ? "" : ",", s.labels[i].first, "=\"", Escape(s.labels[i].second), "\"");
+        absl::StrAppend(&out, i == 0 ? "" : ",", s.labels[i].first, "=\"", torus::head::EscapeLabelValue(s.labels[i].second), "\"");
       }
       out += "}";
     }
