@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what torus needs from Debian (once; later runs skip what is present) and builds it into build/.
 # Usage: scripts/setup.sh            (build type RelWithDebInfo; BUILD_DIR overrides the folder; TORUS_BENCHMARKS=OFF
-#                                    leaves out the C++ benchmarks; TORUS_TARGETS="a b" builds only those targets)
+#                                    leaves out the C++ benchmarks; TORUS_TARGETS="a b" builds only those targets;
+#                                    TORUS_BUILD=OFF installs the packages and builds nothing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +47,8 @@ if [ "${WITH_BROWSER:-1}" = 1 ] && command -v npm >/dev/null 2>&1; then
     echo "$lock_sum" > "$stamp"
   fi
 fi
+
+if [ "${TORUS_BUILD:-ON}" = OFF ]; then exit 0; fi
 
 build_dir="${BUILD_DIR:-build}"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \

@@ -47,7 +47,12 @@ struct ChildPlan {
   char* const* envp;
 };
 
-[[noreturn]] void ChildFail(const ChildPlan& plan, int stage) {
+// The child's code is built without sanitizer instrumentation: it runs on a stack the agent allocated on its heap
+// and must not call into the sanitizers' runtime (which would mark that memory as stack frames and then report its
+// own bookkeeping of the frames as an overflow of the heap block) before it execs.
+#define TORUS_CHILD_CODE [[gnu::no_sanitize("address", "undefined")]]
+
+TORUS_CHILD_CODE [[noreturn]] void ChildFail(const ChildPlan& plan, int stage) {
   ChildReport report{stage, errno};
   ssize_t ignored = write(plan.report_fd, &report, sizeof(report));
   (void)ignored;
@@ -55,7 +60,7 @@ struct ChildPlan {
 }
 
 // Runs in the child: async-signal-safe calls only (no allocation, no locks, no logging).
-[[noreturn]] void RunChild(const ChildPlan& plan) {
+TORUS_CHILD_CODE [[noreturn]] void RunChild(const ChildPlan& plan) {
   // Die with the spawner thread; if the agent already went between clone and prctl, nobody is left to see us.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != plan.parent) _exit(127);
@@ -96,7 +101,7 @@ struct ChildPlan {
   ChildFail(plan, kStageExec);
 }
 
-int RunChildOnItsStack(void* plan) { RunChild(*static_cast<const ChildPlan*>(plan)); }
+TORUS_CHILD_CODE int RunChildOnItsStack(void* plan) { RunChild(*static_cast<const ChildPlan*>(plan)); }
 
 // The paths execvp would try for `file` with `path_var` as PATH, in order.
 std::vector<std::string> ExecCandidates(const std::string& file, const std::string& path_var) {
