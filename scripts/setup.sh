@@ -2,7 +2,8 @@
 # Installs what torus needs from Debian (once; later runs skip what is present) and builds it into build/.
 # Usage: scripts/setup.sh            (build type RelWithDebInfo; BUILD_DIR overrides the folder; TORUS_BENCHMARKS=OFF
 #                                    leaves out the C++ benchmarks; TORUS_TARGETS="a b" builds only those targets;
-#                                    TORUS_BUILD=OFF installs the packages and builds nothing)
+#                                    TORUS_BUILD=OFF installs the packages and builds nothing; WITH_FUZZ=1 adds clang
+#                                    for the fuzz targets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,8 @@ packages=(
 if [ "${WITH_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
 # etcd, for the head's journal in etcd (`--state-store etcd://...`) and its tests; iproute2 for `torus up --netns`.
 packages+=(etcd-server iproute2)
+# The fuzz targets (scripts/fuzz.sh, which scripts/test.sh runs) need clang and its libFuzzer runtime.
+if [ "${WITH_FUZZ:-0}" = 1 ]; then packages+=(clang libclang-rt-dev); fi
 # Headless Chromium and Node.js for the dashboard's browser test (tests/browser/). A Node.js from elsewhere that
 # already brings npm is kept: Debian's npm package would conflict with it.
 if [ "${WITH_BROWSER:-1}" = 1 ]; then

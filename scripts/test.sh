@@ -1,8 +1,37 @@
 #!/usr/bin/env bash
-# Sets everything up and runs every test: unit (GoogleTest), integration (real head and agents on loopback).
+# Sets everything up and runs every test: unit (GoogleTest), integration (real head and agents on loopback), and
+# every fuzz target for 60 s (scripts/fuzz.sh: libFuzzer with ASan and UBSan, built with clang in build-fuzz/).
+# The fuzzers run beside ctest at the lowest CPU priority (nice 19), on the CPU time the integration suites, which
+# mostly wait on processes and sockets, leave idle. WITH_FUZZ=0 leaves them out; arguments go to ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+with_fuzz="${WITH_FUZZ:-1}"
 # No test runs the C++ benchmarks: the test run does not build them.
-TORUS_BENCHMARKS="${TORUS_BENCHMARKS:-OFF}" scripts/setup.sh
+TORUS_BENCHMARKS="${TORUS_BENCHMARKS:-OFF}" WITH_FUZZ="$with_fuzz" scripts/setup.sh
 build_dir="${BUILD_DIR:-build}"
-ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "$@"
+
+fuzz_pid=""
+if [ "$with_fuzz" = 1 ]; then
+  fuzz_log="$build_dir/fuzz.log"
+  # A session of its own, so that an interrupted test run stops the fuzzers with it.
+  setsid nice -n 19 scripts/fuzz.sh > "$fuzz_log" 2>&1 &
+  fuzz_pid=$!
+  trap 'kill -TERM -- "-$fuzz_pid" 2>/dev/null' EXIT
+  echo "test: fuzzing beside the tests (log: $fuzz_log)"
+fi
+
+rc=0
+ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "$@" || rc=$?
+
+if [ -n "$fuzz_pid" ]; then
+  fuzz_rc=0
+  wait "$fuzz_pid" || fuzz_rc=$?
+  trap - EXIT
+  grep -E "^fuzz.sh: (built|running|every|FAILED)|^  [a-z_]+_fuzz " "$fuzz_log" || tail -20 "$fuzz_log"
+  if [ "$fuzz_rc" != 0 ]; then
+    echo "test: the fuzz targets failed (exit $fuzz_rc); the whole log is $fuzz_log" >&2
+    tail -40 "$fuzz_log" >&2
+    [ "$rc" != 0 ] || rc=$fuzz_rc
+  fi
+fi
+exit "$rc"
