@@ -29,16 +29,24 @@ class EtcdServer {
       error_ = "no temporary directory";
       return;
     }
-    std::string initial_cluster;
-    for (int i = 0; i < members; ++i) {
-      Member m{.name = absl::StrCat("m", i), .client = absl::StrCat("127.0.0.1:", FreePort()),
-               .peer_url = absl::StrCat("http://127.0.0.1:", FreePort())};
-      absl::StrAppend(&initial_cluster, i == 0 ? "" : ",", m.name, "=", m.peer_url);
-      members_.push_back(m);
+    // A port found free may be taken (by another test's server, or as the source port of a connection) before
+    // etcd binds it, and the member then exits: such a start is tried again on fresh ports and data.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      error_.clear();
+      members_.clear();
+      std::string initial_cluster;
+      for (int i = 0; i < members; ++i) {
+        Member m{.name = absl::StrCat("a", attempt, "m", i), .client = absl::StrCat("127.0.0.1:", FreePort()),
+                 .peer_url = absl::StrCat("http://127.0.0.1:", FreePort())};
+        absl::StrAppend(&initial_cluster, i == 0 ? "" : ",", m.name, "=", m.peer_url);
+        members_.push_back(m);
+      }
+      for (Member& m : members_) m.initial_cluster = initial_cluster;
+      for (size_t i = 0; i < members_.size(); ++i) Spawn(i);
+      for (size_t i = 0; i < members_.size() && error_.empty(); ++i) WaitUntilItAnswers(i);
+      if (error_.rfind(kExitedAtStart, 0) != 0) break;
+      for (size_t i = 0; i < members_.size(); ++i) Kill(i);
     }
-    for (Member& m : members_) m.initial_cluster = initial_cluster;
-    for (size_t i = 0; i < members_.size(); ++i) Spawn(i);
-    for (size_t i = 0; i < members_.size() && error_.empty(); ++i) WaitUntilItAnswers(i);
     endpoint_ = members_[0].client;
   }
   ~EtcdServer() {
@@ -94,6 +102,8 @@ class EtcdServer {
   }
 
  private:
+  static constexpr const char* kExitedAtStart = "etcd exited at start; see its log in ";
+
   struct Member {
     std::string name;
     std::string client;    // host:port
@@ -131,7 +141,7 @@ class EtcdServer {
         m.pid = -1;
         error_ = WIFEXITED(status) && WEXITSTATUS(status) == 127
                      ? "etcd is not installed (Debian: etcd-server; scripts/setup.sh installs it)"
-                     : "etcd exited at start; see its log in " + dir_.path();
+                     : kExitedAtStart + dir_.path();
         return;
       }
       httplib::Client c("http://" + m.client);
