@@ -120,13 +120,21 @@ def test_a_task_error_is_raised_as_its_own_type_with_the_remote_traceback(cluste
 
 
 def test_tpu_tasks_each_get_their_own_chip_of_the_slice(cluster, tmp_path):
+    held_dir = tmp_path / "held"
+    held_dir.mkdir()
     result = driver_json(cluster, tmp_path, """
         import json, os, time, torus
         torus.init()
 
         @torus.remote(resources={"TPU": 1})
         def chip():
-            time.sleep(1.0)  # all 16 hold their chip at once
+            # Each task holds its chip until all 16 hold one (a barrier of files), however slowly they start.
+            open(os.path.join(HELD_DIR, os.environ["TPU_VISIBLE_CHIPS"] + "@" + str(os.getpid())), "w").close()
+            deadline = time.monotonic() + 90
+            while len(os.listdir(HELD_DIR)) < 16:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"only {len(os.listdir(HELD_DIR))} of 16 tasks held a chip at once")
+                time.sleep(0.05)
             ctx = torus.get_runtime_context()
             return [ctx.get_node_id(), os.environ["TPU_VISIBLE_CHIPS"], ctx.get_accelerator_ids()["TPU"],
                     os.environ.get("TPU_CHIPS_PER_HOST_BOUNDS"), ctx.get_assigned_resources()]
@@ -139,7 +147,7 @@ def test_tpu_tasks_each_get_their_own_chip_of_the_slice(cluster, tmp_path):
         out = torus.get([chip.remote() for _ in range(16)], timeout=120)
         out.append([torus.get(Pair.remote().assigned.remote()), torus.get_runtime_context().get_assigned_resources()])
         print(json.dumps(out))
-    """)
+    """.replace("HELD_DIR", repr(str(held_dir))))
     actor_assigned, driver_assigned = result.pop()
     assert actor_assigned == {"CPU": 2.0, "TPU": 2.0} and driver_assigned == {}
     assert all(r[4] == {"CPU": 1.0, "TPU": 1.0} for r in result)
