@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds torus with AddressSanitizer and UndefinedBehaviorSanitizer (g++, CMake option TORUS_SANITIZE) in a build
-# directory of its own and runs the tests against that build: the unit tests and malformed_rpc_test, which sends
-# malformed gRPC and HTTP requests to a sanitized torus-head. Exits non-zero when a test failed or when any process
+# directory of its own and runs the tests against that build: the unit tests, the Python helpers and
+# malformed_rpc_test (malformed gRPC and HTTP requests to a sanitized torus-head). Exits non-zero when a test failed or when any process
 # of the run, a daemon included, wrote a sanitizer report; it prints the reports' first lines and where they are.
 #
 #   scripts/sanitize.sh                       # unit tests, the daemons' malformed-input test, the Python helpers
@@ -46,7 +46,7 @@ if (($# == 0)); then set -- -E '^(integration_py|dashboard_browser)$'; fi
 ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j "$(nproc)" "$@"
 tests_rc=$?
 
-# ASan writes a file for warnings too (a clone child's stack it cannot follow): only files with an error count.
+# ASan writes a file for warnings too (such as a stack switch it cannot follow): only files with an error count.
 mapfile -t found < <(grep -l -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$reports"/* 2> /dev/null)
 if ((${#found[@]} > 0)); then
   echo "sanitize.sh: ${#found[@]} sanitizer reports in $reports:" >&2
