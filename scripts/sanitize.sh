@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds torus with AddressSanitizer and UndefinedBehaviorSanitizer (g++, CMake option TORUS_SANITIZE) in a build
 # directory of its own and runs the tests against that build: the unit tests, the Python helpers and
-# malformed_rpc_test (malformed gRPC and HTTP requests to a sanitized torus-head). Exits non-zero when a test failed or when any process
-# of the run, a daemon included, wrote a sanitizer report; it prints the reports' first lines and where they are.
+# malformed_rpc_test (malformed gRPC and HTTP requests to a sanitized torus-head). Exits non-zero when a test failed
+# or when any process of the run, a daemon included, wrote a sanitizer report; it prints the reports' first lines
+# and where they are.
 #
 #   scripts/sanitize.sh                       # unit tests, the daemons' malformed-input test, the Python helpers
 #   scripts/sanitize.sh -L unit               # arguments go to ctest: only the unit tests (-LE unit: the others)
