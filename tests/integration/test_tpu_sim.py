@@ -5,7 +5,7 @@ import json
 import os
 import signal
 
-from conftest import binary, is_torus_process, pid_alive, wait_until
+from conftest import binary, is_torus_process, node, node_state, pid_alive, wait_until
 
 # head (no TPU), one 8-chip v6e host, one 4-chip v4 host.
 SPEC = """
@@ -93,6 +93,9 @@ def test_up_starts_one_sim_per_tpu_host_and_down_stops_them(torus, tmp_path):
     torus.ok("node", "restart", name)
     new_agent = torus.pid_of(name)
     assert new_agent != old_agent
+    # The restarted agent is read once it has registered: until its exec completes, its environment reads empty.
+    wait_until(lambda: node(torus.status(), name)["pid"] == new_agent and node_state(torus.status(), name) == "ALIVE",
+               timeout=10, message=f"the restarted agent {name} to register")
     assert environ_of(new_agent).get("TPU_RUNTIME_METRICS_PORTS") == port
     assert is_torus_process(sims[name])
     assert sim_records(torus) == sims, "node restart starts no simulator"
