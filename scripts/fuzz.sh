@@ -114,11 +114,21 @@ report() {
   why=$(grep -m1 -oE "$pattern|SUMMARY: [A-Za-z]+: [a-z-]+" "$log")
   ((rc == 124 || rc == 137)) && why="killed: still running $((seconds + 120)) s after it started"
   printf '  %-22s FAILED  (%s, exit %s)\n' "$target" "${why:-see the log}" "$rc"
-  grep -E 'runtime error:|^==[0-9]+==ERROR|^SUMMARY|Test unit written to' "$log" | head -5 | sed 's/^/      /'
+  # The report and its stack, from the first error line to the sanitizer's or libFuzzer's summary.
+  awk '/runtime error:|ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer)/ { p = 1 }
+       p && n < 40 { print; n++ }
+       p && /^SUMMARY/ { exit }' "$log" | sed 's/^/      /'
   echo "      log: $log"
   local artifact
   artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
-  [[ -n $artifact ]] && echo "      artifact: $artifact (replay: $build_dir/bin/$target $artifact)"
+  if [[ -n $artifact ]]; then
+    echo "      artifact: $artifact (replay: $build_dir/bin/$target $artifact)"
+    # Small inputs are printed too, so that a failure on another machine (CI) can be replayed here:
+    #   base64 -d > crash <<< '...' && build-fuzz/bin/<target> crash
+    if [[ -f $artifact ]] && (($(stat -c %s "$artifact") <= 8192)); then
+      echo "      artifact as base64: $(base64 -w0 "$artifact")"
+    fi
+  fi
   return 1
 }
 

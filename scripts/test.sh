@@ -30,7 +30,9 @@ if [ -n "$fuzz_pid" ]; then
   grep -E "^fuzz.sh: (built|running|every|FAILED)|^  [a-z_]+_fuzz " "$fuzz_log" || tail -20 "$fuzz_log"
   if [ "$fuzz_rc" != 0 ]; then
     echo "test: the fuzz targets failed (exit $fuzz_rc); the whole log is $fuzz_log" >&2
-    tail -40 "$fuzz_log" >&2
+    # The results with each failure's report, stack and input; the log's end when it has none.
+    sed -n '/^fuzz.sh: results/,$p' "$fuzz_log" | grep -q . && sed -n '/^fuzz.sh: results/,$p' "$fuzz_log" >&2 \
+      || tail -40 "$fuzz_log" >&2
     [ "$rc" != 0 ] || rc=$fuzz_rc
   fi
 fi

@@ -82,7 +82,11 @@ absl::StatusOr<EndRecord> FindEndRecord(std::string_view archive) {
   const size_t e = *at;
   EndRecord end{Get16(archive, e + 10), Get32(archive, e + 12), Get32(archive, e + 16), e};
   const uint16_t disk = Get16(archive, e + 4), cd_disk = Get16(archive, e + 6);
-  if (e >= kZip64LocatorSize && Get32(archive, e - kZip64LocatorSize) == kZip64LocatorSig) {
+  // Zip64 records exist when a count, size or offset does not fit here, which writers mark with all ones. Otherwise
+  // the bytes before this record are the central directory's end (an entry's name, extra field or comment), whatever
+  // they look like: a name may end in a locator's signature.
+  const bool needs_zip64 = end.entries == kMax16 || end.cd_size == kMax32 || end.cd_offset == kMax32;
+  if (needs_zip64 && e >= kZip64LocatorSize && Get32(archive, e - kZip64LocatorSize) == kZip64LocatorSig) {
     const size_t loc = e - kZip64LocatorSize;
     const uint64_t record = Get64(archive, loc + 8);
     if (Get32(archive, loc + 4) != 0 || Get32(archive, loc + 16) > 1) {

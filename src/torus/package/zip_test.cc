@@ -232,6 +232,32 @@ TEST(ZipTest, Zip64ExtraFieldGivesSizesAndOffset) {
               HasSubstr("zip64 extra field is too short"));
 }
 
+// The 20 bytes before the end record are a zip64 locator only in archives that need zip64 records; elsewhere they
+// are the central directory's end, which may be any name's bytes.
+TEST(ZipTest, ANameEndingLikeAZip64LocatorIsReadAsAName) {
+  TempDir dir;
+  // The locator's signature, a disk number, the zip64 record's offset and the number of disks: one set that is not a
+  // valid locator, and one that is but points to no zip64 record (offset 0 holds the first local header).
+  const std::string signature("PK\x06\x07", 4);
+  const std::vector<std::string> tails = {
+      signature + std::string("\x01\x00\x00\x00", 4) + std::string(8, 'z') + std::string("\x05\x00\x00\x00", 4),
+      signature + std::string(4, '\0') + std::string(8, '\0') + std::string("\x01\x00\x00\x00", 4)};
+  for (const std::string& tail : tails) {
+    ASSERT_EQ(tail.size(), 20u);
+    const std::string name = "a" + tail;
+    const std::string zip = Write(dir, {{"first.txt", EntryKind::kFile, 0644, "one"},
+                                        {name, EntryKind::kFile, 0644, "two"}});
+    ASSERT_EQ(Get32(zip, zip.size() - 22 - 20), 0x07064b50u) << "the name's end sits where a locator would";
+    auto entries = ReadZipDirectory(zip, ZipLimits{});
+    ASSERT_TRUE(entries.ok()) << entries.status();
+    ASSERT_EQ(entries->size(), 2u);
+    EXPECT_EQ((*entries)[1].path, name);
+    auto read = ReadZipEntry(zip, (*entries)[1]);
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(*read, "two");
+  }
+}
+
 // Runs `script` with /usr/bin/python3, `arg` as sys.argv[1]; returns its exit status.
 int RunPython(const TempDir& dir, const std::string& script, const std::string& arg) {
   WriteFile(dir.path() + "/script.py", script);
