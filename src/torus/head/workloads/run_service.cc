@@ -10,6 +10,7 @@
 #include "torus/head/workloads/steps.h"
 #include "torus/rpc/auth.h"
 #include "torus/train/checkpoints.h"
+#include "torus/train/run_report.h"
 
 namespace torus::head {
 namespace {
@@ -27,42 +28,6 @@ RunView ViewOf(const ClusterState& s, const Run& run, int64_t now_ms) {
     view.workers.push_back(std::move(ranks));
   }
   return view;
-}
-
-struct ParsedReport {
-  int rank = 0;
-  int attempt = 0;
-  int64_t step = 0;
-  std::optional<std::string> metrics_json;
-  std::string checkpoint;
-};
-
-absl::StatusOr<ParsedReport> ParseReport(const std::string& body) {
-  auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError("body must be a JSON object");
-  for (const char* field : {"rank", "attempt", "step"}) {
-    if (!j.contains(field) || !j[field].is_number_integer()) {
-      return absl::InvalidArgumentError(absl::StrCat("\"", field, "\" must be an integer"));
-    }
-  }
-  if (j.contains("metrics") && !j["metrics"].is_object()) {
-    return absl::InvalidArgumentError("\"metrics\" must be an object");
-  }
-  if (j.contains("checkpoint") && !j["checkpoint"].is_null() && !j["checkpoint"].is_string()) {
-    return absl::InvalidArgumentError("\"checkpoint\" must be a string or null");
-  }
-  for (const char* field : {"rank", "attempt"}) {
-    if (!j[field].is_number_unsigned() || j[field].get<uint64_t>() > 1'000'000) {
-      return absl::InvalidArgumentError(absl::StrCat(field, " ", j[field].dump(), " is out of range"));
-    }
-  }
-  ParsedReport r;
-  r.rank = j["rank"].get<int>();
-  r.attempt = j["attempt"].get<int>();
-  r.step = j["step"].get<int64_t>();
-  if (j.contains("metrics")) r.metrics_json = j["metrics"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (j.contains("checkpoint") && j["checkpoint"].is_string()) r.checkpoint = j["checkpoint"].get<std::string>();
-  return r;
 }
 
 }  // namespace
@@ -145,7 +110,7 @@ absl::StatusOr<nlohmann::json> RunService::Report(const std::string& id, const s
     return run->storage();
   });
   if (!storage.ok()) return storage.status();
-  auto report = ParseReport(body);
+  auto report = train::ParseRunReport(body);
   if (!report.ok()) return report.status();
   if (!report->checkpoint.empty()) {
     if (absl::Status valid = train::ValidateStagedDir(*storage, report->checkpoint); !valid.ok()) return valid;
