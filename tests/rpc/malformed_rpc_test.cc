@@ -11,11 +11,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <httplib.h>
 
@@ -575,6 +579,46 @@ TEST_F(MalformedRpcTest, AWatchSeesAJobSubmittedOverHttpAndRefusalsLeaveTheHeadS
   EXPECT_EQ(unauthenticated.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(head_.Alive());
   EXPECT_EQ(AliveNodes(), 0);
+}
+
+
+// Clients that send their request a byte a second (slowloris) each hold one HTTP connection open for as long as
+// they keep sending; 200 of them do not keep another client from being answered, and the head keeps serving.
+TEST_F(MalformedRpcTest, SlowHttpClientsDoNotHoldUpOthers) {
+  const std::string dashboard = head_.dashboard();
+  const int port = std::stoi(dashboard.substr(dashboard.rfind(':') + 1));
+  std::vector<int> slow;
+  for (int i = 0; i < 200; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
+    const std::string start = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    ASSERT_EQ(send(fd, start.data(), start.size(), MSG_NOSIGNAL), static_cast<ssize_t>(start.size()));
+    slow.push_back(fd);
+  }
+  // Each keeps its connection alive with a byte a second (the server closes one silent for 5 s).
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    while (!stop) {
+      for (int fd : slow) send(fd, "a", 1, MSG_NOSIGNAL);
+      for (int i = 0; i < 10 && !stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // every slow connection accepted and being read
+
+  httplib::Client http("http://" + dashboard);
+  http.set_read_timeout(20, 0);
+  auto res = http.Get("/healthz");
+  stop = true;
+  trickle.join();
+  ASSERT_TRUE(res) << "no answer while 200 slow clients were connected: " << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, "ok\n");
+  for (int fd : slow) close(fd);
+  EXPECT_TRUE(head_.Alive());
 }
 
 }  // namespace malformed_rpc_test

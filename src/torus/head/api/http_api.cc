@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "torus/head/api/connection_threads.h"
 #include "torus/head/api/http_util.h"
 #include "torus/head/api/views.h"
 #include "torus/head/api/metrics_http.h"
@@ -40,8 +41,9 @@ absl::StatusOr<int> HttpApi::Start(const std::string& host, int port) {
   // the client's delayed acknowledgement (~40 ms).
   server_->set_tcp_nodelay(true);
   server_->set_payload_max_length(max_body_bytes_);
-  // A thread per open connection: kept-alive clients and event streams each hold one while they last.
-  server_->new_task_queue = [] { return new httplib::ThreadPool(64); };
+  // A thread per open connection (kept-alive clients, event streams and slow senders each hold one while they
+  // last), started as it is accepted: a fixed pool would make every client wait behind a few slow ones.
+  server_->new_task_queue = [] { return new ConnectionThreads(kMaxHttpConnectionThreads); };
   RegisterRoutes();
   for (const auto& add : extra_routes_) add(*server_);
   // The library listens with a backlog of 5: under a burst of new connections (16 clients that reconnect every few

@@ -18,6 +18,10 @@
 // a job's output may print its environment, which holds the cluster token); everything else still does. Errors are
 // JSON `{"error": "..."}` with 401, 404 or 400.
 //
+// Connections: each open connection has a thread of its own (ConnectionThreads), up to kMaxHttpConnectionThreads;
+// beyond that, new connections wait for one to close. A connection silent for 5 s (between requests, or within one)
+// is closed.
+//
 // Thread-safety: handlers run on the HTTP server's threads and read only thread-safe components.
 #pragma once
 
@@ -42,6 +46,9 @@ struct Response;
 }
 
 namespace torus::head {
+
+// The most connections served at once (each holds a thread while it is open).
+inline constexpr int kMaxHttpConnectionThreads = 1000;
 
 class HttpApi {
  public:
