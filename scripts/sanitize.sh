@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds torus with AddressSanitizer and UndefinedBehaviorSanitizer (g++, CMake option TORUS_SANITIZE) in a build
-# directory of its own and runs the tests against that build: the unit tests, the Python helpers and
-# malformed_rpc_test (malformed gRPC and HTTP requests to a sanitized torus-head). Exits non-zero when a test failed
-# or when any process of the run, a daemon included, wrote a sanitizer report; it prints the reports' first lines
-# and where they are.
+# directory of its own and runs the tests against that build: by default all of them (unit, the Python integration
+# suite, malformed_rpc_test, the Python helpers and the browser test). Exits non-zero when a test failed or when any
+# process of the run, a daemon or a Python process included, wrote a sanitizer report; it prints the reports' first
+# lines and where they are.
 #
-#   scripts/sanitize.sh                       # unit tests, the daemons' malformed-input test, the Python helpers
+#   scripts/sanitize.sh                       # every test
 #   scripts/sanitize.sh -L unit               # arguments go to ctest: only the unit tests (-LE unit: the others)
 #   scripts/sanitize.sh -R WorkerSupervisor   # some tests
 #
@@ -14,8 +14,9 @@
 #   JOBS        ninja's parallelism (default: the number of CPUs)
 #
 # Reports: every sanitized process writes its reports to $BUILD_DIR/sanitizer-reports/{asan,ubsan}.<pid> instead of
-# its stderr (daemons' stderr goes to session logs no test reads). Leaks are checked at each process's exit;
-# tests/sanitizers/lsan.supp names the leaks of system libraries that are not torus's.
+# its stderr (daemons' stderr goes to session logs no test reads). Leaks are checked at each C++ process's exit;
+# tests/sanitizers/lsan.supp names the leaks of system libraries that are not torus's. Python processes get ASan's
+# runtime from tests/sanitizers/python/sitecustomize.py (the build puts it on their PYTHONPATH), without leak checks.
 #
 # Installs the packages (scripts/setup.sh with TORUS_BUILD=OFF); leaves build/ alone.
 set -uo pipefail
@@ -36,14 +37,10 @@ echo "sanitize.sh: built in $(($(date +%s) - build_start)) s"
 reports="$build_dir/sanitizer-reports"
 rm -rf "$reports"
 mkdir -p "$reports"
-# verify_asan_link_order=0: Python loads the sanitized module after its own libraries.
-export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:verify_asan_link_order=0:abort_on_error=0"
+export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:abort_on_error=0"
 export LSAN_OPTIONS="suppressions=$repo/tests/sanitizers/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
 
-# By default every test but the Python integration suite and the browser test: they run Python (and Chromium)
-# processes that load the sanitized module without the sanitizer's runtime loaded first, which ASan does not support.
-if (($# == 0)); then set -- -E '^(integration_py|dashboard_browser)$'; fi
 ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j "$(nproc)" "$@"
 tests_rc=$?
 

@@ -297,7 +297,9 @@ async function main() {
     'print("ready", flush=True)',
     'time.sleep(600)',
   ].join('\n') + '\n');
-  const pythonPath = [path.join(REPO, 'python'), path.join(path.dirname(BIN_DIR), 'python')].join(':');
+  // The source tree's package and the build's module first; what the test run was given after them.
+  const pythonPath = [path.join(REPO, 'python'), path.join(path.dirname(BIN_DIR), 'python'),
+    ...(process.env.PYTHONPATH || '').split(':').filter(Boolean)].join(':');
   actorProc = spawn('/usr/bin/python3', [actorScript], { env: { ...env, PYTHONPATH: pythonPath }, stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise((resolve, reject) => {
     actorProc.stdout.on('data', (d) => { if (/ready/.test(String(d))) resolve(); });

@@ -108,9 +108,15 @@ def test_mark_dead_is_immediate_and_running_agent_rejoins(torus):
     before = torus.status()
     old = node(before, "v6e-1-w0")
 
-    result = torus.ok("node", "mark-dead", "v6e-1-w0")
-    assert result.stdout == "node v6e-1-w0 marked DEAD\n"
-    dead = torus.status()
+    # The agent is held still while the DEAD state is read: running, it would rejoin at its next heartbeat, which can
+    # come before a slow `torus status` reads it.
+    os.kill(old["pid"], signal.SIGSTOP)
+    try:
+        result = torus.ok("node", "mark-dead", "v6e-1-w0")
+        assert result.stdout == "node v6e-1-w0 marked DEAD\n"
+        dead = torus.status()
+    finally:
+        os.kill(old["pid"], signal.SIGCONT)
     n = node(dead, "v6e-1-w0")
     assert n["state"] == "DEAD"
     assert n["death_reason"] == "marked dead by an operator"
@@ -126,9 +132,14 @@ def test_mark_dead_is_immediate_and_running_agent_rejoins(torus):
 
 def test_mark_dead_with_reason_and_unknown_node(torus):
     torus.up(*FAST)
-    result = torus.ok("node", "mark-dead", "cpu-0", "--reason", "preempted")
-    assert result.stdout == "node cpu-0 marked DEAD\n"
-    assert node(torus.status(), "cpu-0")["death_reason"] == "marked dead by an operator: preempted"
+    agent = torus.pid_of("cpu-0")
+    os.kill(agent, signal.SIGSTOP)  # no heartbeat, and so no rejoin, until the reason is read
+    try:
+        result = torus.ok("node", "mark-dead", "cpu-0", "--reason", "preempted")
+        assert result.stdout == "node cpu-0 marked DEAD\n"
+        assert node(torus.status(), "cpu-0")["death_reason"] == "marked dead by an operator: preempted"
+    finally:
+        os.kill(agent, signal.SIGCONT)
 
     unknown = torus.run("node", "mark-dead", "nope")
     assert unknown.returncode == 1

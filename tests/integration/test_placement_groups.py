@@ -303,7 +303,9 @@ def test_stopped_agent_times_out_prepare_and_leaks_nothing(torus):
 
 
 def test_briefly_stopped_agent_delays_reservation_only(torus):
-    torus.up("--agent-rpc-timeout-ms", "500", "--prepare-ttl-ms", str(int(PREPARE_TTL_S * 1000)))
+    # "Briefly": well within the node timeout, however slow the commands of the test are.
+    torus.up("--agent-rpc-timeout-ms", "500", "--prepare-ttl-ms", str(int(PREPARE_TTL_S * 1000)),
+             "--node-timeout-ms", "30000")
     stopped = "v6e-1-w3"
     pid = torus.pid_of(stopped)
     incarnation = node(torus.status(), stopped)["incarnation"]

@@ -26,7 +26,9 @@ def cluster(tmp_path_factory):
 
 def python_env(t, **extra):
     env = dict(t.env)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), str(BIN_DIR.parent / "python")])
+    # The source tree's package and the build's module first; what the test run was given after them.
+    inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), str(BIN_DIR.parent / "python")] + inherited)
     env.update(extra)
     return env
 
