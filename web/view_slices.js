@@ -187,6 +187,19 @@ function legend(colorBy) {
       .map(([state, text]) => h('span', { class: 'key' }, h('span', { class: `swatch chip-${state}` }), text)));
 }
 
+// The newest value of each chip ("node/chip") among latest-point series: a chip has a series per holder (its idle
+// one, without run labels, then one per run and rank that held it), listed in no particular order, and an older
+// holder's last point must not hide the current one.
+function newestByChip(series) {
+  const newest = new Map();
+  for (const d of series) {
+    const key = `${d.labels.node_id}/${d.labels.chip}`;
+    const seen = newest.get(key);
+    if (seen === undefined || d.t > seen.t) newest.set(key, d);
+  }
+  return new Map([...newest].map(([key, d]) => [key, d.value]));
+}
+
 export function slicesView(root, route) {
   let colorBy = route.query.get('color') === 'duty' ? 'duty' : 'state';
   let filter = route.query.get('filter') || '';
@@ -251,10 +264,8 @@ export function slicesView(root, route) {
       colorBy === 'duty' ? latestMetric('torus_tpu_duty_cycle_percent', {}) : Promise.resolve([]),
       colorBy === 'duty' ? latestMetric('torus_tpu_hbm_used_bytes', {}) : Promise.resolve([]),
     ]);
-    const duty = new Map();
-    for (const d of dutySeries) duty.set(`${d.labels.node_id}/${d.labels.chip}`, d.value);
-    const hbm = new Map();
-    for (const d of hbmSeries) hbm.set(`${d.labels.node_id}/${d.labels.chip}`, d.value);
+    const duty = newestByChip(dutySeries);
+    const hbm = newestByChip(hbmSeries);
     const slices = (Array.isArray(sliceList) ? sliceList : []).slice().sort((a, b) => a.name.localeCompare(b.name));
     data = { slices, own: ownership(groups || [], runs || []), duty, hbm };
     render();
