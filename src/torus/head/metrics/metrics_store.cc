@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -134,14 +135,18 @@ bool MetricsStore::AddReport(const MetricLabels& node_tags, const rpc::MetricsRe
 
   MetricLabels labels;
   for (const auto& sample : report.samples()) {
+    // Values are kept as floats: one beyond a float's range would turn infinite.
     if (!IsAgentMetricName(sample.name()) || !std::isfinite(sample.value()) ||
+        std::fabs(sample.value()) > std::numeric_limits<float>::max() ||
         static_cast<size_t>(sample.labels_size()) > kMaxLabels) {
       ++refused_;
       continue;
     }
     labels.assign(node_tags.begin(), node_tags.end());
     bool valid = true;
-    for (const auto& [k, v] : sample.labels()) {
+    for (const auto& label : sample.labels()) {
+      const std::string& k = label.first;  // not a structured binding: the lambda below captures it
+      const std::string& v = label.second;
       // Values may not hold the series key's separator, so that two label sets never share a key.
       if (!IsValidLabelName(k) || k.size() > kMaxLabelNameBytes || v.size() > kMaxLabelValueBytes ||
           v.find('\x1f') != std::string::npos) {

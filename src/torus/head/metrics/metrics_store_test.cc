@@ -91,6 +91,19 @@ TEST(MetricsStoreTest, RefusesBadSamplesAndOldOrRepeatedTimes) {
   EXPECT_EQ(store.Query({.name = "torus_node_m", .latest_only = true}, kT0 + 1000)[0].points[0].time_ms, kT0 + 1000);
 }
 
+// Points are kept as floats: a value beyond a float's range would be stored infinite, and is refused instead.
+TEST(MetricsStoreTest, RefusesValuesBeyondAFloatsRange) {
+  MetricsStore store({}, kT0);
+  store.Ingest(kTags, Report(kT0, {{"torus_node_big", {}, 1e39}, {"torus_node_small", {}, -1e39},
+                                   {"torus_node_max", {}, 3e38}}), kT0);
+  EXPECT_EQ(store.Stats().samples_refused, 2u);
+  EXPECT_TRUE(store.Query({.name = "torus_node_big"}, kT0).empty());
+  auto kept = store.Query({.name = "torus_node_max"}, kT0);
+  ASSERT_EQ(kept.size(), 1u);
+  ASSERT_EQ(kept[0].points.size(), 1u);
+  EXPECT_FLOAT_EQ(kept[0].points[0].value, 3e38f);
+}
+
 TEST(MetricsStoreTest, LatestSkipsStaleSeriesAndSweepDropsOldOnes) {
   MetricsStore store({.retention_ms = 60'000, .stale_after_ms = 15'000}, kT0);
   store.Ingest(kTags, Report(kT0, {{"torus_node_a", {}, 1}, {"torus_node_b", {}, 2}}), kT0);
