@@ -125,7 +125,8 @@ async function main() {
   // has an idle series beside the run's, and the page must show the current one.
   await waitFor('idle duty-cycle samples from every v6e host', async () => {
     const m = await api('/api/v0/metrics?name=torus_tpu_duty_cycle_percent&since=-2m&latest=true');
-    const hosts = new Set((m.series || []).filter((x) => x.labels.slice && x.labels.slice.startsWith('v6e-')).map((x) => x.labels.node_id));
+    const v6e = (m.series || []).filter((x) => (x.labels.slice || '').startsWith('v6e-'));
+    const hosts = new Set(v6e.map((x) => x.labels.node_id));
     return hosts.size === 8;
   }, 60000);
   const script = path.join(tmp, 'dash_train.py');
