@@ -212,7 +212,9 @@ def test_a_gang_keeps_training_through_a_failover_in_its_first_attempt(torus, tm
 
 
 def test_etcd_losing_one_member_changes_nothing_two_refuse_changes_and_one_back_resumes(torus, tmp_path):
-    torus.up("--ha", *FAST)
+    # The default node timeout: nodes must stay ALIVE without a quorum (no write can bring back one declared dead),
+    # and a loaded machine can delay a heartbeat past a short one.
+    torus.up("--ha")
     job = torus.ok("job", "submit", "--no-wait", "--submission-id", "sleeper", "--", "sleep", "600").stdout
     wait_until(lambda: json.loads(torus.ok("job", "status", "sleeper", "--json").stdout)["status"] == "RUNNING", 30,
                message="the job to run")
