@@ -66,8 +66,7 @@ struct ClusterSpec {
 // (`node_groups[0]: unknown key "slice"; accepted: name, count, ...`).
 absl::StatusOr<ClusterSpec> ParseClusterSpec(const std::string& yaml_text);
 
-// Parses "16Gi", "512Mi", "8G", "1000000" into bytes.
-absl::StatusOr<int64_t> ParseByteSize(const std::string& text);
+using torus::ParseByteSize;
 
 // One simulated host of a spec.
 struct SimulatedHost {
