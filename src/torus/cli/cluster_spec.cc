@@ -83,7 +83,26 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(const std::string& yaml_text) {
   }
   ClusterSpec spec;
   try {
-    TORUS_RETURN_IF_ERROR(CheckKeys(root, "spec", {"head", "node_groups"}));
+    TORUS_RETURN_IF_ERROR(CheckKeys(root, "spec", {"head", "node_groups", "node_types", "autoscaler"}));
+    if (root["node_types"]) {
+      TORUS_ASSIGN_OR_RETURN(spec.node_types, autoscale::ParseNodeTypes(root["node_types"], "node_types"));
+      YAML::Node config;
+      config["node_types"] = root["node_types"];
+      if (root["autoscaler"]) {
+        const YAML::Node autoscaler = root["autoscaler"];
+        TORUS_RETURN_IF_ERROR(CheckKeys(autoscaler, "autoscaler", {"failure_backoff_s"}));
+        if (autoscaler["failure_backoff_s"]) {
+          TORUS_RETURN_IF_ERROR(
+              GetNumber(autoscaler["failure_backoff_s"], "autoscaler.failure_backoff_s", 0, 86400).status());
+          config["failure_backoff_s"] = autoscaler["failure_backoff_s"];
+        }
+      }
+      YAML::Emitter out;
+      out << config;
+      spec.autoscaler_yaml = out.c_str();
+    } else if (root["autoscaler"]) {
+      return FieldError("autoscaler", "needs node_types to scale");
+    }
     if (root["head"]) {
       const YAML::Node head = root["head"];
       TORUS_RETURN_IF_ERROR(CheckKeys(head, "head", {"num_cpus", "memory", "object_store_memory", "labels"}));
@@ -121,11 +140,22 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(const std::string& yaml_text) {
     return absl::InvalidArgumentError(absl::StrCat("spec: line ", e.mark.line + 1, ": ", e.msg));
   }
   size_t hosts = ExpandClusterSpec(spec).size();
+  for (const autoscale::NodeType& t : spec.node_types) hosts += static_cast<size_t>(t.max_slices * t.shape.hosts);
   if (hosts > 250) {
     return absl::InvalidArgumentError(
-        absl::StrCat("spec has ", hosts, " hosts; a local simulated cluster holds at most 250"));
+        absl::StrCat("spec has ", hosts, " hosts (node types counted at max_slices); a local simulated cluster holds "
+                     "at most 250"));
   }
   return spec;
+}
+
+std::string AutoscalerConfigFor(const ClusterSpec& spec, const std::string& session) {
+  YAML::Node config = YAML::Load(spec.autoscaler_yaml);
+  config["provider"]["type"] = "local";
+  config["provider"]["session"] = session;
+  YAML::Emitter out;
+  out << config;
+  return std::string(out.c_str()) + "\n";
 }
 
 std::vector<SimulatedHost> ExpandClusterSpec(const ClusterSpec& spec, const HostAddresses& addresses) {

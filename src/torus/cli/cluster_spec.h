@@ -26,8 +26,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "torus/autoscale/config.h"
 #include "torus/common/labels.h"
 #include "torus/common/tpu_shape.h"
+#include "torus/common/yaml_fields.h"
 
 namespace torus::cli {
 
@@ -54,12 +56,20 @@ struct NodeGroupSpec {
 };
 
 struct ClusterSpec {
+  // Autoscaled slices (`node_types`, optional `autoscaler: {failure_backoff_s}`): validated here and handed to the
+  // head as its autoscaler config (autoscale/config.h); empty when the spec has none.
+  std::vector<autoscale::NodeType> node_types;
+  std::string autoscaler_yaml;  // the spec's node_types (and failure_backoff_s), as YAML
   std::optional<double> head_num_cpus;
   std::optional<int64_t> head_memory_bytes;
   std::optional<int64_t> head_object_store_bytes;
   Labels head_labels;
   std::vector<NodeGroupSpec> groups;
 };
+
+// The autoscaler config of a `torus up` session: the spec's node types, launched by the local provider into
+// `session`.
+std::string AutoscalerConfigFor(const ClusterSpec& spec, const std::string& session);
 
 // Parses YAML. Errors name the field path and the accepted forms, e.g.
 // `node_groups[1].tpu.topology: topology "3x3" is not valid for TPU-V6E; valid: ...`, and unknown keys

@@ -117,5 +117,41 @@ TEST(ClusterSpecTest, ByteSizes) {
   EXPECT_FALSE(ParseByteSize("99999999999Ti").ok());
 }
 
+TEST(ClusterSpecTest, NodeTypesBecomeTheHeadsAutoscalerConfig) {
+  auto spec = ParseClusterSpec(R"(
+autoscaler: {failure_backoff_s: 30}
+node_types:
+  - name: v6e
+    tpu: {pod_type: v6e-16, topology: 4x4}
+    max_slices: 2
+    capacity_classes: [spot, on-demand]
+    simulate: {spot: stockout}
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->node_types.size(), 1u);
+  EXPECT_EQ(spec->node_types[0].max_slices, 2);
+  EXPECT_EQ(ExpandClusterSpec(*spec).size(), 1u);  // the head's host only: the slices come when needed
+  auto config = autoscale::ParseAutoscalerConfig(AutoscalerConfigFor(*spec, "/tmp/s"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->local_session, "/tmp/s");
+  EXPECT_EQ(config->failure_backoff_ms, 30'000);
+  ASSERT_EQ(config->node_types.size(), 1u);
+  EXPECT_EQ(config->node_types[0].simulate.at(autoscale::CapacityClass::kSpot), autoscale::SimulatedAnswer::kStockout);
+  EXPECT_EQ(config->node_types[0].classes.size(), 2u);
+}
+
+TEST(ClusterSpecTest, NodeTypeErrorsNameTheirField) {
+  auto bad = ParseClusterSpec("node_types: [{name: v6e, tpu: {pod_type: v6e-16, topology: 4x4}, max_slices: x}]");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "node_types[0].max_slices: must be an integer from 0 to 1000");
+  auto alone = ParseClusterSpec("autoscaler: {failure_backoff_s: 30}");
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.status().message(), "autoscaler: needs node_types to scale");
+  auto big = ParseClusterSpec("node_types: [{name: v6e, tpu: {pod_type: v6e-256, topology: 16x16}, max_slices: 4}]");
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("spec has 257 hosts (node types counted at max_slices)"), std::string::npos)
+      << big.status().message();
+}
+
 }  // namespace cluster_spec_test
 }  // namespace torus::cli

@@ -1,4 +1,5 @@
 // torus status | nodes | node mark-dead
+#include <chrono>
 #include <iostream>
 #include <map>
 
@@ -63,6 +64,19 @@ std::string TasksAndActors(const std::string& http_address, const std::string& t
   return out;
 }
 
+// The autoscaler's section (empty when it is off or the API does not answer).
+std::string AutoscalerSection(const std::string& http_address, const std::string& token) {
+  if (http_address.empty()) return "";
+  auto http = client::HttpApiClient::Connect({.address = http_address, .token = token});
+  if (!http.ok()) return "";
+  auto a = (*http)->Autoscaler();
+  if (!a.ok()) return "";
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  return FormatAutoscaler(*a, now_ms);
+}
+
 }  // namespace
 
 int CmdStatus(const HeadFlags& head, bool json) {
@@ -75,7 +89,8 @@ int CmdStatus(const HeadFlags& head, bool json) {
   if (json) {
     std::cout << rpc::StatusToJson(*status).dump(2) << "\n";
   } else {
-    std::cout << FormatStatus(*status, (*client)->address()) << TasksAndActors(status->http_address(), endpoint->token);
+    std::cout << FormatStatus(*status, (*client)->address()) << TasksAndActors(status->http_address(), endpoint->token)
+              << AutoscalerSection(status->http_address(), endpoint->token);
   }
   return 0;
 }

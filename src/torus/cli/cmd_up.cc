@@ -16,6 +16,7 @@
 #include "torus/cli/local_etcd.h"
 #include "torus/cli/netns.h"
 #include "torus/cli/session_dir.h"
+#include "torus/cli/sim_hosts.h"
 #include "torus/client/client.h"
 #include "torus/common/resources.h"
 #include "torus/rpc/auth.h"
@@ -30,52 +31,6 @@ std::vector<ProcessRecord> LiveProcesses(const std::string& session) {
     if (IsTorusProcess(r.pid)) live.push_back(r);
   }
   return live;
-}
-
-// Lays out a simulated host's device root: TPU chips or GPUs as the kernel and driver would show them.
-absl::Status PrepareHostRoot(const SimulatedHost& host, const std::string& root) {
-  std::error_code ec;
-  std::filesystem::create_directories(root + "/dev", ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", root, ": ", ec.message()));
-  if (host.tpu_generation) {
-    absl::Status s = WriteFakeTpuDevices(root, *host.tpu_generation, host.tpu_chips);
-    if (!s.ok()) return s;
-  }
-  if (host.gpu_count > 0) return WriteFakeGpuDevices(root, host.gpu_count, host.gpu_model);
-  return absl::OkStatus();
-}
-
-std::string HostWorkDir(const std::string& session, const std::string& name) {
-  return absl::StrCat(session, "/hosts/", name, "/work");
-}
-
-std::string HostTpuLogDir(const std::string& session, const std::string& name) {
-  return absl::StrCat(session, "/hosts/", name, "/tpu_logs");
-}
-
-std::vector<std::string> SimulatedAgentArgs(const SimulatedHost& host, const std::string& address,
-                                            const std::string& session, const std::string& root) {
-  std::vector<std::string> args = {"--address",   address, "--token-file", session + "/token", "--node-id",
-                                   host.name,     "--node-ip", host.node_ip, "--dev-root", root,
-                                   "--metadata-url", "off", "--no-nvml",
-                                   "--work-dir", HostWorkDir(session, host.name)};
-  if (host.num_cpus) {
-    args.push_back("--num-cpus");
-    args.push_back(FormatFixed(static_cast<int64_t>(*host.num_cpus * kResourceScale)));
-  }
-  if (host.memory_bytes) {
-    args.push_back("--memory");
-    args.push_back(absl::StrCat(*host.memory_bytes));
-  }
-  if (host.object_store_bytes) {
-    args.push_back("--object-store-memory");
-    args.push_back(absl::StrCat(*host.object_store_bytes));
-  }
-  if (!host.labels.empty()) {
-    args.push_back("--labels");
-    args.push_back(FormatLabels(host.labels));
-  }
-  return args;
 }
 
 // `torus up --ha`: a 3-member etcd on loopback, then two heads on its journal, each standing by while the other
@@ -136,6 +91,10 @@ int CmdUp(const UpFlags& flags) {
     std::cerr << "torus up: " << flags.spec_path << ": " << spec.status().message() << "\n";
     return 2;
   }
+  if (!spec->node_types.empty() && flags.netns) {
+    std::cerr << "torus up: node_types (autoscaled slices) cannot be used with --netns yet\n";
+    return 2;
+  }
   const std::string root = client::TempRoot();
   if (auto latest = client::LatestSessionDir(root); latest.ok() && !LiveProcesses(*latest).empty()) {
     std::cerr << "torus up: a cluster is already running in " << *latest << "; run `torus down` first\n";
@@ -160,6 +119,14 @@ int CmdUp(const UpFlags& flags) {
     // .2 and .3 are for the heads of --ha.
     addresses = {.head = bridge->address, .prefix = bridge->prefix, .first = 4};
   }
+  if (!spec->node_types.empty()) {
+    std::ofstream out(*session + "/autoscaler.yaml");
+    out << AutoscalerConfigFor(*spec, *session);
+    if (!out) {
+      std::cerr << "torus up: cannot write " << *session << "/autoscaler.yaml\n";
+      return 1;
+    }
+  }
   HeadLaunch head{.session = *session,
                   .host = bridge ? bridge->address : "127.0.0.1",
                   .port = flags.port,
@@ -171,7 +138,8 @@ int CmdUp(const UpFlags& flags) {
                   .dashboard_read_only = flags.dashboard_read_only,
                   .no_journal = flags.no_journal,
                   .state_store = flags.state_store,
-                  .package_unused_grace_s = flags.package_unused_grace_s};
+                  .package_unused_grace_s = flags.package_unused_grace_s,
+                  .autoscaler_config = spec->node_types.empty() ? "" : *session + "/autoscaler.yaml"};
   absl::StatusOr<std::string> address;
   if (flags.ha) {
     address = LaunchHeadPair(head, bridge);
@@ -190,7 +158,6 @@ int CmdUp(const UpFlags& flags) {
 
   std::set<std::string> node_ids;
   std::map<std::string, pid_t> agents;
-  const auto base_env = CleanAgentEnvironment();
   const std::vector<SimulatedHost> hosts = ExpandClusterSpec(*spec, addresses);
   for (size_t i = 1; bridge && i < hosts.size(); ++i) {  // hosts[0] is the head's, on the bridge itself
     if (absl::Status s = AddHostNamespace(*session, *bridge, hosts[i].name, hosts[i].node_ip,
@@ -200,55 +167,15 @@ int CmdUp(const UpFlags& flags) {
       return 1;
     }
   }
-  // Device roots first, and every TPU host's simulated libtpu metrics server, so that the simulators come up
-  // together; each agent then starts once its host's simulator serves.
-  std::map<std::string, pid_t> sims;
-  for (const SimulatedHost& host : hosts) {
-    if (absl::Status s = PrepareHostRoot(host, absl::StrCat(*session, "/hosts/", host.name)); !s.ok()) {
-      std::cerr << "torus up: " << s.message() << "\n";
-      return 1;
-    }
-    if (!flags.tpu_sim || !host.tpu_generation) continue;
-    auto pid = StartTpuSim({.session = *session,
-                            .name = host.name,
-                            .generation = std::string(GetGenerationInfo(*host.tpu_generation).pod_prefix),
-                            .chips = host.tpu_chips,
-                            .worker_mark = HostWorkDir(*session, host.name),
-                            .log_dir = HostTpuLogDir(*session, host.name),
-                            .env = base_env});
-    if (!pid.ok()) {
-      std::cerr << "torus up: " << pid.status().message() << " (`torus up --no-tpu-sim` starts no simulators)\n";
-      return 1;
-    }
-    sims[host.name] = *pid;
+  auto started = StartSimulatedHosts(*session, *address, hosts,
+                                     {.tpu_sim = flags.tpu_sim, .metrics_period_ms = flags.metrics_period_ms});
+  if (!started.ok()) {
+    std::cerr << "torus up: " << started.status().message() << "\n(`torus down` stops what started)\n";
+    return 1;
   }
-  for (const SimulatedHost& host : hosts) {
-    std::string host_root = absl::StrCat(*session, "/hosts/", host.name);
-    auto env = base_env;
-    for (const auto& [k, v] : host.env) env[k] = v;
-    std::vector<std::string> args = SimulatedAgentArgs(host, *address, *session, host_root);
-    if (flags.metrics_period_ms) {
-      args.push_back("--metrics-period-ms");
-      args.push_back(absl::StrCat(*flags.metrics_period_ms));
-    }
-    if (auto sim = sims.find(host.name); sim != sims.end()) {
-      auto port = WaitForTpuSimPort(*session, host.name, sim->second, std::chrono::seconds(15));
-      if (!port.ok()) {
-        std::cerr << "torus up: " << port.status().message() << "\n(the cluster is left running for inspection; "
-                  << "`torus down` stops it)\n";
-        return 1;
-      }
-      env["TPU_RUNTIME_METRICS_PORTS"] = absl::StrCat(*port);
-      args.push_back("--tpu-log-dir");
-      args.push_back(HostTpuLogDir(*session, host.name));
-    }
-    auto pid = LaunchAgent({.session = *session, .name = host.name, .args = args, .env = env});
-    if (!pid.ok()) {
-      std::cerr << "torus up: " << pid.status().message() << "\n";
-      return 1;
-    }
-    node_ids.insert(host.name);
-    agents[host.name] = *pid;
+  for (const auto& [name, pid] : *started) {
+    node_ids.insert(name);
+    agents[name] = pid;
   }
   absl::Status ready = WaitForNodes(*address, *token, node_ids, agents, *session, std::chrono::seconds(flags.wait_s));
   if (!ready.ok()) {

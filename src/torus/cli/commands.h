@@ -143,6 +143,16 @@ int CmdStatus(const HeadFlags& head, bool json);
 int CmdNodes(const HeadFlags& head, bool json, bool alive_only);
 int CmdNodeMarkDead(const HeadFlags& head, const std::string& node_id, const std::string& reason);
 int CmdNodeRestart(const std::string& name);
+// torus node add-slice SLICE --node-type T --capacity-class C: starts every simulated host of a slice of one of the
+// session's node types (the local autoscaler provider runs it); remove-slice SLICE stops them all.
+struct AddSliceFlags {
+  std::string slice;
+  std::string node_type;
+  std::string capacity_class = "on-demand";
+  std::string session;  // "" = the latest session
+};
+int CmdNodeAddSlice(const AddSliceFlags& flags);
+int CmdNodeRemoveSlice(const std::string& slice, const std::string& session);
 // torus node cut|heal NAME: takes a simulated host's network link down or up (`torus up --netns`).
 int CmdNodeLink(const std::string& name, bool up);
 int CmdNodeLedger(const HeadFlags& head, const std::string& node_id, bool json);

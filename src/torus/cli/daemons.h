@@ -12,23 +12,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "torus/common/spawn.h"
 
 namespace torus::cli {
 
-struct SpawnSpec {
-  std::vector<std::string> argv;          // argv[0] is the executable path
-  std::map<std::string, std::string> env; // the whole environment of the child
-  std::string log_path;                   // stdout and stderr are appended here
-};
-
-// posix_spawn in a new session with stdin from /dev/null. Errors name the executable.
-absl::StatusOr<pid_t> SpawnDaemon(const SpawnSpec& spec);
-
-// The path of a torus binary installed beside the running `torus` (e.g. "torus-head").
-std::string SiblingBinary(const std::string& name);
-
-// This process's environment as a map.
-std::map<std::string, std::string> CurrentEnvironment();
+using torus::SpawnSpec;
+using torus::SpawnDaemon;
+using torus::SiblingBinary;
+using torus::CurrentEnvironment;
 
 // True when `pid` runs and is not a zombie.
 bool ProcessAlive(pid_t pid);

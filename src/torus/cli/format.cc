@@ -62,6 +62,49 @@ std::string Age(int64_t ms) {
 
 }  // namespace
 
+std::string FormatAutoscaler(const nlohmann::json& a, int64_t now_ms) {
+  if (!a.is_object() || !a.value("enabled", false)) return "";
+  std::string out = "\nAutoscaler\n";
+  Table types({"NODE TYPE", "SHAPE", "CLASSES", "RUNNING", "PROVISIONING", "MIN", "MAX"});
+  for (const auto& t : a["node_types"]) {
+    std::vector<std::string> classes;
+    for (const auto& c : t["capacity_classes"]) classes.push_back(c["class"].get<std::string>());
+    types.Add({t["name"].get<std::string>(),
+               absl::StrCat(t["accelerator_type"].get<std::string>(), " ", t["topology"].get<std::string>()),
+               absl::StrJoin(classes, ">"), absl::StrCat(t["slices"]["running"].get<int>()),
+               absl::StrCat(t["slices"]["provisioning"].get<int>()), absl::StrCat(t["min_slices"].get<int>()),
+               absl::StrCat(t["max_slices"].get<int>())});
+  }
+  absl::StrAppend(&out, types.Render("  "));
+  if (!a["slices"].empty()) {
+    Table slices({"SLICE", "NODE TYPE", "CLASS", "PHASE", "AGE", "IDLE"});
+    for (const auto& s : a["slices"]) {
+      const int64_t idle = s["idle_since_ms"].get<int64_t>();
+      slices.Add({s["name"].get<std::string>(), s["node_type"].get<std::string>(),
+                  s["capacity_class"].get<std::string>(), s["phase"].get<std::string>(),
+                  Age(now_ms - s["launched_ms"].get<int64_t>()), idle == 0 ? "-" : Age(now_ms - idle)});
+    }
+    absl::StrAppend(&out, "\n", slices.Render("  "));
+  }
+  if (!a["pending"].empty()) {
+    absl::StrAppend(&out, "\n  Waiting groups:\n");
+    for (const auto& p : a["pending"]) {
+      const std::string name = p["name"].get<std::string>();
+      absl::StrAppend(&out, "    ", name.empty() ? p["group"].get<std::string>() : name, ": ",
+                      p["note"].get<std::string>(), "\n");
+    }
+  }
+  if (!a["failures"].empty()) {
+    absl::StrAppend(&out, "\n  Recent failures (the class is not tried again until the time shown):\n");
+    for (const auto& f : a["failures"]) {
+      absl::StrAppend(&out, "    ", f["node_type"].get<std::string>(), " ", f["capacity_class"].get<std::string>(),
+                      ": ", f["reason"].get<std::string>(), " (", Age(now_ms - f["at_ms"].get<int64_t>()),
+                      " ago; retried in ", Age(std::max<int64_t>(0, f["until_ms"].get<int64_t>() - now_ms)), ")\n");
+    }
+  }
+  return out;
+}
+
 std::string FormatAmount(const std::string& resource, int64_t fixed) {
   if (resource == kResourceMemory) {
     double bytes = FromFixed(fixed);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "torus/head.pb.h"
 #include "torus/rpc/status_json.h"
 
@@ -21,6 +22,11 @@ std::string FormatPlacementGroup(const rpc::PlacementGroupView& group);
 std::string FormatPlacementGroups(const std::vector<rpc::PlacementGroupView>& groups);
 
 // "1.5", "4", and memory as "16 GiB".
+// The "Autoscaler" section of `torus status` from GET /api/v0/autoscaler: node types with their slice counts, the
+// slices launched (class, phase, idle time), what waiting groups wait for, and the failures still in effect. "" when
+// the autoscaler is off. `now_ms`: wall time, for ages.
+std::string FormatAutoscaler(const nlohmann::json& autoscaler, int64_t now_ms);
+
 std::string FormatAmount(const std::string& resource, int64_t fixed);
 
 }  // namespace torus::cli

@@ -86,5 +86,34 @@ TEST(FormatTest, Amounts) {
   EXPECT_EQ(FormatAmount("memory", 5000 * 10000), "4.9 KiB");
 }
 
+TEST(FormatTest, AutoscalerSection) {
+  EXPECT_EQ(FormatAutoscaler(nlohmann::json{{"enabled", false}}, 0), "");
+  const nlohmann::json a = nlohmann::json::parse(R"({
+    "enabled": true,
+    "node_types": [{"name": "v6e", "accelerator_type": "TPU-V6E", "topology": "4x4", "min_slices": 0,
+                    "max_slices": 3, "capacity_classes": [{"class": "spot"}, {"class": "flex-start"}],
+                    "slices": {"running": 1, "provisioning": 1}}],
+    "slices": [{"name": "v6e-0a1b2", "node_type": "v6e", "capacity_class": "flex-start", "phase": "RUNNING",
+                "launched_ms": 100000, "running_ms": 101000, "idle_since_ms": 110000},
+               {"name": "v6e-3c4d5", "node_type": "v6e", "capacity_class": "flex-start", "phase": "PROVISIONING",
+                "launched_ms": 115000, "running_ms": 0, "idle_since_ms": 0}],
+    "pending": [{"group": "pg-1", "name": "big", "note": "autoscaler: waiting for slice v6e-3c4d5 to start"}],
+    "failures": [{"node_type": "v6e", "capacity_class": "spot", "reason": "no capacity within 10 s",
+                  "at_ms": 90000, "until_ms": 390000}],
+    "events": []})");
+  EXPECT_EQ(FormatAutoscaler(a, 120'000),
+            "\nAutoscaler\n"
+            "  NODE TYPE  SHAPE        CLASSES          RUNNING  PROVISIONING  MIN  MAX\n"
+            "  v6e        TPU-V6E 4x4  spot>flex-start  1        1             0    3\n"
+            "\n"
+            "  SLICE      NODE TYPE  CLASS       PHASE         AGE    IDLE\n"
+            "  v6e-0a1b2  v6e        flex-start  RUNNING       20.0s  10.0s\n"
+            "  v6e-3c4d5  v6e        flex-start  PROVISIONING  5.0s   -\n"
+            "\n  Waiting groups:\n"
+            "    big: autoscaler: waiting for slice v6e-3c4d5 to start\n"
+            "\n  Recent failures (the class is not tried again until the time shown):\n"
+            "    v6e spot: no capacity within 10 s (30.0s ago; retried in 4m)\n");
+}
+
 }  // namespace format_test
 }  // namespace torus::cli

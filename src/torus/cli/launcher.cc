@@ -91,6 +91,10 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
     args.push_back(launch.state_store);
   }
   if (launch.standby) args.push_back("--standby");
+  if (!launch.autoscaler_config.empty()) {
+    args.push_back("--autoscaler-config");
+    args.push_back(launch.autoscaler_config);
+  }
   if (!launch.head_addresses.empty()) {
     args.push_back("--head-addresses");
     args.push_back(launch.head_addresses);

@@ -123,6 +123,21 @@ int main(int argc, char** argv) {
   auto* cmd_heal = cmd_node->add_subcommand("heal", "Bring simulated host NAME's network link back up");
   cmd_heal->add_option("NAME", host_name, "Host name as in `torus nodes` (e.g. v6e-0-w2)")->required();
   cmd_heal->callback([&] { rc = torus::cli::CmdNodeLink(host_name, /*up=*/true); });
+  torus::cli::AddSliceFlags add_slice;
+  auto* cmd_add_slice = cmd_node->add_subcommand(
+      "add-slice", "Start every simulated host of slice SLICE of one of the session's node types (the autoscaler's "
+                   "local provider runs this)");
+  cmd_add_slice->add_option("SLICE", add_slice.slice, "Slice name, starting with the node type and '-'")->required();
+  cmd_add_slice->add_option("--node-type", add_slice.node_type, "A node type of the session's spec")->required();
+  cmd_add_slice->add_option("--capacity-class", add_slice.capacity_class,
+                            "spot, flex-start, reserved or on-demand (the hosts' torus.io/market-type)")
+      ->capture_default_str();
+  cmd_add_slice->add_option("--session", add_slice.session, "Session directory [default: the latest]");
+  cmd_add_slice->callback([&] { rc = torus::cli::CmdNodeAddSlice(add_slice); });
+  auto* cmd_remove_slice = cmd_node->add_subcommand("remove-slice", "Stop every host of simulated slice SLICE");
+  cmd_remove_slice->add_option("SLICE", add_slice.slice, "Slice name")->required();
+  cmd_remove_slice->add_option("--session", add_slice.session, "Session directory [default: the latest]");
+  cmd_remove_slice->callback([&] { rc = torus::cli::CmdNodeRemoveSlice(add_slice.slice, add_slice.session); });
 
   torus::cli::PgCreateFlags pg_create;
   auto* cmd_pg = app.add_subcommand("pg", "Placement groups: atomic reservations of resource bundles");

@@ -198,6 +198,8 @@ absl::StatusOr<json> HttpApiClient::ListTasks(const std::string& state, const st
 
 absl::StatusOr<json> HttpApiClient::TaskSummary() { return Get("/api/v0/tasks/summary"); }
 
+absl::StatusOr<json> HttpApiClient::Autoscaler() { return Get("/api/v0/autoscaler"); }
+
 absl::StatusOr<json> HttpApiClient::GetJob(const std::string& id) { return Get("/api/jobs/" + UrlEncode(id)); }
 
 absl::StatusOr<json> HttpApiClient::ListJobs() { return Get("/api/jobs/"); }

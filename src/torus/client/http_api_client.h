@@ -122,6 +122,8 @@ class HttpApiClient {
                                            const std::string& name, int limit);
   // Counts by function and state (GET /api/v0/tasks/summary).
   absl::StatusOr<nlohmann::json> TaskSummary();
+  // GET /api/v0/autoscaler: node types, launched slices, waiting groups' notes, failures ({"enabled": false} if off).
+  absl::StatusOr<nlohmann::json> Autoscaler();
   // Stops a run; false when it had already ended.
   absl::StatusOr<bool> StopRun(const std::string& id_or_name);
   // Rank `rank`'s output in attempt `attempt` (0: the current one) from byte `offset` on.

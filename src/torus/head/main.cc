@@ -7,10 +7,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <sstream>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
@@ -20,6 +23,9 @@
 #include "torus/head/agents/grpc_agent_pool.h"
 #include "torus/head/owners/owner_monitor.h"
 #include "torus/head/api/actors_http.h"
+#include "torus/head/api/autoscaler_http.h"
+#include "torus/head/autoscaler/autoscaler.h"
+#include "torus/head/autoscaler/local_provider.h"
 #include "torus/head/api/dashboard_http.h"
 #include "torus/head/api/event_log.h"
 #include "torus/head/api/event_service.h"
@@ -76,7 +82,14 @@ struct HeadFlags {
   int64_t package_max_bytes = int64_t{512} << 20;
   int64_t package_unused_grace_s = 600;
   int64_t compact_after = 20'000;
+  std::string autoscaler_config;  // "" = no autoscaler
 };
+
+// 5 random hex digits: the part of an autoscaled slice's name that keeps it unique.
+std::string RandomSliceSuffix() {
+  static thread_local std::mt19937 generator(std::random_device{}());
+  return absl::StrFormat("%05x", std::uniform_int_distribution<uint32_t>(0, 0xfffff)(generator));
+}
 
 // The python/ directory with torus_train.py: beside the source tree of a build (build/bin/../../python), in an
 // install (bin/../share/torus/python), or in the source tree this binary was built from (a build folder elsewhere).
@@ -201,10 +214,42 @@ int Run(const HeadFlags& flags) {
 
   torus::head::Liveness liveness(&clock);
   torus::head::GrpcAgentPool agents(*token, std::chrono::milliseconds(flags.agent_rpc_timeout_ms));
+  // The autoscaler, with --autoscaler-config: whole slices launched for waiting groups and removed when idle.
+  std::unique_ptr<torus::head::LocalProvider> slice_provider;
+  std::unique_ptr<torus::head::Autoscaler> autoscaler;
+  if (!flags.autoscaler_config.empty()) {
+    std::ifstream in(flags.autoscaler_config);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto config = torus::autoscale::ParseAutoscalerConfig(text.str());
+    if (!in || !config.ok()) {
+      spdlog::error("--autoscaler-config {}: {}", flags.autoscaler_config,
+                    in ? std::string(config.status().message()) : "cannot read it");
+      return 2;
+    }
+    slice_provider = std::make_unique<torus::head::LocalProvider>(config->local_session, "");
+    autoscaler = std::make_unique<torus::head::Autoscaler>(*std::move(config), &store, &liveness, slice_provider.get(),
+                                                           &clock, RandomSliceSuffix,
+                                                           torus::head::Autoscaler::Options{});
+  }
   torus::head::PlacementScheduler scheduler(&store, &liveness, &agents, &clock,
                                             {.prepare_ttl_ms = flags.prepare_ttl_ms});
   // Chips or CPUs that task leases give back may let a waiting group be placed.
   liveness.OnLeasesChanged([&scheduler] { scheduler.Wake(); });
+  if (autoscaler) {
+    autoscaler->OnNotesChanged([&scheduler] { scheduler.Wake(); });
+    scheduler.SetAutoscaling({.note = [&autoscaler](const torus::head::GroupId& g) { return autoscaler->NoteFor(g); },
+                              .draining = [&autoscaler](const torus::head::NodeId& n) {
+                                return autoscaler->Draining(n);
+                              }});
+  }
+  // Each calls the other: the autoscaler's thread stops before the scheduler goes, and the autoscaler outlives it.
+  struct StopAutoscalerFirst {
+    torus::head::Autoscaler* autoscaler;
+    ~StopAutoscalerFirst() {
+      if (autoscaler != nullptr) autoscaler->Stop();
+    }
+  } stop_autoscaler_first{autoscaler.get()};
   torus::head::Membership membership(&store, &liveness, &scheduler, &clock, flags.node_timeout_ms * 1000);
   // An agent finds a restarted head within its gRPC reconnect backoff (at most 1 s, torus-node) and a heartbeat
   // period; until then its silence does not count.
@@ -234,6 +279,9 @@ int Run(const HeadFlags& flags) {
   torus::head::Histogram placement_latency(torus::head::PlacementLatencyBounds());
   store.Subscribe([&scheduler](const std::vector<torus::head::Record>& records) { scheduler.OnRecords(records); });
   store.Subscribe([&driver](const std::vector<torus::head::Record>& records) { driver.OnRecords(records); });
+  if (autoscaler) {
+    store.Subscribe([&autoscaler](const std::vector<torus::head::Record>& records) { autoscaler->OnRecords(records); });
+  }
   store.Subscribe([&store, &placement_latency](const std::vector<torus::head::Record>& records) {
     for (const torus::head::Record& r : records) {
       const auto* placed = std::get_if<torus::head::GroupPlaced>(&r);
@@ -259,6 +307,7 @@ int Run(const HeadFlags& flags) {
                                     clock.WallMillis());
   store.StartDispatch();
   scheduler.Start();
+  if (autoscaler) autoscaler->Start();
   std::string cluster_id = token->substr(0, 12);
   torus::head::HeadServiceImpl service(
       &store, &membership, &liveness, &groups, &clock,
@@ -339,6 +388,14 @@ int Run(const HeadFlags& flags) {
     torus::head::RegisterTaskRoutes(server, &tasks);
   });
   http.AddRoutes([](httplib::Server& server) { torus::head::AddDashboardRoutes(server); });
+  http.AddRoutes([&autoscaler, &store](httplib::Server& server) {
+    torus::head::RegisterAutoscalerRoutes(server, autoscaler.get(), &store);
+  });
+  if (autoscaler) {
+    http.AddMetricsSource([&autoscaler](torus::head::PrometheusWriter& w) {
+      torus::head::WriteAutoscalerMetrics(w, autoscaler->GetStatus());
+    });
+  }
   http.AddMetricsSource([&jobs, &runs](torus::head::PrometheusWriter& w) {
     w.Family("torus_jobs", "gauge", "Jobs by status.");
     for (const auto& [status, count] : jobs.CountByStatus()) w.Sample("torus_jobs", {{"status", status}}, count);
@@ -432,6 +489,7 @@ int Run(const HeadFlags& flags) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   heartbeat_streams.Stop();
   driver.Stop();
+  if (autoscaler) autoscaler->Stop();  // the slices it launched keep running: the next head takes them up
   scheduler.Stop();
   store.StopDispatch();
   return journal_lost ? 1 : 0;  // stepped down: not a clean stop
@@ -511,6 +569,9 @@ int main(int argc, char** argv) {
                  "Keep the head's journal in etcd instead of --state-dir: etcd://HOST:PORT[,HOST:PORT...][/PREFIX] "
                  "(one head holds it at a time; the token and packages stay in --state-dir)")
       ->excludes(no_journal);
+  app.add_option("--autoscaler-config", flags.autoscaler_config,
+                 "Autoscaler configuration (YAML or JSON): node types of whole TPU slices launched for waiting groups "
+                 "and removed when idle (docs/autoscaling.md); `torus up` writes one from the spec's node_types");
   app.add_option("--state-store-lease-s", flags.state_store_lease_s,
                  "With --state-store: the lease by which this head holds the journal; a head that stalls this long "
                  "loses it, and a standby takes over this long after the head's death at most")

@@ -40,6 +40,11 @@ std::optional<Event> EventOf(const Record& record, const std::function<Owner(con
           e.status = NodeStateName(NodeState::kDead);
           e.message = r.reason;
           e.wall_ms = r.wall_ms;
+        } else if constexpr (std::is_same_v<T, NodeRemoved>) {
+          about("node", r.node.str());
+          e.status = "REMOVED";
+          e.message = r.reason;
+          e.wall_ms = r.wall_ms;
         } else if constexpr (std::is_same_v<T, GroupSubmitted>) {
           about("group", r.group.id.str());
           e.status = PgStateName(r.group.state);

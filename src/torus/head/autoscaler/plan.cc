@@ -119,8 +119,10 @@ class Planner {
                    in_.now_ms - s.launched_ms >= timeout) {
           const std::string reason = absl::StrCat("no capacity within ", Seconds(timeout));
           plan_.removals.push_back({s.name, reason});
-          plan_.new_failures.push_back({t->name, s.capacity_class, reason, in_.now_ms,
-                                        in_.now_ms + config_.failure_backoff_ms});
+          if (Failed(t->name, s.capacity_class) == nullptr) {
+            plan_.new_failures.push_back({t->name, s.capacity_class, reason, in_.now_ms,
+                                          in_.now_ms + config_.failure_backoff_ms});
+          }
           MakeUnplaceable(s.name, sim_);
           continue;
         } else {

@@ -227,7 +227,9 @@ void PlacementScheduler::ExpireTimeouts() {
 }
 
 void PlacementScheduler::Schedule() {
-  auto placeable = [this](const NodeId& node) { return liveness_->Confirmed(node); };
+  auto placeable = [this](const NodeId& node) {
+    return liveness_->Confirmed(node) && !(autoscaling_.draining && autoscaling_.draining(node));
+  };
   // What task leases hold, read once per pass that has groups waiting: a lease granted meanwhile may still refuse a
   // prepare, and the group then retries.
   std::map<NodeId, LeaseHoldings> leased;
@@ -305,6 +307,9 @@ void PlacementScheduler::Schedule() {
       } else {
         reason = std::get<NotPlaced>(outcome).reason;
       }
+    }
+    if (reason && autoscaling_.note) {
+      if (std::string note = autoscaling_.note(g.id); !note.empty()) absl::StrAppend(&*reason, "; ", note);
     }
     if (reason && (*reason != g.reason || g.state != PgState::kPending)) {
       waits.push_back(GroupWaiting{g.id, *reason, wall});

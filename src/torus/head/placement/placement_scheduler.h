@@ -48,6 +48,15 @@ class PlacementScheduler {
                      Options options);
   ~PlacementScheduler();  // stops the thread
 
+  // The autoscaler's part (each optional; set before Start): what it says of a waiting group, appended to the
+  // group's reason ("...; autoscaler: launching slice v6e-1a2b3 (TPU-V6E 4x4, spot)"), and the nodes it is removing,
+  // which are not placed on.
+  struct Autoscaling {
+    std::function<std::string(const GroupId&)> note;
+    std::function<bool(const NodeId&)> draining;
+  };
+  void SetAutoscaling(Autoscaling autoscaling) { autoscaling_ = std::move(autoscaling); }
+
   void Start();
   void Stop();
 
@@ -105,6 +114,7 @@ class PlacementScheduler {
   std::map<GroupId, Backoff> backoffs_ ABSL_GUARDED_BY(mu_);
   std::map<GroupId, std::vector<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
   int64_t next_timeout_micros_ ABSL_GUARDED_BY(mu_) = 0;  // when the next waiting group times out; 0 = none
+  Autoscaling autoscaling_;  // set before Start
   uint64_t attempts_ = 0;  // scheduler thread only
   std::thread thread_;
 };

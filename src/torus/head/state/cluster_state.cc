@@ -211,6 +211,16 @@ absl::Status ClusterState::ApplyOne(const NodeDied& r) {
   return absl::OkStatus();
 }
 
+absl::Status ClusterState::ApplyOne(const NodeRemoved& r) {
+  auto it = nodes_.find(r.node);
+  if (it == nodes_.end()) return Unknown("NodeRemoved", "node", r.node.str());
+  if (it->second.alive()) {
+    return absl::FailedPreconditionError(absl::StrCat("NodeRemoved: node ", r.node.str(), " is alive"));
+  }
+  nodes_.erase(it);
+  return absl::OkStatus();
+}
+
 void ClusterState::PruneDeadNodes() {
   const size_t dead = nodes_.size() - alive_;
   if (dead <= kMaxDeadNodes) return;

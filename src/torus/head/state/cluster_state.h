@@ -97,6 +97,7 @@ class ClusterState {
   absl::Status ApplyOne(const HeadStarted& r);
   absl::Status ApplyOne(const NodeRegistered& r);
   absl::Status ApplyOne(const NodeDied& r);
+  absl::Status ApplyOne(const NodeRemoved& r);
   absl::Status ApplyOne(const GroupSubmitted& r);
   absl::Status ApplyOne(const GroupPlaced& r);
   absl::Status ApplyOne(const GroupWaiting& r);

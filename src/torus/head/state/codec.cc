@@ -262,6 +262,7 @@ void from_json(const json& j, Run& r) {
 TORUS_JSON_FIELDS(HeadStarted, epoch, wall_ms)
 TORUS_JSON_FIELDS(NodeRegistered, info, incarnation, wall_ms)
 TORUS_JSON_FIELDS(NodeDied, node, incarnation, reason, wall_ms)
+TORUS_JSON_FIELDS(NodeRemoved, node, reason, wall_ms)
 TORUS_JSON_FIELDS(GroupSubmitted, group)
 TORUS_JSON_FIELDS(GroupPlaced, group, alternative, bundles, slices, message, wall_ms)
 TORUS_JSON_FIELDS(GroupWaiting, group, reason, wall_ms)
@@ -304,7 +305,8 @@ std::pair<std::string, Decoder> Entry() {
 
 const std::map<std::string, Decoder, std::less<>>& Decoders() {
   static const auto* decoders = new std::map<std::string, Decoder, std::less<>>{
-      Entry<HeadStarted>(),      Entry<NodeRegistered>(),   Entry<NodeDied>(),          Entry<GroupSubmitted>(),
+      Entry<HeadStarted>(),      Entry<NodeRegistered>(),   Entry<NodeDied>(),          Entry<NodeRemoved>(),
+      Entry<GroupSubmitted>(),
       Entry<GroupPlaced>(),      Entry<GroupWaiting>(),     Entry<GroupBundlesLost>(),  Entry<GroupEnded>(),
       Entry<WorkerStarting>(),   Entry<WorkerStarted>(),    Entry<WorkerExited>(),      Entry<JobSubmitted>(),
       Entry<JobUpdated>(),       Entry<JobStopRequested>(), Entry<JobDeleted>(),        Entry<RunSubmitted>(),

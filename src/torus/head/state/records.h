@@ -42,6 +42,14 @@ struct NodeDied {
   int64_t wall_ms = 0;
 };
 
+// A DEAD node is forgotten: its host was removed on purpose (the autoscaler removed its slice), so neither it nor
+// its slice is shown any more.
+struct NodeRemoved {
+  NodeId node;
+  std::string reason;
+  int64_t wall_ms = 0;
+};
+
 // A new group, PENDING.
 struct GroupSubmitted {
   Group group;
@@ -227,7 +235,7 @@ using Record = std::variant<HeadStarted, NodeRegistered, NodeDied, GroupSubmitte
                             GroupBundlesLost, GroupEnded, WorkerStarting, WorkerStarted, WorkerExited, JobSubmitted,
                             JobUpdated, JobStopRequested, JobDeleted, RunSubmitted, AttemptStarted, AttemptEnded,
                             RunFinished, RunStopRequested, RunReported, CheckpointCommitted, PackageStored,
-                            PackageRemoved, AttemptExplained, ActorRegistered, ActorUpdated>;
+                            PackageRemoved, AttemptExplained, ActorRegistered, ActorUpdated, NodeRemoved>;
 
 // "NodeRegistered", "GroupPlaced", ...: the record's type name, as the journal writes it.
 std::string_view RecordName(const Record& record);
