@@ -148,13 +148,27 @@ std::map<std::string, pid_t> HeadPids(const std::string& session) {
 }  // namespace
 
 int StopSession(const std::string& session) {
-  const std::vector<std::string> order = {"node", "sim", "head", "etcd"};
+  // A head that autoscales would launch slices again for the groups that lose their hosts: it stops first (its
+  // agents then stop without unregistering, which costs them nothing).
+  std::error_code ec;
+  const bool autoscaled = std::filesystem::exists(session + "/autoscaler.yaml", ec);
+  const std::vector<std::string> order = autoscaled ? std::vector<std::string>{"head", "node", "sim", "etcd"}
+                                                    : std::vector<std::string>{"node", "sim", "head", "etcd"};
   std::map<std::string, std::vector<pid_t>> by_role;
   for (const ProcessRecord& r : ReadProcesses(session)) {
     by_role[std::find(order.begin(), order.end(), r.role) == order.end() ? "node" : r.role].push_back(r.pid);
   }
   int stopped = 0;
-  for (const std::string& role : order) stopped += StopProcesses(by_role[role], std::chrono::seconds(5));
+  for (const std::string& role : order) {
+    if (autoscaled && role == "node") {  // hosts a launch under way recorded meanwhile
+      by_role["node"].clear();
+      by_role["sim"].clear();
+      for (const ProcessRecord& r : ReadProcesses(session)) {
+        if (r.role == "node" || r.role == "sim") by_role[r.role].push_back(r.pid);
+      }
+    }
+    stopped += StopProcesses(by_role[role], std::chrono::seconds(5));
+  }
   RemoveSessionNetwork(session);
   return stopped;
 }

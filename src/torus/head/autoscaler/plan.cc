@@ -172,11 +172,21 @@ class Planner {
     return std::nullopt;
   }
 
-  // Whether enough slices of node type `type_index` (max_slices of them, or one) would hold `g` in some class.
+  // Whether node type `type_index` could hold `g` in some class with no max_slices: with as many new slices as the
+  // group has slices or bundles (each needs at most one).
   bool FitsAtAll(const Group& g, size_t type_index) const {
     const NodeType& t = config_.node_types[type_index];
+    int most = 1;
+    if (g.kind == PgKind::kSlices) {
+      most = g.slice_request.primary.num_slices;
+      for (const auto& f : g.slice_request.fallbacks) most = std::max(most, f.num_slices);
+    } else {
+      most = static_cast<int>(g.bundle_request.primary.bundles.size());
+      for (const auto& f : g.bundle_request.fallbacks) most = std::max(most, static_cast<int>(f.bundles.size()));
+    }
+    most = std::min(most, 1000);
     for (const autoscale::ClassOption& option : t.classes) {
-      if (Try(g, type_index, option.capacity_class, std::max(t.max_slices, 1))) return true;
+      if (Try(g, type_index, option.capacity_class, most)) return true;
     }
     return false;
   }

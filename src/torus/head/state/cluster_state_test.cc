@@ -132,6 +132,15 @@ class ClusterStateTest : public ::testing::Test {
   ClusterState s_;
 };
 
+TEST_F(ClusterStateTest, ARemovedDeadNodeIsForgotten) {
+  ApplyBase();
+  ASSERT_NE(s_.FindNode(NodeId("b")), nullptr);
+  Ok({NodeRemoved{.node = NodeId("b"), .reason = "its slice was removed by the autoscaler", .wall_ms = 3000}});
+  EXPECT_EQ(s_.FindNode(NodeId("b")), nullptr);
+  EXPECT_EQ(s_.alive_nodes(), 1u);
+  EXPECT_NE(s_.FindNode(NodeId("a")), nullptr);
+}
+
 struct RefusedCase {
   Record record;
   absl::StatusCode code;
@@ -152,6 +161,8 @@ TEST_F(ClusterStateTest, RefusedRecordsNameTheProblemAndLeaveTheStateUnchanged) 
        "NodeDied: node b incarnation 2 is not alive"},
       {NodeDied{.node = NodeId("a"), .incarnation = 9}, C::kFailedPrecondition,
        "NodeDied: node a incarnation 9 is not alive"},
+      {NodeRemoved{.node = NodeId("zz")}, C::kNotFound, "NodeRemoved: unknown node zz"},
+      {NodeRemoved{.node = NodeId("a")}, C::kFailedPrecondition, "NodeRemoved: node a is alive"},
       {GroupSubmitted{NewGroup("", "x", 3)}, C::kInvalidArgument, "GroupSubmitted: empty group id"},
       {GroupSubmitted{NewGroup("pg-old", "", 3)}, C::kAlreadyExists, "GroupSubmitted: group pg-old exists"},
       {GroupSubmitted{NewGroup("pg-2", "train", 3)}, C::kAlreadyExists, "GroupSubmitted: a live group is named train"},

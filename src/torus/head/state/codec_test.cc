@@ -151,6 +151,7 @@ std::vector<Record> OneOfEach() {
       HeadStarted{3, 1733050000000},
       Reg("a", 7, 1000),
       NodeDied{NodeId("a"), 7, "no heartbeat for 30s", 2000},
+      NodeRemoved{NodeId("a"), "its slice was removed by the autoscaler", 2001},
       GroupSubmitted{BundleGroup("pg-1", "train", 4)},
       GroupPlaced{GroupId("pg-1"), 1, {Bundle(0, "a", {0, 1}), Bundle(1, "b", {})}, {}, "placed", 3000},
       GroupWaiting{GroupId("pg-1"), "no node has 4 GPU", 3100},
@@ -222,6 +223,9 @@ void ExpectSamePayload(const Record& original, const Record& decoded) {
           EXPECT_EQ(d.metrics_json, r.metrics_json);
         } else if constexpr (std::is_same_v<T, ActorRegistered>) {
           EXPECT_EQ(d.actor, r.actor);
+        } else if constexpr (std::is_same_v<T, NodeRemoved>) {
+          EXPECT_EQ(d.node, r.node);
+          EXPECT_EQ(d.reason, r.reason);
         }
       },
       original);
