@@ -18,6 +18,9 @@ packages=(
 )
 # PyTorch (Debian's CPU build) for the example training job and the end-to-end tests.
 if [ "${WITH_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
+# The Kubernetes API's models, against which the tests check every object the kubernetes provider sends and every
+# manifest in deploy/ (no API server runs here).
+packages+=(python3-kubernetes)
 # etcd, for the head's journal in etcd (`--state-store etcd://...`) and its tests; iproute2 for `torus up --netns`.
 packages+=(etcd-server iproute2)
 # The fuzz targets (scripts/fuzz.sh, which scripts/test.sh runs) need clang and its libFuzzer runtime.

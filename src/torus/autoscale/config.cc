@@ -1,5 +1,6 @@
 #include "torus/autoscale/config.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -47,7 +48,7 @@ absl::StatusOr<ClassOption> ParseClassOption(const YAML::Node& node, const std::
 absl::StatusOr<NodeType> ParseNodeType(const YAML::Node& node, const std::string& path) {
   TORUS_RETURN_IF_ERROR(CheckKeys(node, path,
                                   {"name", "tpu", "num_cpus", "memory", "labels", "min_slices", "max_slices",
-                                   "idle_timeout_s", "capacity_classes", "simulate"}));
+                                   "idle_timeout_s", "capacity_classes", "simulate", "reservation"}));
   NodeType type;
   if (!node["name"]) return FieldError(path + ".name", "is required");
   TORUS_ASSIGN_OR_RETURN(type.name, GetString(node["name"], path + ".name"));
@@ -106,6 +107,12 @@ absl::StatusOr<NodeType> ParseNodeType(const YAML::Node& node, const std::string
     }
   } else {
     type.classes.push_back(ClassOption{});
+  }
+  if (node["reservation"]) {
+    TORUS_ASSIGN_OR_RETURN(type.reservation, GetString(node["reservation"], path + ".reservation"));
+    if (!ValidateLabelValue("cloud.google.com/reservation-name", type.reservation).ok() || type.reservation.empty()) {
+      return FieldError(path + ".reservation", "must be a reservation name (a label value)");
+    }
   }
   if (node["simulate"]) {
     const YAML::Node sim = node["simulate"];
@@ -190,13 +197,42 @@ absl::StatusOr<AutoscalerConfig> ParseAutoscalerConfig(const std::string& text) 
     TORUS_RETURN_IF_ERROR(CheckKeys(root, "config", {"provider", "failure_backoff_s", "node_types"}));
     if (!root["provider"]) return FieldError("provider", "is required, e.g. {type: local, session: DIR}");
     const YAML::Node provider = root["provider"];
-    TORUS_RETURN_IF_ERROR(CheckKeys(provider, "provider", {"type", "session"}));
-    if (!provider["type"]) return FieldError("provider.type", "is required; accepted: local");
+    if (!provider.IsMap()) return FieldError("provider", "must be a map, e.g. {type: local, session: DIR}");
+    if (!provider["type"]) return FieldError("provider.type", "is required; accepted: local, kubernetes");
     TORUS_ASSIGN_OR_RETURN(std::string type, GetString(provider["type"], "provider.type"));
-    if (type != "local") return FieldError("provider.type", absl::StrCat("\"", type, "\" is not known; accepted: local"));
-    config.provider = ProviderKind::kLocal;
-    if (!provider["session"]) return FieldError("provider.session", "is required for the local provider");
-    TORUS_ASSIGN_OR_RETURN(config.local_session, GetString(provider["session"], "provider.session"));
+    if (type == "local") {
+      TORUS_RETURN_IF_ERROR(CheckKeys(provider, "provider", {"type", "session"}));
+      config.provider = ProviderKind::kLocal;
+      if (!provider["session"]) return FieldError("provider.session", "is required for the local provider");
+      TORUS_ASSIGN_OR_RETURN(config.local_session, GetString(provider["session"], "provider.session"));
+    } else if (type == "kubernetes") {
+      TORUS_RETURN_IF_ERROR(CheckKeys(provider, "provider",
+                                      {"type", "api_server", "service_account_dir", "namespace", "image",
+                                       "image_pull_policy", "head_address", "token_secret"}));
+      config.provider = ProviderKind::kKubernetes;
+      KubernetesProvider& k = config.kubernetes;
+      const std::pair<const char*, std::string*> fields[] = {
+          {"api_server", &k.api_server}, {"service_account_dir", &k.service_account_dir}, {"namespace", &k.ns},
+          {"image", &k.image}, {"image_pull_policy", &k.image_pull_policy}, {"head_address", &k.head_address},
+          {"token_secret", &k.token_secret}};
+      for (const auto& [key, value] : fields) {
+        if (provider[key]) {
+          TORUS_ASSIGN_OR_RETURN(*value, GetString(provider[key], absl::StrCat("provider.", key)));
+        }
+      }
+      if (k.image.empty()) return FieldError("provider.image", "is required: the torus image the hosts run");
+      if (k.head_address.empty()) {
+        return FieldError("provider.head_address", "is required: HOST:PORT agents join, e.g. torus-head.torus.svc:6380");
+      }
+      if (k.image_pull_policy != "Always" && k.image_pull_policy != "IfNotPresent" && k.image_pull_policy != "Never") {
+        return FieldError("provider.image_pull_policy", "accepted: Always, IfNotPresent, Never");
+      }
+      if (k.api_server.rfind("https://", 0) != 0 && k.api_server.rfind("http://", 0) != 0) {
+        return FieldError("provider.api_server", "must start with https:// (or http:// for a test server)");
+      }
+    } else {
+      return FieldError("provider.type", absl::StrCat("\"", type, "\" is not known; accepted: local, kubernetes"));
+    }
     if (root["failure_backoff_s"]) {
       TORUS_ASSIGN_OR_RETURN(config.failure_backoff_ms,
                              GetSeconds(root["failure_backoff_s"], "failure_backoff_s", 86400));
@@ -206,6 +242,23 @@ absl::StatusOr<AutoscalerConfig> ParseAutoscalerConfig(const std::string& text) 
     }
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("autoscaler config: line ", e.mark.line + 1, ": ", e.msg));
+  }
+  for (size_t i = 0; i < config.node_types.size(); ++i) {
+    const NodeType& t = config.node_types[i];
+    const std::string path = absl::StrCat("node_types[", i, "]");
+    const bool reserved = std::any_of(t.classes.begin(), t.classes.end(), [](const ClassOption& o) {
+      return o.capacity_class == CapacityClass::kReserved;
+    });
+    if (config.provider == ProviderKind::kKubernetes && reserved && t.reservation.empty()) {
+      return FieldError(path + ".reservation", "is required for class reserved with the kubernetes provider");
+    }
+    if (config.provider == ProviderKind::kKubernetes && !(t.name[0] >= 'a' && t.name[0] <= 'z')) {
+      return FieldError(path + ".name", "must start with a letter with the kubernetes provider (slice names are "
+                                        "Service names)");
+    }
+    if (config.provider == ProviderKind::kKubernetes && !t.simulate.empty()) {
+      return FieldError(path + ".simulate", "is for the local provider only");
+    }
   }
   return config;
 }

@@ -18,6 +18,13 @@
 //         - {class: spot, provisioning_timeout_s: 10}
 //         - {class: flex-start, provisioning_timeout_s: 120}
 //       simulate: {spot: stockout}  # local provider only: stockout (never provisions) or quota (refused at once)
+//       reservation: my-reservation # kubernetes provider, class reserved: the reservation its hosts consume
+//
+// The kubernetes provider instead:
+//   provider: {type: kubernetes, image: REGISTRY/torus:TAG, head_address: torus-head.torus.svc:6380,
+//              namespace: torus, token_secret: torus-token, image_pull_policy: IfNotPresent,
+//              api_server: https://kubernetes.default.svc,
+//              service_account_dir: /var/run/secrets/kubernetes.io/serviceaccount}
 //
 // Thread-safety: value types and pure functions.
 #pragma once
@@ -67,13 +74,27 @@ struct NodeType {
   int64_t idle_timeout_ms = 60'000;
   std::vector<ClassOption> classes;                // at least one, no class twice
   std::map<CapacityClass, SimulatedAnswer> simulate;
+  std::string reservation;                         // kubernetes, class reserved: the GCE reservation to consume
 };
 
-enum class ProviderKind { kLocal };
+enum class ProviderKind { kLocal, kKubernetes };
+
+// The kubernetes provider: one pod per host of a slice in a GKE TPU node pool, and a headless service per slice for
+// its hosts' names (kubernetes_objects.h).
+struct KubernetesProvider {
+  std::string api_server = "https://kubernetes.default.svc";
+  std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";  // token, ca.crt, namespace
+  std::string ns;                                  // "" = the namespace file of service_account_dir
+  std::string image;                               // the torus image (deploy/Dockerfile); required
+  std::string image_pull_policy = "IfNotPresent";
+  std::string head_address;                        // what agents join, e.g. torus-head.torus.svc:6380; required
+  std::string token_secret = "torus-token";        // a Secret whose key `token` is the cluster token
+};
 
 struct AutoscalerConfig {
   ProviderKind provider = ProviderKind::kLocal;
   std::string local_session;                       // local: the `torus up` session the hosts join
+  KubernetesProvider kubernetes;                   // kubernetes
   int64_t failure_backoff_ms = 300'000;
   std::vector<NodeType> node_types;                // unique names
   const NodeType* Find(std::string_view name) const;

@@ -102,7 +102,7 @@ TEST(AutoscalerConfigTest, ErrorsNameTheFieldAndTheAcceptedForms) {
 TEST(AutoscalerConfigTest, RefusesABadProviderAndDuplicateNames) {
   auto unknown = ParseAutoscalerConfig("provider: {type: aws}\n");
   ASSERT_FALSE(unknown.ok());
-  EXPECT_EQ(unknown.status().message(), "provider.type: \"aws\" is not known; accepted: local");
+  EXPECT_EQ(unknown.status().message(), "provider.type: \"aws\" is not known; accepted: local, kubernetes");
   auto missing = ParseAutoscalerConfig("node_types: []\n");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(), "provider: is required, e.g. {type: local, session: DIR}");
@@ -114,6 +114,41 @@ TEST(AutoscalerConfigTest, RefusesABadProviderAndDuplicateNames) {
   auto bad_yaml = ParseAutoscalerConfig("provider: [");
   ASSERT_FALSE(bad_yaml.ok());
   EXPECT_NE(bad_yaml.status().message().find("not valid YAML"), std::string::npos);
+}
+
+TEST(AutoscalerConfigTest, TheKubernetesProviderNeedsAnImageAndTheHeadsAddress) {
+  auto config = ParseAutoscalerConfig(R"(
+provider: {type: kubernetes, image: example.com/torus:1, head_address: torus-head.torus.svc:6380, namespace: ml}
+node_types:
+  - {name: v6e, tpu: {pod_type: v6e-16, topology: 4x4}, capacity_classes: [reserved, spot], reservation: res-1}
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->provider, ProviderKind::kKubernetes);
+  EXPECT_EQ(config->kubernetes.image, "example.com/torus:1");
+  EXPECT_EQ(config->kubernetes.ns, "ml");
+  EXPECT_EQ(config->kubernetes.token_secret, "torus-token");
+  EXPECT_EQ(config->kubernetes.api_server, "https://kubernetes.default.svc");
+  EXPECT_EQ(config->node_types[0].reservation, "res-1");
+  const std::pair<std::string, std::string> cases[] = {
+      {"provider: {type: kubernetes, head_address: h:1}",
+       "provider.image: is required: the torus image the hosts run"},
+      {"provider: {type: kubernetes, image: i}", "provider.head_address: is required"},
+      {"provider: {type: kubernetes, image: i, head_address: h:1, image_pull_policy: Sometimes}",
+       "provider.image_pull_policy: accepted: Always, IfNotPresent, Never"},
+      {"provider: {type: kubernetes, image: i, head_address: h:1, session: /s}",
+       "provider: unknown key \"session\""},
+      {"provider: {type: kubernetes, image: i, head_address: h:1}\nnode_types: [{name: a, tpu: {pod_type: v6e-8, "
+       "topology: 2x4}, capacity_classes: [reserved]}]",
+       "node_types[0].reservation: is required for class reserved with the kubernetes provider"},
+      {"provider: {type: kubernetes, image: i, head_address: h:1}\nnode_types: [{name: a, tpu: {pod_type: v6e-8, "
+       "topology: 2x4}, simulate: {spot: quota}}]",
+       "node_types[0].simulate: is for the local provider only"},
+  };
+  for (const auto& [text, error] : cases) {
+    auto bad = ParseAutoscalerConfig(text);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(error), std::string::npos) << bad.status().message();
+  }
 }
 
 TEST(AutoscalerConfigTest, SliceHostsCarryTheLabelsTheirAgentsWillReport) {

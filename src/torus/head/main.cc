@@ -25,6 +25,7 @@
 #include "torus/head/api/actors_http.h"
 #include "torus/head/api/autoscaler_http.h"
 #include "torus/head/autoscaler/autoscaler.h"
+#include "torus/head/autoscaler/kubernetes_provider.h"
 #include "torus/head/autoscaler/local_provider.h"
 #include "torus/head/api/dashboard_http.h"
 #include "torus/head/api/event_log.h"
@@ -215,7 +216,7 @@ int Run(const HeadFlags& flags) {
   torus::head::Liveness liveness(&clock);
   torus::head::GrpcAgentPool agents(*token, std::chrono::milliseconds(flags.agent_rpc_timeout_ms));
   // The autoscaler, with --autoscaler-config: whole slices launched for waiting groups and removed when idle.
-  std::unique_ptr<torus::head::LocalProvider> slice_provider;
+  std::unique_ptr<torus::head::SliceProvider> slice_provider;
   std::unique_ptr<torus::head::Autoscaler> autoscaler;
   if (!flags.autoscaler_config.empty()) {
     std::ifstream in(flags.autoscaler_config);
@@ -227,7 +228,17 @@ int Run(const HeadFlags& flags) {
                     in ? std::string(config.status().message()) : "cannot read it");
       return 2;
     }
-    slice_provider = std::make_unique<torus::head::LocalProvider>(config->local_session, "");
+    if (config->provider == torus::autoscale::ProviderKind::kLocal) {
+      slice_provider = std::make_unique<torus::head::LocalProvider>(config->local_session, "");
+    } else {
+      auto kubernetes = torus::head::KubernetesSliceProvider::Create(config->kubernetes, &clock);
+      if (!kubernetes.ok()) {
+        spdlog::error("--autoscaler-config {}: {}", flags.autoscaler_config,
+                      std::string(kubernetes.status().message()));
+        return 2;
+      }
+      slice_provider = *std::move(kubernetes);
+    }
     autoscaler = std::make_unique<torus::head::Autoscaler>(*std::move(config), &store, &liveness, slice_provider.get(),
                                                            &clock, RandomSliceSuffix,
                                                            torus::head::Autoscaler::Options{});
