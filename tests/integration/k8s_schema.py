@@ -19,6 +19,7 @@ MODELS = {
     ("v1", "PersistentVolumeClaim"): "V1PersistentVolumeClaim",
     ("apps/v1", "StatefulSet"): "V1StatefulSet",
     ("apps/v1", "Deployment"): "V1Deployment",
+    ("batch/v1", "Job"): "V1Job",
     ("rbac.authorization.k8s.io/v1", "Role"): "V1Role",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "V1RoleBinding",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",

@@ -145,6 +145,32 @@ int CmdNodeAddSlice(const AddSliceFlags& flags) {
   return 0;
 }
 
+int CmdAutoscalerCheck(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) {
+    std::cerr << "torus autoscaler check: " << text.status().message() << "\n";
+    return 2;
+  }
+  auto config = autoscale::ParseAutoscalerConfig(*text);
+  if (!config.ok()) {
+    std::cerr << "torus autoscaler check: " << path << ": " << config.status().message() << "\n";
+    return 2;
+  }
+  std::cout << "provider " << (config->provider == autoscale::ProviderKind::kLocal ? "local" : "kubernetes") << ", "
+            << config->node_types.size() << " node type" << (config->node_types.size() == 1 ? "" : "s") << "\n";
+  for (const autoscale::NodeType& t : config->node_types) {
+    std::vector<std::string> classes;
+    for (const auto& c : t.classes) {
+      classes.push_back(absl::StrCat(std::string(autoscale::CapacityClassName(c.capacity_class)), " (",
+                                     c.provisioning_timeout_ms / 1000, " s)"));
+    }
+    std::cout << "  " << t.name << ": " << t.shape.pod_type.ToString() << " " << t.shape.topology.ToString() << ", "
+              << t.shape.hosts << " hosts of " << t.shape.chips_per_host << " chips, " << t.min_slices << "-"
+              << t.max_slices << " slices, classes " << absl::StrJoin(classes, " > ") << "\n";
+  }
+  return 0;
+}
+
 int CmdNodeRemoveSlice(const std::string& slice, const std::string& session_flag) {
   auto session = SessionOf(session_flag);
   if (!session.ok()) {

@@ -153,6 +153,9 @@ struct AddSliceFlags {
 };
 int CmdNodeAddSlice(const AddSliceFlags& flags);
 int CmdNodeRemoveSlice(const std::string& slice, const std::string& session);
+// torus autoscaler check FILE: parses an autoscaler config (torus-head --autoscaler-config) and prints its node types,
+// or the error (exit 2).
+int CmdAutoscalerCheck(const std::string& path);
 // torus node cut|heal NAME: takes a simulated host's network link down or up (`torus up --netns`).
 int CmdNodeLink(const std::string& name, bool up);
 int CmdNodeLedger(const HeadFlags& head, const std::string& node_id, bool json);

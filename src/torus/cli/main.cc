@@ -139,6 +139,14 @@ int main(int argc, char** argv) {
   cmd_remove_slice->add_option("--session", add_slice.session, "Session directory [default: the latest]");
   cmd_remove_slice->callback([&] { rc = torus::cli::CmdNodeRemoveSlice(add_slice.slice, add_slice.session); });
 
+  std::string autoscaler_file;
+  auto* cmd_autoscaler = app.add_subcommand("autoscaler", "The head's autoscaler configuration");
+  cmd_autoscaler->require_subcommand(1);
+  auto* cmd_autoscaler_check =
+      cmd_autoscaler->add_subcommand("check", "Check an autoscaler config (torus-head --autoscaler-config FILE)");
+  cmd_autoscaler_check->add_option("FILE", autoscaler_file, "YAML or JSON")->required();
+  cmd_autoscaler_check->callback([&] { rc = torus::cli::CmdAutoscalerCheck(autoscaler_file); });
+
   torus::cli::PgCreateFlags pg_create;
   auto* cmd_pg = app.add_subcommand("pg", "Placement groups: atomic reservations of resource bundles");
   cmd_pg->require_subcommand(1);

@@ -1,0 +1,80 @@
+"""deploy/: every manifest deserializes into the Kubernetes API's models without an unknown field (k8s_schema.py),
+each kustomization names only files that exist and fields kustomize knows, the head's autoscaler config is valid
+(`torus autoscaler check`), and the head's arguments are flags torus-head has."""
+
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from conftest import binary
+from k8s_schema import problems_of
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+KUSTOMIZE_FIELDS = {"apiVersion", "kind", "namespace", "resources", "configMapGenerator", "secretGenerator",
+                    "images", "labels", "commonLabels", "commonAnnotations", "patches", "namePrefix", "nameSuffix",
+                    "generatorOptions", "replicas", "components"}
+NOT_OBJECTS = {"kustomization.yaml", "autoscaler.yaml"}
+
+
+def manifests():
+    for path in sorted(DEPLOY.rglob("*.yaml")):
+        if path.name in NOT_OBJECTS:
+            continue
+        for i, doc in enumerate(yaml.safe_load_all(path.read_text())):
+            if doc is not None:
+                yield f"{path.relative_to(DEPLOY)}#{i}", doc
+
+
+def test_every_manifest_is_a_valid_kubernetes_object():
+    seen = [name for name, _ in manifests()]
+    assert len(seen) >= 8, seen
+    for name, doc in manifests():
+        assert problems_of(doc) == [], name
+
+
+def test_kustomizations_name_existing_files_and_known_fields():
+    for kustomization in DEPLOY.rglob("kustomization.yaml"):
+        doc = yaml.safe_load(kustomization.read_text())
+        assert set(doc) <= KUSTOMIZE_FIELDS, (kustomization, set(doc) - KUSTOMIZE_FIELDS)
+        for resource in doc.get("resources", []):
+            assert (kustomization.parent / resource).is_file(), (kustomization, resource)
+        for generator in doc.get("configMapGenerator", []):
+            for entry in generator["files"]:
+                assert (kustomization.parent / entry.split("=", 1)[-1]).is_file(), (kustomization, entry)
+        # Every manifest of the directory is applied by it (or by the kustomization of its own directory).
+        listed = {(kustomization.parent / r).resolve() for r in doc.get("resources", [])}
+        for path in kustomization.parent.rglob("*.yaml"):
+            if path.name in NOT_OBJECTS or any((p / "kustomization.yaml").exists()
+                                               for p in path.parents if kustomization.parent in p.parents):
+                continue
+            assert path.resolve() in listed, f"{path} is not in {kustomization}"
+
+
+def test_the_heads_autoscaler_config_is_valid():
+    result = subprocess.run([binary("torus"), "autoscaler", "check", DEPLOY / "head" / "autoscaler.yaml"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert "provider kubernetes" in result.stdout
+
+
+def test_the_head_and_agents_are_given_flags_they_have():
+    heads = [doc for _, doc in manifests() if doc["kind"] == "StatefulSet"]
+    assert len(heads) == 1
+    head_help = subprocess.run([binary("torus-head"), "--help"], capture_output=True, text=True, timeout=30).stdout
+    for arg in heads[0]["spec"]["template"]["spec"]["containers"][0]["args"]:
+        assert arg.split("=", 1)[0] in head_help, arg
+    node_help = subprocess.run([binary("torus-node"), "--help"], capture_output=True, text=True, timeout=30).stdout
+    jobs = [doc for _, doc in manifests() if doc["kind"] == "Job"]
+    for job in jobs:
+        for arg in job["spec"]["template"]["spec"]["containers"][0]["args"]:
+            assert arg.split("=", 1)[0] in node_help, arg
+
+
+def test_the_image_builds_with_the_setup_script_and_the_targets_exist():
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert "scripts/setup.sh" in dockerfile and (DEPLOY.parent / "scripts" / "setup.sh").is_file()
+    targets = dockerfile.split('TORUS_TARGETS="', 1)[1].split('"', 1)[0].split()
+    for target in targets:
+        if target != "_torus_core":
+            binary(target)  # built by this build
