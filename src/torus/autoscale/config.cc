@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "torus/accel/tpu_detect.h"
 #include "torus/common/status.h"
+#include "torus/common/utf8.h"
 #include "torus/common/well_known_labels.h"
 #include "torus/common/yaml_fields.h"
 
@@ -19,6 +20,11 @@ constexpr CapacityClass kAllClasses[] = {CapacityClass::kSpot, CapacityClass::kF
 absl::StatusOr<int64_t> GetSeconds(const YAML::Node& node, const std::string& path, double max_s) {
   TORUS_ASSIGN_OR_RETURN(double seconds, GetNumber(node, path, 0, max_s));
   return static_cast<int64_t>(seconds * 1000);
+}
+
+bool DnsLabel(const std::string& s) {
+  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
 }
 
 absl::StatusOr<ClassOption> ParseClassOption(const YAML::Node& node, const std::string& path) {
@@ -217,7 +223,21 @@ absl::StatusOr<AutoscalerConfig> ParseAutoscalerConfig(const std::string& text) 
           {"token_secret", &k.token_secret}};
       for (const auto& [key, value] : fields) {
         if (provider[key]) {
-          TORUS_ASSIGN_OR_RETURN(*value, GetString(provider[key], absl::StrCat("provider.", key)));
+          const std::string field = absl::StrCat("provider.", key);
+          TORUS_ASSIGN_OR_RETURN(*value, GetString(provider[key], field));
+          // They go into the objects sent to the API server (as JSON) and into pods' command lines.
+          if (!IsValidUtf8(*value) || std::any_of(value->begin(), value->end(), [](char c) {
+                return static_cast<unsigned char>(c) <= ' ' || c == 0x7f;
+              })) {
+            return FieldError(field, "must be UTF-8 without spaces or control characters");
+          }
+        }
+      }
+      for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"namespace", &k.ns},
+                                       {"token_secret", &k.token_secret}}) {
+        if (!value->empty() && !DnsLabel(*value)) {
+          return FieldError(absl::StrCat("provider.", key),
+                            absl::StrCat("\"", *value, "\" is not a Kubernetes name (1-63 of a-z, 0-9 and '-')"));
         }
       }
       if (k.image.empty()) return FieldError("provider.image", "is required: the torus image the hosts run");

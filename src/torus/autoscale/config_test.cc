@@ -135,6 +135,12 @@ node_types:
       {"provider: {type: kubernetes, image: i}", "provider.head_address: is required"},
       {"provider: {type: kubernetes, image: i, head_address: h:1, image_pull_policy: Sometimes}",
        "provider.image_pull_policy: accepted: Always, IfNotPresent, Never"},
+      {"provider: {type: kubernetes, image: \"a b\", head_address: h:1}",
+       "provider.image: must be UTF-8 without spaces or control characters"},
+      {"provider: {type: kubernetes, image: a\xff" "b, head_address: h:1}",
+       "provider.image: must be UTF-8 without spaces or control characters"},
+      {"provider: {type: kubernetes, image: i, head_address: h:1, namespace: My_NS}",
+       "provider.namespace: \"My_NS\" is not a Kubernetes name"},
       {"provider: {type: kubernetes, image: i, head_address: h:1, session: /s}",
        "provider: unknown key \"session\""},
       {"provider: {type: kubernetes, image: i, head_address: h:1}\nnode_types: [{name: a, tpu: {pod_type: v6e-8, "
