@@ -3,7 +3,7 @@
 //   #/                    overview          #/runs/<id>[?rank=R]   one gang run and its rank logs
 //   #/slices              slice topologies  #/jobs, #/jobs/<id>    Ray jobs and their logs
 //   #/runs                gang runs         #/nodes[?filter=..&state=..&page=..], #/nodes/<id>[?file=..]
-//   #/actors              actors
+//   #/actors              actors            #/autoscaler           the autoscaler's slices and failures
 
 import { h, setChildren } from './dom.js';
 import { onConnectionState, ApiError } from './api.js';
@@ -13,6 +13,7 @@ import { runsView, runView } from './view_runs.js';
 import { jobsView, jobView } from './view_jobs.js';
 import { nodesView, nodeView } from './view_nodes.js';
 import { actorsView } from './view_actors.js';
+import { autoscalerView } from './view_autoscaler.js';
 
 const POLL_MS = 2000;
 
@@ -25,6 +26,7 @@ const routes = [
   { name: 'jobs', match: (p) => p.length === 2 && p[0] === 'jobs', view: jobView },
   { name: 'nodes', match: (p) => p.length === 1 && p[0] === 'nodes', view: nodesView },
   { name: 'actors', match: (p) => p.length === 1 && p[0] === 'actors', view: actorsView },
+  { name: 'autoscaler', match: (p) => p.length === 1 && p[0] === 'autoscaler', view: autoscalerView },
   { name: 'nodes', match: (p) => p.length === 2 && p[0] === 'nodes', view: nodeView },
 ];
 

@@ -4,7 +4,8 @@
 // that reports a loss and prints lines per rank, logs in through the head's login URL (/?token=...), and checks:
 // the overview's counts, the slice held by the run drawn with its four hosts (each labelled with its rank), the run
 // page's loss curve, rank 2's log (and that follow mode brings new lines), the nodes table's filter, a node's page,
-// the jobs list and the actors page (a named actor a Python driver created). Any console error, page error or
+// the jobs list, the actors page (a named actor a Python driver created) and the autoscaler's page (a slice it
+// launched for a reservation). Any console error, page error or
 // failed request of the page fails the test. Screenshots go to
 // TORUS_TEST_OUTPUT_DIR (default build/test-output/browser/).
 //
@@ -110,8 +111,17 @@ const problems = [];
 
 async function main() {
   log(`TORUS_TEMP_DIR=${torusDir}; screenshots in ${OUTPUT_DIR}`);
-  torus('up', path.join(REPO, 'examples', 'clusters', 'local.yaml'), '--port', '0', '--dashboard-port', '0',
-    '--metrics-period-ms', '500');
+  // local.yaml, and a node type of v5p 2x2x2 slices that the autoscaler launches when one is reserved.
+  const spec = path.join(tmp, 'cluster.yaml');
+  fs.writeFileSync(spec, `${fs.readFileSync(path.join(REPO, 'examples', 'clusters', 'local.yaml'), 'utf8')}
+node_types:
+  - name: v5p
+    tpu: {pod_type: v5p-16, topology: 2x2x2}
+    max_slices: 1
+    idle_timeout_s: 600
+    capacity_classes: [{class: spot, provisioning_timeout_s: 60}]
+`);
+  torus('up', spec, '--port', '0', '--dashboard-port', '0', '--metrics-period-ms', '500');
   const session = path.join(torusDir, 'session_latest');
   const address = fs.readFileSync(path.join(session, 'dashboard_address'), 'utf8').trim();
   const token = fs.readFileSync(path.join(session, 'token'), 'utf8').trim();
@@ -321,6 +331,18 @@ async function main() {
       tr.querySelector('a[href^="#/nodes/"]') !== null),
   null, { timeout: 30000 });
   await page.screenshot({ path: path.join(OUTPUT_DIR, 'actors.png'), fullPage: true });
+
+  // The autoscaler's page: a reservation of a shape the cluster lacks launches a v5p slice.
+  torus('slice', 'reserve', '--accelerator-type', 'TPU-V5P', '--topology', '2x2x2', '--name', 'dash-scaled', '--wait', '60');
+  await page.click('nav a[data-nav="autoscaler"]');
+  await loaded('autoscaler');
+  await page.waitForFunction(() => {
+    const row = document.querySelector('#autoscaler-slices tr[data-phase="RUNNING"]');
+    return row && /^v5p-[0-9a-f]{5}/.test(row.textContent) && /spot/.test(row.textContent) &&
+      document.querySelector('#autoscaler-events tr[data-kind="launch"]') !== null &&
+      /v5p-16 2x2x2|TPU-V5P 2x2x2/.test(document.querySelector('#autoscaler-types')?.textContent || '');
+  }, null, { timeout: 30000 });
+  await page.screenshot({ path: path.join(OUTPUT_DIR, 'autoscaler.png'), fullPage: true });
 
   // The overview again, to let a few polls run across views.
   await page.click('nav a[data-nav="overview"]');
