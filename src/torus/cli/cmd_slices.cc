@@ -109,6 +109,11 @@ int CmdNodeAddSlice(const AddSliceFlags& flags) {
       return 1;
     }
   }
+  // `torus down` stops a launch under way (role "launch") before the hosts it has started.
+  if (absl::Status s = RecordProcess(*session, {"launch", flags.slice, getpid()}); !s.ok()) {
+    std::cerr << "torus node add-slice: " << s.message() << "\n";
+    return 1;
+  }
   auto head_address = ReadFile(*session + "/head_address");
   if (!head_address.ok()) {
     std::cerr << "torus node add-slice: " << head_address.status().message() << " (no head in this session?)\n";

@@ -152,7 +152,8 @@ int StopSession(const std::string& session) {
   // agents then stop without unregistering, which costs them nothing).
   std::error_code ec;
   const bool autoscaled = std::filesystem::exists(session + "/autoscaler.yaml", ec);
-  const std::vector<std::string> order = autoscaled ? std::vector<std::string>{"head", "node", "sim", "etcd"}
+  // Then the launches it began (`torus node add-slice`, role "launch"), before the hosts they started.
+  const std::vector<std::string> order = autoscaled ? std::vector<std::string>{"head", "launch", "node", "sim", "etcd"}
                                                     : std::vector<std::string>{"node", "sim", "head", "etcd"};
   std::map<std::string, std::vector<pid_t>> by_role;
   for (const ProcessRecord& r : ReadProcesses(session)) {
