@@ -51,9 +51,10 @@ void Autoscaler::OnNotesChanged(std::function<void()> listener) { on_notes_chang
 
 void Autoscaler::Start() {
   const int64_t now = clock_->WallMillis();
+  const std::vector<SliceProvider::Launched> launched = provider_->List();  // may call an API server: not locked
   {
     absl::MutexLock lock(&mu_);
-    for (const SliceProvider::Launched& l : provider_->List()) {
+    for (const SliceProvider::Launched& l : launched) {
       // Its hosts register again with this head: a fresh provisioning timeout from now.
       slices_.push_back({.name = l.slice,
                          .node_type = l.node_type,
@@ -152,10 +153,12 @@ void Autoscaler::Tick() {
   ScalingInput in;
   in.config = &config_;
   in.now_ms = now;
+  // Asked outside the lock: a provider may call its API server (the scheduler asks for notes meanwhile).
+  const std::map<std::string, std::string> provider_failures = provider_->TakeFailures();
   {
     absl::MutexLock lock(&mu_);
     // Launches the provider gave up on: the class failed; what came up of the slice is removed.
-    for (const auto& [slice, why] : provider_->TakeFailures()) {
+    for (const auto& [slice, why] : provider_failures) {
       auto it = std::find_if(slices_.begin(), slices_.end(), [&](const ScaledSlice& s) { return s.name == slice; });
       if (it == slices_.end()) continue;
       failures_.push_back({it->node_type, it->capacity_class, why, now, now + config_.failure_backoff_ms});
