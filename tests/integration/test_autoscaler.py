@@ -3,9 +3,11 @@ for waiting groups and gang runs as simulated hosts, capacity classes that stock
 the next, idle slices removed whole, and what the autoscaler does shown in pending reasons, REST and `torus status`."""
 
 import json
+import os
+import signal
 import urllib.request
 
-from conftest import is_torus_process, wait_until
+from conftest import is_torus_process, pid_alive, wait_until
 
 V6E_SLICE = ("--accelerator-type", "TPU-V6E", "--topology", "4x4")
 
@@ -166,3 +168,25 @@ def test_never_more_than_max_slices_and_the_reason_says_so(torus, tmp_path):
     assert g["reason"].endswith("autoscaler: cannot launch for it: v6e is at max_slices (1)"), g["reason"]
     assert autoscaler(torus)["slices"] == []
     assert tpu_nodes(torus.status()) == []
+
+
+def test_a_restarted_head_takes_up_its_slices_and_still_removes_them_when_idle(torus, tmp_path):
+    torus.up(spec=spec(tmp_path, idle_timeout_s=3))
+    g = reserve(torus, "--name", "one", "--wait", "60")
+    launched = [s["name"] for s in autoscaler(torus)["slices"]]
+    assert launched == [g["bundles"][0]["slice_name"]]
+    head = torus.pid_of("head", role="head")
+    os.kill(head, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head), 5, message="the head to exit")
+    (torus.session / "dashboard_address").unlink()
+    torus.ok("head", "restart")
+    wait_until(lambda: (torus.session / "dashboard_address").exists(), 15, message="the head serving again")
+    # Taken up (not launched again), running once its hosts registered with the new head; the group still holds it.
+    wait_until(lambda: [(s["name"], s["phase"]) for s in autoscaler(torus)["slices"]] == [(launched[0], "RUNNING")],
+               30, message="the slice taken up and running")
+    assert not any(e["kind"] == "launch" for e in autoscaler(torus)["events"])
+    assert group(torus, "one")["state"] == "CREATED"
+    # Idle once the group is removed: removed whole, as before the restart.
+    torus.ok("pg", "remove", "one")
+    wait_until(lambda: autoscaler(torus)["slices"] == [], 30, message="the idle slice removed")
+    wait_until(lambda: tpu_nodes(torus.status()) == [], 30, message="its hosts forgotten")
