@@ -190,3 +190,21 @@ def test_a_restarted_head_takes_up_its_slices_and_still_removes_them_when_idle(t
     torus.ok("pg", "remove", "one")
     wait_until(lambda: autoscaler(torus)["slices"] == [], 30, message="the idle slice removed")
     wait_until(lambda: tpu_nodes(torus.status()) == [], 30, message="its hosts forgotten")
+
+
+def test_a_slice_that_loses_a_host_is_replaced_whole(torus, tmp_path):
+    torus.up(spec=spec(tmp_path, max_slices=1))
+    g = reserve(torus, "--name", "one", "--wait", "60")
+    first = g["bundles"][0]["slice_name"]
+    agents = {name: pid for role, name, pid in torus.processes(torus.session) if role == "node" and name != "head"}
+    os.kill(agents[f"{first}-w2"], signal.SIGKILL)  # a preempted host
+    # The slice is removed whole (its other hosts stopped), and with max_slices 1 a new one can come for the group.
+    wait_until(lambda: any(e["kind"] == "remove" and e["slice"] == first for e in autoscaler(torus)["events"]), 30,
+               message="the broken slice removed")
+    removal = [e for e in autoscaler(torus)["events"] if e["kind"] == "remove"][0]
+    assert removal["message"] == f"host {first}-w2 was lost; the slice is replaced whole", removal
+    wait_until(lambda: not any(is_torus_process(pid) for name, pid in agents.items()), 30,
+               message="every host of the broken slice stopped")
+    wait_until(lambda: (lambda x: x if x["state"] == "CREATED" and x["slices"] != [first] else None)(group(torus, "one")),
+               60, message="the group placed again on a new slice")
+    assert len(autoscaler(torus)["slices"]) == 1

@@ -103,6 +103,18 @@ class Planner {
     if (provisioning) provisioning_[slice] = absl::StrCat(ShapeText(t), ", ", ClassName(c));
   }
 
+  // The first host of running slice `s` that is not alive and placeable (dead, gone, or not registered), or "".
+  std::string LostHost(const NodeType& t, const ScaledSlice& s) const {
+    std::set<std::string> alive;
+    for (const sched::NodeSnapshot& n : sim_.index.nodes) {
+      if (n.alive && SliceOf(n) == s.name) alive.insert(n.node_id);
+    }
+    for (const autoscale::HostPlan& h : autoscale::SliceHosts(t, s.name, s.capacity_class)) {
+      if (!alive.count(h.name)) return h.name;
+    }
+    return "";
+  }
+
   // Provisioning slices: started, timed out, or still to count as coming.
   void TakeStockOfSlices() {
     for (const ScaledSlice& s : in_.slices) {
@@ -129,6 +141,14 @@ class Planner {
           AddPlannedSlice(*t, s.name, s.capacity_class, sim_);
           Track(*t, s.name, s.capacity_class, /*provisioning=*/true);
           ++count_[t->name];
+          continue;
+        }
+      }
+      // A running slice that lost a host (preempted, crashed) is lost whole: removed, so that another can come.
+      if (s.phase == ScaledSlice::Phase::kRunning) {
+        if (std::string lost = LostHost(*t, s); !lost.empty()) {
+          plan_.removals.push_back({s.name, absl::StrCat("host ", lost, " was lost; the slice is replaced whole")});
+          MakeUnplaceable(s.name, sim_);
           continue;
         }
       }

@@ -15,6 +15,9 @@
 // provider refuses fails the class the same way (the mechanism records it). When every class of the only fitting
 // node type has failed, the group's note says so and when the first retries.
 //
+// A running slice that lost a host (dead, or gone) is removed whole at once: the slice is the unit of failure, and
+// its groups are placed again, on a new slice if need be.
+//
 // Removal: a running slice none of whose hosts holds a bundle or runs a worker, and that no waiting group would use,
 // is idle; once idle for its node type's idle_timeout it is removed whole, never below min_slices. Node types
 // below min_slices get launches too.

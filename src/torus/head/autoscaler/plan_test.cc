@@ -260,6 +260,24 @@ TEST_F(PlanScalingTest, AnIdleSliceAWaitingGroupWillUseIsKept) {
   EXPECT_FALSE(plan.notes.count(GroupId("pg-a")));  // the scheduler places it; nothing to launch
 }
 
+TEST_F(PlanScalingTest, ARunningSliceThatLostAHostIsRemovedWholeAndItsGroupGetsANewOne) {
+  RegisterSlice("v6e-a");
+  slices_ = {Slice("v6e-a", ScaledSlice::Phase::kRunning)};
+  Submit(test_util::NewSliceGroup("pg-a", test_util::SliceReq("4x4", 1)));
+  ApplyAll(state_, {GroupPlaced{.group = GroupId("pg-a"),
+                                .bundles = test_util::SliceBundles("pg-a", "v6e-a", 0),
+                                .slices = {"v6e-a"},
+                                .wall_ms = 1000}});
+  EXPECT_EQ(Removals(Plan(2000)), "");
+  const Node& w2 = *state_.FindNode(NodeId("v6e-a-w2"));
+  ApplyAll(state_, {NodeDied{NodeId("v6e-a-w2"), w2.incarnation, "no heartbeat", 3000},
+                    GroupBundlesLost{.group = GroupId("pg-a"), .dropped_slices = {"v6e-a"}, .wall_ms = 3000}});
+  ScalingPlan plan = Plan(4000);
+  EXPECT_EQ(Removals(plan), "v6e-a: host v6e-a-w2 was lost; the slice is replaced whole");
+  EXPECT_EQ(Launches(plan), "v6e-n1 v6e spot");
+  EXPECT_THAT(plan.new_failures, IsEmpty());  // a loss is not a class that failed to provision
+}
+
 TEST_F(PlanScalingTest, MinSlicesAreLaunchedWithoutDemand) {
   Configure(std::string(kConfig).replace(std::string(kConfig).find("max_slices: 4"), 13,
                                          "max_slices: 4\n    min_slices: 2"));
