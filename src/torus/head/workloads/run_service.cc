@@ -101,6 +101,19 @@ absl::StatusOr<bool> RunService::Stop(const std::string& id_or_name) {
   return stopped;
 }
 
+std::optional<nlohmann::json> RunService::AlreadyCommitted(const std::string& id, const std::string& storage,
+                                                           int64_t step) {
+  const std::vector<std::pair<int64_t, std::string>> committed = train::ListCommitted(storage);
+  auto it = std::find_if(committed.begin(), committed.end(), [step](const auto& c) { return c.first == step; });
+  if (it == committed.end()) return std::nullopt;
+  store_->Update([&](Txn& txn) {
+    const Run* run = txn.state().FindRun(RunId(id));
+    if (run == nullptr || run->committed == committed) return;
+    txn.Apply(CheckpointCommitted{RunId(id), step, it->second, committed, clock_->WallMillis()}).IgnoreError();
+  });
+  return nlohmann::json{{"committed", true}, {"checkpoint", it->second}};
+}
+
 absl::StatusOr<nlohmann::json> RunService::Report(const std::string& id, const std::string& bearer,
                                                   const std::string& body) {
   auto storage = store_->Read([&](const ClusterState& s) -> absl::StatusOr<std::string> {
@@ -113,7 +126,12 @@ absl::StatusOr<nlohmann::json> RunService::Report(const std::string& id, const s
   auto report = train::ParseRunReport(body);
   if (!report.ok()) return report.status();
   if (!report->checkpoint.empty()) {
-    if (absl::Status valid = train::ValidateStagedDir(*storage, report->checkpoint); !valid.ok()) return valid;
+    if (absl::Status valid = train::ValidateStagedDir(*storage, report->checkpoint); !valid.ok()) {
+      // A report sent again after the head that committed its step died before answering (a failover): its staged
+      // copy was moved into the step's committed checkpoint. The same answer again, and the commit recorded.
+      if (std::optional<nlohmann::json> answer = AlreadyCommitted(id, *storage, report->step)) return *answer;
+      return valid;
+    }
   }
 
   // The report itself; and, when it completes a step with checkpoints, what is to be committed.

@@ -51,7 +51,8 @@ class RunService {
   absl::StatusOr<bool> Stop(const std::string& id_or_name);
   // A worker's report (body: rank, attempt, step, metrics, checkpoint). Returns {"committed": bool[, "checkpoint"]}.
   // NotFound for an unknown run; Unauthenticated for a wrong token; FailedPrecondition for an attempt that is not
-  // the running one; InvalidArgument names a bad field.
+  // the running one; InvalidArgument names a bad field. A report sent again after its step was committed (its staged
+  // checkpoint already moved, e.g. when the head that committed it died before answering) gets the same answer.
   absl::StatusOr<nlohmann::json> Report(const std::string& id, const std::string& bearer, const std::string& body);
   // One rank's output of an attempt (0 = the latest). A finished attempt whose host is gone reads as empty and
   // finished.
@@ -79,6 +80,9 @@ class RunService {
   std::map<std::string, int> FailedAttemptsByCause() const;
 
  private:
+  // {"committed": true, "checkpoint"} when `step` of run `id` has a committed checkpoint in `storage` (recording
+  // the commit if the state lacks it); nullopt otherwise.
+  std::optional<nlohmann::json> AlreadyCommitted(const std::string& id, const std::string& storage, int64_t step);
   // Where an attempt's ranks ran: their agents ("" when the node is forgotten) and workers.
   struct AttemptRanks {
     int attempt = 0;

@@ -224,6 +224,16 @@ TEST_F(RunServiceTest, AStepEveryRankReportedCommitsItsCheckpointAndTheNextAttem
   const std::string dir = storage_ + "/checkpoint_10";
   EXPECT_EQ(*last, (nlohmann::json{{"committed", true}, {"checkpoint", dir}}));
 
+  // Sent again (its answer lost with a head that died, say): the same answer, though its staged copy is gone.
+  auto again = Report(nlohmann::json{{"rank", 0},
+                                     {"attempt", 1},
+                                     {"step", 10},
+                                     {"metrics", {{"loss", 0.25}}},
+                                     {"checkpoint", rank0}}
+                          .dump());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, (nlohmann::json{{"committed", true}, {"checkpoint", dir}}));
+
   // Merged (the lower rank wins a clash), marked committed, the step's staging gone.
   EXPECT_EQ(ReadFile(fs::path(dir) / "model.pt"), "weights");
   EXPECT_EQ(ReadFile(fs::path(dir) / "optim.pt"), "moments");
