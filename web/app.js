@@ -4,6 +4,7 @@
 //   #/slices              slice topologies  #/jobs, #/jobs/<id>    Ray jobs and their logs
 //   #/runs                gang runs         #/nodes[?filter=..&state=..&page=..], #/nodes/<id>[?file=..]
 //   #/actors              actors            #/autoscaler           the autoscaler's slices and failures
+//   #/services            services, their replicas and events
 
 import { h, setChildren } from './dom.js';
 import { onConnectionState, ApiError } from './api.js';
@@ -14,6 +15,7 @@ import { jobsView, jobView } from './view_jobs.js';
 import { nodesView, nodeView } from './view_nodes.js';
 import { actorsView } from './view_actors.js';
 import { autoscalerView } from './view_autoscaler.js';
+import { servicesView } from './view_services.js';
 
 const POLL_MS = 2000;
 
@@ -27,6 +29,7 @@ const routes = [
   { name: 'nodes', match: (p) => p.length === 1 && p[0] === 'nodes', view: nodesView },
   { name: 'actors', match: (p) => p.length === 1 && p[0] === 'actors', view: actorsView },
   { name: 'autoscaler', match: (p) => p.length === 1 && p[0] === 'autoscaler', view: autoscalerView },
+  { name: 'services', match: (p) => p.length === 1 && p[0] === 'services', view: servicesView },
   { name: 'nodes', match: (p) => p.length === 2 && p[0] === 'nodes', view: nodeView },
 ];
 

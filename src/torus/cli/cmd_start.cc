@@ -131,7 +131,8 @@ int CmdStart(const StartFlags& flags) {
                                     .dashboard_read_only = flags.dashboard_read_only,
                                     .state_dir = flags.state_dir,
                                     .state_store = flags.state_store,
-                                    .package_unused_grace_s = flags.package_unused_grace_s});
+                                    .package_unused_grace_s = flags.package_unused_grace_s,
+                                    .serve_port = flags.serve_port});
     if (!head_address.ok()) {
       std::cerr << "torus start: " << head_address.status().message() << "\n";
       return 1;

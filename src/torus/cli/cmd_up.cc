@@ -66,6 +66,9 @@ absl::StatusOr<std::string> LaunchHeadPair(const HeadLaunch& base, const std::op
     head.host = hosts[i];
     head.port = ports[i];
     head.dashboard_port = http_ports[i];
+    // Each head's ingress on a port of its own: 8000 and 8001 by default.
+    const int serve_base = base.serve_port.value_or(base.dashboard_port == 0 ? 0 : 8000);
+    head.serve_port = serve_base <= 0 ? serve_base : serve_base + i;
     head.state_store = absl::StrCat("etcd://", *endpoints, "/torus");
     head.standby = true;
     head.head_addresses = addresses;
@@ -139,7 +142,8 @@ int CmdUp(const UpFlags& flags) {
                   .no_journal = flags.no_journal,
                   .state_store = flags.state_store,
                   .package_unused_grace_s = flags.package_unused_grace_s,
-                  .autoscaler_config = spec->node_types.empty() ? "" : *session + "/autoscaler.yaml"};
+                  .autoscaler_config = spec->node_types.empty() ? "" : *session + "/autoscaler.yaml",
+                  .serve_port = flags.serve_port};
   absl::StatusOr<std::string> address;
   if (flags.ha) {
     address = LaunchHeadPair(head, bridge);

@@ -76,6 +76,7 @@ struct StartFlags {
   std::string host = "127.0.0.1";    // head listen address
   int port = 6380;
   int dashboard_port = 8265;
+  std::optional<int> serve_port;     // head: the ingress; unset: 8000, or any free port with --dashboard-port 0
   int64_t heartbeat_period_ms = 500;
   int64_t node_timeout_ms = 3000;
   bool no_local_node = false;        // --head without an agent on this machine
@@ -90,6 +91,7 @@ struct UpFlags {
   std::string spec_path;
   int port = 6380;
   int dashboard_port = 8265;
+  std::optional<int> serve_port;  // the ingress; unset: 8000, or any free port with --dashboard-port 0
   int64_t agent_rpc_timeout_ms = 2000;
   int64_t prepare_ttl_ms = 10'000;
   int64_t heartbeat_period_ms = 500;
@@ -156,6 +158,12 @@ int CmdNodeRemoveSlice(const std::string& slice, const std::string& session);
 // torus autoscaler check FILE: parses an autoscaler config (torus-head --autoscaler-config) and prints its node types,
 // or the error (exit 2).
 int CmdAutoscalerCheck(const std::string& path);
+
+// torus serve deploy FILE [--wait] | status NAME [--json] | list [--json] | delete NAME
+int CmdServeDeploy(const HeadFlags& head, const std::string& path, bool wait, int timeout_s);
+int CmdServeStatus(const HeadFlags& head, const std::string& name, bool json);
+int CmdServeList(const HeadFlags& head, bool json);
+int CmdServeDelete(const HeadFlags& head, const std::string& name);
 // torus node cut|heal NAME: takes a simulated host's network link down or up (`torus up --netns`).
 int CmdNodeLink(const std::string& name, bool up);
 int CmdNodeLedger(const HeadFlags& head, const std::string& node_id, bool json);

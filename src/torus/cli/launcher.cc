@@ -77,6 +77,10 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
                                    "--agent-rpc-timeout-ms", absl::StrCat(launch.agent_rpc_timeout_ms),
                                    "--prepare-ttl-ms",       absl::StrCat(launch.prepare_ttl_ms)};
   if (launch.dashboard_read_only) args.push_back("--dashboard-read-only");
+  if (launch.serve_port) {
+    args.push_back("--serve-port");
+    args.push_back(absl::StrCat(*launch.serve_port));
+  }
   if (launch.no_journal) args.push_back("--no-journal");
   if (launch.package_unused_grace_s) {
     args.push_back("--package-unused-grace-s");
@@ -189,9 +193,20 @@ absl::StatusOr<std::string> RelaunchHead(const std::string& session) {
   // The ports it served on: agents heartbeat there and workers report there.
   const std::optional<std::string> grpc_port = PortOf(client::ReadTrimmed(session + "/head_address"));
   const std::optional<std::string> http_port = PortOf(client::ReadTrimmed(session + "/dashboard_address"));
+  const std::optional<std::string> serve_port = PortOf(client::ReadTrimmed(session + "/serve_address"));
+  bool has_serve_port = false;
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] == "--port" && grpc_port) args[i + 1] = *grpc_port;
     if (args[i] == "--dashboard-port" && http_port) args[i + 1] = *http_port;
+    if (args[i] == "--serve-port") {
+      has_serve_port = true;
+      if (serve_port) args[i + 1] = *serve_port;
+    }
+  }
+  // Clients keep the ingress's address: the new head serves on the same port.
+  if (!has_serve_port && serve_port) {
+    args.push_back("--serve-port");
+    args.push_back(*serve_port);
   }
   std::vector<pid_t> running;
   for (const ProcessRecord& r : ReadProcesses(session)) {

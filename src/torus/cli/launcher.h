@@ -41,6 +41,7 @@ struct HeadLaunch {
   std::string head_addresses;            // "" for a lone head
   std::string head_dashboard_addresses;  // every head's HTTP address; "" for a lone head
   std::string autoscaler_config;         // --autoscaler-config: "" = no autoscaler
+  std::optional<int> serve_port;         // --serve-port: unset = the head's default
 };
 
 // Starts torus-head and waits (up to 15 s) until it has written its address (a standby: until it stands by or

@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   cmd_start->add_option("--port", start.port, "Head: gRPC port (0 = any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
+  cmd_start->add_option("--serve-port", start.serve_port,
+                        "Head: port of the services' ingress (0 = any free, -1 = none) [default: 8000, or any free "
+                        "with --dashboard-port 0]");
   cmd_start->add_option("--dashboard-port", start.dashboard_port, "Head: HTTP port of the JSON API (0 = any free)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
@@ -146,6 +149,33 @@ int main(int argc, char** argv) {
       cmd_autoscaler->add_subcommand("check", "Check an autoscaler config (torus-head --autoscaler-config FILE)");
   cmd_autoscaler_check->add_option("FILE", autoscaler_file, "YAML or JSON")->required();
   cmd_autoscaler_check->callback([&] { rc = torus::cli::CmdAutoscalerCheck(autoscaler_file); });
+
+  std::string serve_file, serve_name;
+  bool serve_wait = false, serve_json = false;
+  int serve_timeout_s = 600;
+  auto* cmd_serve = app.add_subcommand("serve", "Services: model servers behind the ingress (docs/serving.md)");
+  cmd_serve->require_subcommand(1);
+  auto* cmd_serve_deploy =
+      cmd_serve->add_subcommand("deploy", "Deploy a service spec, or roll out a changed one (YAML or JSON)");
+  AddHttpOptions(cmd_serve_deploy, head);
+  cmd_serve_deploy->add_option("FILE", serve_file, "The service spec")->required();
+  cmd_serve_deploy->add_flag("--wait", serve_wait, "Return once every replica of this version is READY");
+  cmd_serve_deploy->add_option("--timeout-s", serve_timeout_s, "How long --wait waits")->capture_default_str();
+  cmd_serve_deploy->callback(
+      [&] { rc = torus::cli::CmdServeDeploy(head, serve_file, serve_wait, serve_timeout_s); });
+  auto* cmd_serve_status = cmd_serve->add_subcommand("status", "A service: its replicas, their states and load");
+  AddHttpOptions(cmd_serve_status, head);
+  cmd_serve_status->add_option("NAME", serve_name, "Service name")->required();
+  cmd_serve_status->add_flag("--json", serve_json, "The REST answer as it is");
+  cmd_serve_status->callback([&] { rc = torus::cli::CmdServeStatus(head, serve_name, serve_json); });
+  auto* cmd_serve_list = cmd_serve->add_subcommand("list", "Every service");
+  AddHttpOptions(cmd_serve_list, head);
+  cmd_serve_list->add_flag("--json", serve_json, "The REST answer as it is");
+  cmd_serve_list->callback([&] { rc = torus::cli::CmdServeList(head, serve_json); });
+  auto* cmd_serve_delete = cmd_serve->add_subcommand("delete", "Delete a service: its replicas drain and stop");
+  AddHttpOptions(cmd_serve_delete, head);
+  cmd_serve_delete->add_option("NAME", serve_name, "Service name")->required();
+  cmd_serve_delete->callback([&] { rc = torus::cli::CmdServeDelete(head, serve_name); });
 
   torus::cli::PgCreateFlags pg_create;
   auto* cmd_pg = app.add_subcommand("pg", "Placement groups: atomic reservations of resource bundles");
@@ -357,6 +387,9 @@ int main(int argc, char** argv) {
   cmd_up->add_option("--port", up.port, "Head gRPC port (0 = any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
+  cmd_up->add_option("--serve-port", up.serve_port,
+                     "Head: port of the services' ingress (0 = any free, -1 = none) [default: 8000, or any free with "
+                     "--dashboard-port 0]");
   cmd_up->add_option("--dashboard-port", up.dashboard_port, "Head HTTP port of the JSON API (0 = any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));

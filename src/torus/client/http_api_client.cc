@@ -200,6 +200,20 @@ absl::StatusOr<json> HttpApiClient::TaskSummary() { return Get("/api/v0/tasks/su
 
 absl::StatusOr<json> HttpApiClient::Autoscaler() { return Get("/api/v0/autoscaler"); }
 
+absl::StatusOr<json> HttpApiClient::DeployService(const std::string& spec_text) {
+  return Send([&](httplib::Client& c) { return c.Post("/api/v0/services", spec_text, "application/yaml"); });
+}
+
+absl::StatusOr<json> HttpApiClient::GetService(const std::string& name) {
+  return Get("/api/v0/services/" + UrlEncode(name));
+}
+
+absl::StatusOr<json> HttpApiClient::ListServices() { return Get("/api/v0/services"); }
+
+absl::Status HttpApiClient::DeleteService(const std::string& name) {
+  return Delete("/api/v0/services/" + UrlEncode(name)).status();
+}
+
 absl::StatusOr<json> HttpApiClient::GetJob(const std::string& id) { return Get("/api/jobs/" + UrlEncode(id)); }
 
 absl::StatusOr<json> HttpApiClient::ListJobs() { return Get("/api/jobs/"); }

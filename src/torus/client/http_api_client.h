@@ -124,6 +124,12 @@ class HttpApiClient {
   absl::StatusOr<nlohmann::json> TaskSummary();
   // GET /api/v0/autoscaler: node types, launched slices, waiting groups' notes, failures ({"enabled": false} if off).
   absl::StatusOr<nlohmann::json> Autoscaler();
+  // Services (POST/GET/DELETE /api/v0/services): deploy a spec (YAML or JSON text) -> {"name", "version",
+  // "changed"}; one service's view; every service's; delete one.
+  absl::StatusOr<nlohmann::json> DeployService(const std::string& spec_text);
+  absl::StatusOr<nlohmann::json> GetService(const std::string& name);
+  absl::StatusOr<nlohmann::json> ListServices();
+  absl::Status DeleteService(const std::string& name);
   // Stops a run; false when it had already ended.
   absl::StatusOr<bool> StopRun(const std::string& id_or_name);
   // Rank `rank`'s output in attempt `attempt` (0: the current one) from byte `offset` on.

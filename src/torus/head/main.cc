@@ -38,6 +38,9 @@
 #include "torus/head/api/jobs_http.h"
 #include "torus/head/api/metrics_http.h"
 #include "torus/head/api/runs_http.h"
+#include "torus/head/api/services_http.h"
+#include "torus/head/services/service_controller.h"
+#include "torus/serve/ingress.h"
 #include "torus/head/metrics/metrics_store.h"
 #include "torus/head/metrics/server_metrics.h"
 #include "torus/head/nodes/failure_detector.h"
@@ -84,6 +87,9 @@ struct HeadFlags {
   int64_t package_unused_grace_s = 600;
   int64_t compact_after = 20'000;
   std::string autoscaler_config;  // "" = no autoscaler
+  // The ingress of services: 8000, or an ephemeral port when --dashboard-port is 0 (every port ephemeral, as tests
+  // and benchmarks run heads side by side); -1 = none.
+  std::optional<int> serve_port;
 };
 
 // 5 random hex digits: the part of an autoscaled slice's name that keeps it unique.
@@ -287,9 +293,15 @@ int Run(const HeadFlags& flags) {
                                       .failure_window_ms = flags.failure_window_ms >= 0
                                                                ? flags.failure_window_ms
                                                                : flags.node_timeout_ms + 1000});
+  // Services: the controller keeps their replicas (gang runs); the ingress routes requests to the READY ones.
+  torus::serve::RouteTable routes;
+  torus::head::ServiceController services(&store, &runs, &ids, &routes, &clock, {});
+  torus::serve::Ingress ingress(&routes, {.host = flags.host, .port = *flags.serve_port});
+  std::string ingress_url;
   torus::head::Histogram placement_latency(torus::head::PlacementLatencyBounds());
   store.Subscribe([&scheduler](const std::vector<torus::head::Record>& records) { scheduler.OnRecords(records); });
   store.Subscribe([&driver](const std::vector<torus::head::Record>& records) { driver.OnRecords(records); });
+  store.Subscribe([&services](const std::vector<torus::head::Record>& records) { services.OnRecords(records); });
   if (autoscaler) {
     store.Subscribe([&autoscaler](const std::vector<torus::head::Record>& records) { autoscaler->OnRecords(records); });
   }
@@ -407,6 +419,12 @@ int Run(const HeadFlags& flags) {
       torus::head::WriteAutoscalerMetrics(w, autoscaler->GetStatus());
     });
   }
+  http.AddRoutes([&services, &ingress_url](httplib::Server& server) {
+    torus::head::RegisterServiceRoutes(server, &services, &ingress_url);
+  });
+  http.AddMetricsSource([&services, &routes](torus::head::PrometheusWriter& w) {
+    torus::head::WriteServiceMetrics(w, services.List(), routes.Counters());
+  });
   http.AddMetricsSource([&jobs, &runs](torus::head::PrometheusWriter& w) {
     w.Family("torus_jobs", "gauge", "Jobs by status.");
     for (const auto& [status, count] : jobs.CountByStatus()) w.Sample("torus_jobs", {{"status", status}}, count);
@@ -461,6 +479,19 @@ int Run(const HeadFlags& flags) {
     w.Sample("torus_metrics_reports_total", {}, static_cast<double>(stats.reports));
     torus::head::WriteNodeMetrics(w, metrics, clock.WallMillis());
   });
+  if (*flags.serve_port >= 0) {
+    auto serve_port = ingress.Start();
+    if (!serve_port.ok()) {
+      spdlog::error("{} (is --serve-port in use? -1 runs no ingress)", std::string(serve_port.status().message()));
+      return 1;
+    }
+    ingress_url = absl::StrCat("http://", advertised, ":", *serve_port);
+    if (!WriteFileAtomically(flags.session_dir + "/serve_address", absl::StrCat(advertised, ":", *serve_port, "\n"))) {
+      spdlog::error("cannot write the serve address into {}", flags.session_dir);
+      return 1;
+    }
+    spdlog::info("ingress listening on {}", ingress_url);
+  }
   auto http_port = http.Start(flags.host, flags.dashboard_port);
   if (!http_port.ok()) {
     spdlog::error("{} (is --dashboard-port in use?)", std::string(http_port.status().message()));
@@ -475,6 +506,7 @@ int Run(const HeadFlags& flags) {
   driver.SetReportBaseUrl(report_bases);
   service.SetHttpAddress(http_address);
   driver.Start();
+  services.Start();
   owner_monitor.Start();
   packages.StartCollector(std::clamp<int64_t>(flags.package_unused_grace_s * 1000 / 2, 100, 10'000));
   if (!WriteFileAtomically(flags.session_dir + "/dashboard_address", http_address + "\n") ||
@@ -496,6 +528,9 @@ int Run(const HeadFlags& flags) {
   detached.Stop();  // their workers keep running: the next head takes them up
   packages.StopCollector();
   events.Close();  // ends the event streams, which hold HTTP threads
+  routes.Stop();  // requests waiting for a replica end now
+  ingress.Stop();
+  services.Stop();
   http.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   heartbeat_streams.Stop();
@@ -580,6 +615,9 @@ int main(int argc, char** argv) {
                  "Keep the head's journal in etcd instead of --state-dir: etcd://HOST:PORT[,HOST:PORT...][/PREFIX] "
                  "(one head holds it at a time; the token and packages stay in --state-dir)")
       ->excludes(no_journal);
+  app.add_option("--serve-port", flags.serve_port,
+                 "Port of the ingress that routes requests to services' replicas (docs/serving.md); 0 picks a free "
+                 "one, -1 runs none [default: 8000, or 0 with --dashboard-port 0]");
   app.add_option("--autoscaler-config", flags.autoscaler_config,
                  "Autoscaler configuration (YAML or JSON): node types of whole TPU slices launched for waiting groups "
                  "and removed when idle (docs/autoscaling.md); `torus up` writes one from the spec's node_types");
@@ -626,6 +664,7 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
+  if (!flags.serve_port) flags.serve_port = flags.dashboard_port == 0 ? 0 : 8000;
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
   return Run(flags);
 }

@@ -159,6 +159,15 @@ std::optional<Event> EventOf(const Record& record, const std::function<Owner(con
           e.message = r.death_cause;
           e.node = r.node.str();
           e.wall_ms = r.wall_ms;
+        } else if constexpr (std::is_same_v<T, ServiceDeployed>) {
+          about("service", r.name);
+          e.status = r.version == 1 ? "DEPLOYED" : "UPDATED";
+          e.message = absl::StrCat("version ", r.version);
+          e.wall_ms = r.wall_ms;
+        } else if constexpr (std::is_same_v<T, ServiceDeleted>) {
+          about("service", r.name);
+          e.status = "DELETED";
+          e.wall_ms = r.wall_ms;
         } else {
           static_assert(!sizeof(T), "every record makes an event, or says why not");
         }

@@ -525,6 +525,8 @@ absl::Status ClusterState::ApplyOne(const RunSubmitted& r) {
   run.token = r.token;
   run.created_time_ms = r.wall_ms;
   run.committed = r.committed;
+  run.service = r.service;
+  run.service_version = r.service_version;
   run.message = "waiting for resources";
   return absl::OkStatus();
 }
@@ -649,6 +651,40 @@ absl::Status ClusterState::ApplyOne(const CheckpointCommitted& r) {
   }
   // Older steps can no longer complete.
   run.reports.erase(run.reports.begin(), run.reports.upper_bound(r.step));
+  return absl::OkStatus();
+}
+
+const Service* ClusterState::FindService(std::string_view name) const {
+  auto it = services_.find(name);
+  return it == services_.end() ? nullptr : &it->second;
+}
+
+absl::Status ClusterState::ApplyOne(const ServiceDeployed& r) {
+  auto spec = serve::ParseServiceSpec(r.spec_json);
+  if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("ServiceDeployed: spec: ", spec.status().message()));
+  if (spec->name != r.name) {
+    return absl::InvalidArgumentError(absl::StrCat("ServiceDeployed: spec names ", spec->name, ", not ", r.name));
+  }
+  auto it = services_.find(r.name);
+  const int64_t expected = it == services_.end() ? 1 : it->second.version + 1;
+  if (r.version != expected) {
+    return absl::FailedPreconditionError(absl::StrCat("ServiceDeployed: version ", r.version, " of service ", r.name,
+                                                      " is not the next one (", expected, ")"));
+  }
+  Service& s = services_[r.name];
+  if (r.version == 1) s.created_ms = r.wall_ms;
+  s.name = r.name;
+  s.spec = *std::move(spec);
+  s.spec_json = r.spec_json;
+  s.version = r.version;
+  s.updated_ms = r.wall_ms;
+  return absl::OkStatus();
+}
+
+absl::Status ClusterState::ApplyOne(const ServiceDeleted& r) {
+  auto it = services_.find(r.name);
+  if (it == services_.end()) return Unknown("ServiceDeleted", "service", r.name);
+  services_.erase(it);
   return absl::OkStatus();
 }
 

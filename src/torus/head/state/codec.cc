@@ -218,7 +218,7 @@ TORUS_JSON_FIELDS(Job, id, request, status, message, error_type, submit_time_ms,
 TORUS_JSON_FIELDS(RankState, rank, worker, node, address, slice_name, chips, gpus)
 TORUS_JSON_FIELDS(StepMetrics, step, metrics_json, time_ms)
 TORUS_JSON_FIELDS_AND_LATER(RunAttempt, (number, start_time_ms, end_time_ms, end_reason, checkpoint_dir, ranks, metrics),
-                            (cause, end_details, explained, first_report_ms, last_report_ms, kept_until_ms))
+                            (cause, end_details, explained, first_report_ms, last_report_ms, kept_until_ms, serve_port))
 
 // A run: its spec in the run-spec JSON form; the plan is derived again on decoding.
 void to_json(json& j, const Run& r) {
@@ -235,6 +235,10 @@ void to_json(json& j, const Run& r) {
            {"stop_requested", r.stop_requested},
            {"reports", r.reports},
            {"committed", r.committed}};
+  if (!r.service.empty()) {
+    j["service"] = r.service;
+    j["service_version"] = r.service_version;
+  }
 }
 void from_json(const json& j, Run& r) {
   TorusGetField(j, "id", r.id);
@@ -257,6 +261,26 @@ void from_json(const json& j, Run& r) {
   TorusGetField(j, "stop_requested", r.stop_requested);
   TorusGetField(j, "reports", r.reports);
   TorusGetField(j, "committed", r.committed);
+  if (j.contains("service")) {
+    TorusGetField(j, "service", r.service);
+    TorusGetField(j, "service_version", r.service_version);
+  }
+}
+
+// A service: its spec in the service-spec JSON form, parsed again on decoding.
+void to_json(json& j, const Service& s) {
+  j = json{{"name", s.name}, {"spec", s.spec_json}, {"version", s.version}, {"created_ms", s.created_ms},
+           {"updated_ms", s.updated_ms}};
+}
+void from_json(const json& j, Service& s) {
+  TorusGetField(j, "name", s.name);
+  TorusGetField(j, "spec", s.spec_json);
+  auto spec = serve::ParseServiceSpec(s.spec_json);
+  if (!spec.ok()) throw std::invalid_argument(absl::StrCat("spec: ", spec.status().message()));
+  s.spec = *std::move(spec);
+  TorusGetField(j, "version", s.version);
+  TorusGetField(j, "created_ms", s.created_ms);
+  TorusGetField(j, "updated_ms", s.updated_ms);
 }
 
 TORUS_JSON_FIELDS(HeadStarted, epoch, wall_ms)
@@ -275,7 +299,10 @@ TORUS_JSON_FIELDS(JobSubmitted, job)
 TORUS_JSON_FIELDS(JobUpdated, job, status, message, error_type, exit_code, wall_ms)
 TORUS_JSON_FIELDS(JobStopRequested, job)
 TORUS_JSON_FIELDS(JobDeleted, job)
-TORUS_JSON_FIELDS(RunSubmitted, run, spec_json, token, group, committed, wall_ms)
+TORUS_JSON_FIELDS_AND_LATER(RunSubmitted, (run, spec_json, token, group, committed, wall_ms),
+                            (service, service_version))
+TORUS_JSON_FIELDS(ServiceDeployed, name, spec_json, version, wall_ms)
+TORUS_JSON_FIELDS(ServiceDeleted, name, wall_ms)
 TORUS_JSON_FIELDS(AttemptStarted, run, attempt)
 TORUS_JSON_FIELDS_AND_LATER(AttemptEnded, (run, number, reason, wall_ms), (cause, details))
 TORUS_JSON_FIELDS(AttemptExplained, run, number, cause, reason, details, run_message, wall_ms)
@@ -312,7 +339,8 @@ const std::map<std::string, Decoder, std::less<>>& Decoders() {
       Entry<JobUpdated>(),       Entry<JobStopRequested>(), Entry<JobDeleted>(),        Entry<RunSubmitted>(),
       Entry<AttemptStarted>(),   Entry<AttemptEnded>(),     Entry<RunFinished>(),       Entry<RunStopRequested>(),
       Entry<RunReported>(),      Entry<CheckpointCommitted>(), Entry<PackageStored>(),    Entry<PackageRemoved>(),
-      Entry<AttemptExplained>(), Entry<ActorRegistered>(), Entry<ActorUpdated>()};
+      Entry<AttemptExplained>(), Entry<ActorRegistered>(), Entry<ActorUpdated>(),
+      Entry<ServiceDeployed>(),  Entry<ServiceDeleted>()};
   return *decoders;
 }
 
@@ -376,12 +404,13 @@ std::string StateCodec::EncodeState(const ClusterState& s) {
   for (const auto& [id, run] : s.runs_) out += line("run", run);
   for (const auto& [name, p] : s.packages_) out += line("package", p);
   for (const auto& [id, a] : s.actors_) out += line("actor", a);
+  for (const auto& [name, svc] : s.services_) out += line("service", svc);
   return out;
 }
 
 namespace {
 
-using Entity = std::variant<Node, Group, Worker, Job, Run, Package, Actor>;
+using Entity = std::variant<Node, Group, Worker, Job, Run, Package, Actor, Service>;
 
 absl::StatusOr<Entity> DecodeEntity(std::string_view text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -397,6 +426,7 @@ absl::StatusOr<Entity> DecodeEntity(std::string_view text) {
     if (kind == "run") return Entity(value.get<Run>());
     if (kind == "package") return Entity(value.get<Package>());
     if (kind == "actor") return Entity(value.get<Actor>());
+    if (kind == "service") return Entity(value.get<Service>());
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(kind, ": ", e.what()));
   }
@@ -464,6 +494,9 @@ absl::StatusOr<ClusterState> StateCodec::DecodeState(std::string_view text) {
               s.actor_names_[{e.ns, e.name}] = id;
             }
             s.actors_[id] = std::move(e);
+          } else if constexpr (std::is_same_v<T, Service>) {
+            const std::string name = e.name;
+            s.services_[name] = std::move(e);
           } else {
             const std::string name = e.name;
             s.packages_[name] = std::move(e);

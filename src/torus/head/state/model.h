@@ -16,6 +16,7 @@
 #include "torus/head/state/ids.h"
 #include "torus/sched/bundle_policy.h"
 #include "torus/sched/slice_group_policy.h"
+#include "torus/serve/service_spec.h"
 #include "torus/train/run_spec.h"
 
 namespace torus::head {
@@ -286,6 +287,7 @@ struct RunAttempt {
   int64_t last_report_ms = 0;
   int64_t kept_until_ms = 0;
   std::string checkpoint_dir;  // what it resumed from
+  int serve_port = 0;          // a service replica's: where rank 0 serves HTTP (TORUS_SERVE_PORT)
   std::vector<RankState> ranks;
   std::vector<StepMetrics> metrics;  // the last kMaxMetricPoints reports of rank 0
   bool ended() const { return end_time_ms != 0; }
@@ -310,11 +312,27 @@ struct Run {
   // Reports of the current attempt: step -> rank -> staged checkpoint dir ("" = none).
   std::map<int64_t, std::map<int, std::string>> reports;
   std::vector<std::pair<int64_t, std::string>> committed;  // ascending by step
+  // A service replica's: the service and the version of its spec it runs ("" / 0 for a gang run of a user's).
+  std::string service;
+  int64_t service_version = 0;
   std::string storage() const { return spec.run.storage_path + "/" + spec.run.name; }
   bool Terminal() const {
     return status == RunStatus::kSucceeded || status == RunStatus::kFailed || status == RunStatus::kStopped;
   }
   const RunAttempt* current() const { return attempts.empty() ? nullptr : &attempts.back(); }
+};
+
+// ---- Services: replicas of a model server behind the ingress (serve/service_spec.h) ----
+
+// A deployed service. Its replicas are gang runs whose `service` is its name; those of an older version are
+// replaced by the controller (head/services) once new ones are READY.
+struct Service {
+  std::string name;
+  serve::ServiceSpec spec;
+  std::string spec_json;  // serve::ServiceSpecToJson(spec)
+  int64_t version = 0;    // 1 at the first deploy, +1 at each change of the spec
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
 };
 
 // ---- Packages: zip archives uploaded for runtime_env working_dir / py_modules ----

@@ -136,6 +136,8 @@ struct RunSubmitted {
   GroupId group;
   std::vector<std::pair<int64_t, std::string>> committed;  // what earlier runs of its name committed
   int64_t wall_ms = 0;
+  std::string service;          // a service replica: its service
+  int64_t service_version = 0;  // and the version of the spec it runs
 };
 
 // An attempt starts: RUNNING. Its workers come in WorkerStarting records of the same transaction.
@@ -231,11 +233,26 @@ struct ActorUpdated {
   std::string lease_id;
 };
 
+// A service is deployed, or its spec changed: `version` is the previous one + 1 (1 for a new service).
+struct ServiceDeployed {
+  std::string name;
+  std::string spec_json;  // serve::ServiceSpecToJson
+  int64_t version = 0;
+  int64_t wall_ms = 0;
+};
+
+// A service is deleted: its replicas drain and stop.
+struct ServiceDeleted {
+  std::string name;
+  int64_t wall_ms = 0;
+};
+
 using Record = std::variant<HeadStarted, NodeRegistered, NodeDied, GroupSubmitted, GroupPlaced, GroupWaiting,
                             GroupBundlesLost, GroupEnded, WorkerStarting, WorkerStarted, WorkerExited, JobSubmitted,
                             JobUpdated, JobStopRequested, JobDeleted, RunSubmitted, AttemptStarted, AttemptEnded,
                             RunFinished, RunStopRequested, RunReported, CheckpointCommitted, PackageStored,
-                            PackageRemoved, AttemptExplained, ActorRegistered, ActorUpdated, NodeRemoved>;
+                            PackageRemoved, AttemptExplained, ActorRegistered, ActorUpdated, NodeRemoved, ServiceDeployed,
+                            ServiceDeleted>;
 
 // "NodeRegistered", "GroupPlaced", ...: the record's type name, as the journal writes it.
 std::string_view RecordName(const Record& record);

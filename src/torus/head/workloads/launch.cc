@@ -176,6 +176,7 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
     std::vector<std::string> targets;
     train::GangEnvInput input;
     train::RunSpec spec;
+    std::string service;  // a service replica's: rank 0 gets a port to serve on
   };
   std::optional<Prep> prep = store_->Read([&](const ClusterState& s) -> std::optional<Prep> {
     const Run* run = s.FindRun(id);
@@ -185,6 +186,7 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
     p.group_changes = g->changes;
     p.attempt = static_cast<int>(run->attempts.size()) + 1;
     p.spec = run->spec;
+    p.service = run->service;
     p.bundles = g->bundles;
     train::GangEnvInput& in = p.input;
     in.run_id = id.str();
@@ -252,6 +254,19 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
     prep->input.master_port = *master;
     prep->input.jax_port = *jax;
   }
+  // A service replica's rank 0 serves HTTP on a third.
+  int serve_port = 0;
+  if (!prep->service.empty() && port_error.empty()) {
+    auto serve = agents_->FreePort(prep->targets[0]);
+    for (int i = 0; serve.ok() && (*serve == *master || *serve == *jax) && i < 5; ++i) {
+      serve = agents_->FreePort(prep->targets[0]);
+    }
+    if (!serve.ok()) {
+      port_error = absl::StrCat("cannot get a free port on rank 0's host: ", serve.status().message());
+    } else {
+      serve_port = *serve;
+    }
+  }
   auto envs = port_error.empty() ? train::BuildGangEnv(prep->input)
                                  : absl::StatusOr<std::vector<EnvChange>>(std::vector<EnvChange>());
 
@@ -277,6 +292,7 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
     attempt.number = prep->attempt;
     attempt.start_time_ms = wall;
     attempt.checkpoint_dir = prep->input.checkpoint_dir;
+    attempt.serve_port = serve_port;
     std::vector<Worker> planned;
     // Why no rank can start: no port for the rendezvous, or a package gone from the head since submission.
     std::string start_error = port_error;
@@ -306,6 +322,10 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
         spec.argv = prep->spec.entrypoint;
         spec.env_set = (*envs)[r].set;
         spec.env_unset = (*envs)[r].unset;
+        if (!prep->service.empty()) {
+          spec.env_set["TORUS_SERVICE"] = prep->service;
+          spec.env_set["TORUS_SERVE_PORT"] = std::to_string(serve_port);
+        }
         if (!options.python_path.empty()) {
           auto user = prep->spec.env.find("PYTHONPATH");
           spec.env_set["PYTHONPATH"] = user == prep->spec.env.end()

@@ -32,15 +32,18 @@ RunView ViewOf(const ClusterState& s, const Run& run, int64_t now_ms) {
 
 }  // namespace
 
-absl::StatusOr<RunId> RunService::Submit(train::RunSpec spec) {
+absl::StatusOr<RunId> RunService::Submit(train::RunSpec spec, const std::string& service, int64_t service_version) {
   spec = train::ApplyRunDefaults(std::move(spec));
   auto plan = train::PlanRun(spec);
   if (!plan.ok()) return plan.status();
   const std::string storage = spec.run.storage_path + "/" + spec.run.name;
-  std::error_code ec;
-  std::filesystem::create_directories(storage, ec);
-  // Resume across runs of the same name: what an earlier run committed counts.
-  std::vector<std::pair<int64_t, std::string>> committed = train::ListCommitted(storage);
+  // Resume across runs of the same name: what an earlier run committed counts (a replica has nothing to resume).
+  std::vector<std::pair<int64_t, std::string>> committed;
+  if (service.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(storage, ec);
+    committed = train::ListCommitted(storage);
+  }
   const int64_t wall = clock_->WallMillis();
   return store_->Update([&](Txn& txn) -> absl::StatusOr<RunId> {
     if (absl::Status s = txn.state().CheckPackageStored("working_dir", spec.working_dir); !s.ok()) return s;
@@ -57,7 +60,8 @@ absl::StatusOr<RunId> RunService::Submit(train::RunSpec spec) {
                            : SubmitBundleGroup(txn, *ids_, plan->bundle_request, group_spec);
     if (!group.ok()) return group.status();
     absl::Status s =
-        txn.Apply(RunSubmitted{id, train::RunSpecToJson(spec), ids_->Secret(), *group, committed, wall});
+        txn.Apply(RunSubmitted{id, train::RunSpecToJson(spec), ids_->Secret(), *group, committed, wall, service,
+                               service_version});
     if (!s.ok()) return s;
     spdlog::info("run {} ({}) submitted: {} workers, group {}", id.str(), spec.run.name, plan->num_workers,
                  group->str());

@@ -42,7 +42,8 @@ class RunService {
       : store_(store), scheduler_(scheduler), agents_(agents), ids_(ids), clock_(clock) {}
 
   // Validates (PlanRun) and records the run and its group; returns the run id. InvalidArgument names the field.
-  absl::StatusOr<RunId> Submit(train::RunSpec spec);
+  // A service's replica (service/service_version set) is recorded as such, and gets a port to serve on.
+  absl::StatusOr<RunId> Submit(train::RunSpec spec, const std::string& service = "", int64_t service_version = 0);
   // By id, or the newest run of that name. NotFound otherwise.
   absl::StatusOr<RunView> Get(const std::string& id_or_name) const;
   // Every run, oldest first.

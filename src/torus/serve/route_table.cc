@@ -1,0 +1,182 @@
+#include "torus/serve/route_table.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "torus/serve/service_spec.h"
+
+namespace torus::serve {
+namespace {
+
+int64_t SteadyMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void RouteTable::Set(std::vector<ServiceRoute> routes) {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, Entry> next;
+  for (ServiceRoute& r : routes) {
+    Entry& e = next[r.name];
+    auto old = services_.find(r.name);
+    if (old != services_.end()) {
+      e.queued = old->second.queued;
+      e.served = old->second.served;
+      for (const auto& [id, n] : old->second.in_flight) {
+        if (n > 0) e.in_flight[id] = n;
+      }
+    }
+    for (const ReplicaEndpoint& rep : r.ready) e.in_flight.try_emplace(rep.id, 0);
+    e.route = std::move(r);
+  }
+  // Requests still in flight on a service that went keep their counts until they end.
+  for (auto& [name, old] : services_) {
+    if (next.contains(name)) continue;
+    bool busy = old.queued > 0;
+    for (const auto& [id, n] : old.in_flight) busy = busy || n > 0;
+    if (!busy) continue;
+    Entry& e = next[name];
+    e.route.name = name;
+    e.queued = old.queued;
+    e.served = old.served;
+    for (const auto& [id, n] : old.in_flight) {
+      if (n > 0) e.in_flight[id] = n;
+    }
+  }
+  services_ = std::move(next);
+  changed_.SignalAll();
+}
+
+std::optional<ServiceRoute> RouteTable::Match(absl::string_view path) const {
+  absl::MutexLock lock(&mu_);
+  const ServiceRoute* best = nullptr;
+  for (const auto& [name, e] : services_) {
+    if (e.route.prefix.empty() || !PrefixMatches(e.route.prefix, path)) continue;
+    if (best == nullptr || e.route.prefix.size() > best->prefix.size()) best = &e.route;
+  }
+  if (best == nullptr) return std::nullopt;
+  return *best;
+}
+
+std::vector<std::string> RouteTable::Prefixes() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, e] : services_) {
+    if (!e.route.prefix.empty()) out.push_back(e.route.prefix);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+RouteTable::Pick RouteTable::Acquire(const std::string& service, const std::set<std::string>& exclude,
+                                     int64_t deadline_ms) {
+  absl::MutexLock lock(&mu_);
+  bool queued = false;
+  auto unqueue = [&] {
+    if (!queued) return;
+    auto it = services_.find(service);
+    if (it != services_.end()) --it->second.queued;
+    queued = false;
+  };
+  while (true) {
+    if (stopped_) {
+      unqueue();
+      return {Outcome::kStopped, {}};
+    }
+    auto it = services_.find(service);
+    if (it == services_.end() || it->second.route.prefix.empty()) return {Outcome::kGone, {}};
+    Entry& e = it->second;
+    std::vector<const ReplicaEndpoint*> best;
+    int least = 0;
+    for (const ReplicaEndpoint& r : e.route.ready) {
+      if (exclude.contains(r.id)) continue;
+      const int n = e.in_flight[r.id];
+      if (best.empty() || n < least) {
+        best.clear();
+        least = n;
+      }
+      if (n == least) best.push_back(&r);
+    }
+    if (!best.empty()) {
+      unqueue();
+      const ReplicaEndpoint& r = *best[best.size() == 1 ? 0 : std::uniform_int_distribution<size_t>(0, best.size() - 1)(rng_)];
+      ++e.in_flight[r.id];
+      ++e.served[r.id];
+      return {Outcome::kPicked, r};
+    }
+    // Replicas exist but every one was tried: no point in waiting for them.
+    if (!e.route.ready.empty()) {
+      unqueue();
+      return {Outcome::kExhausted, {}};
+    }
+    if (!queued) {
+      if (e.queued >= e.route.max_queued_requests) return {Outcome::kQueueFull, {}};
+      ++e.queued;
+      queued = true;
+    }
+    const int64_t left = deadline_ms - SteadyMillis();
+    if (left <= 0 || changed_.WaitWithTimeout(&mu_, absl::Milliseconds(left))) {
+      if (deadline_ms - SteadyMillis() <= 0) {
+        unqueue();
+        return {Outcome::kTimedOut, {}};
+      }
+    }
+  }
+}
+
+void RouteTable::Release(const std::string& service, const std::string& replica_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = services_.find(service);
+  if (it == services_.end()) return;
+  auto r = it->second.in_flight.find(replica_id);
+  if (r == it->second.in_flight.end()) return;
+  if (--r->second <= 0) {
+    const bool ready = std::any_of(it->second.route.ready.begin(), it->second.route.ready.end(),
+                                   [&](const ReplicaEndpoint& e) { return e.id == replica_id; });
+    if (!ready) it->second.in_flight.erase(r);
+  }
+}
+
+void RouteTable::Record(const std::string& service, int status, double seconds, bool retried) {
+  absl::MutexLock lock(&mu_);
+  ServiceCounters& c = counters_[service];
+  ++c.responses[status];
+  size_t bucket = 0;
+  while (bucket < kLatencyBounds.size() && seconds > kLatencyBounds[bucket]) ++bucket;
+  ++c.latency_buckets[bucket];
+  c.latency_sum_s += seconds;
+  ++c.latency_count;
+  if (retried) ++c.retries;
+}
+
+std::map<std::string, ServiceLoad> RouteTable::Load() const {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, ServiceLoad> out;
+  for (const auto& [name, e] : services_) {
+    ServiceLoad& l = out[name];
+    l.queued = e.queued;
+    l.served = e.served;
+    for (const auto& [id, n] : e.in_flight) {
+      l.replicas[id] = n;
+      l.in_flight += n;
+    }
+  }
+  return out;
+}
+
+std::map<std::string, ServiceCounters> RouteTable::Counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+void RouteTable::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+  changed_.SignalAll();
+}
+
+}  // namespace torus::serve
