@@ -144,7 +144,7 @@ health_check_period_s: 0.5
     assert replica["state"] == "READY" and replica["version"] == 1, replica
     run = json.loads(torus.ok("train", "status", replica["run_id"], "--json").stdout)
     ranks = run["attempts"][-1]["ranks"]
-    assert len(ranks) == 2 and len({r["slice_name"] for r in ranks}) == 1, "one replica = both hosts of one slice"
+    assert len(ranks) == 2 and len({r["slice"] for r in ranks}) == 1, "one replica = both hosts of one slice"
     host, port = ingress(torus)
     assert s["url"] == f"http://{host}:{port}/llm"
 
@@ -214,7 +214,7 @@ num_replicas: 2
     victim = before["replicas"][0]
     run = json.loads(torus.ok("train", "status", victim["run_id"], "--json").stdout)
     lost_node = run["attempts"][-1]["ranks"][1]["node_id"]  # an engine worker's host: the gang is lost whole
-    lost_slice = run["attempts"][-1]["ranks"][1]["slice_name"]
+    lost_slice = run["attempts"][-1]["ranks"][1]["slice"]
     threads = 4
     with Load(torus, "/llm/v1/models", threads=threads) as load:
         wait_until(lambda: load.count() > 50, 30, message="load running")
@@ -234,7 +234,7 @@ num_replicas: 2
     assert len(load.results) > 100
     new = [r for r in after["replicas"] if r["run_id"] != before["replicas"][1]["run_id"]][0]
     run = json.loads(torus.ok("train", "status", new["run_id"], "--json").stdout)
-    assert lost_slice not in {r["slice_name"] for r in run["attempts"][-1]["ranks"]}, "the new replica is elsewhere"
+    assert lost_slice not in {r["slice"] for r in run["attempts"][-1]["ranks"]}, "the new replica is elsewhere"
     assert any("ended" in e and victim["run_id"] in e for e in after["events"]), after["events"]
 
 

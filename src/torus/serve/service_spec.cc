@@ -117,13 +117,16 @@ absl::StatusOr<AutoscalingConfig> ParseAutoscaling(const YAML::Node& node) {
 // The replica's gang, checked as a run's: errors read "replica: ..." / "replica.num_workers: ...".
 absl::StatusOr<train::RunSpec> ParseReplica(const YAML::Node& root) {
   json run = json::object();
+  json scaling = json::object();
   if (root["replica"]) {
-    TORUS_ASSIGN_OR_RETURN(json scaling, YamlToJson(root["replica"], "replica"));
-    if (scaling.is_object() && scaling.contains("accelerator_type") && !scaling.contains("use_tpu")) {
-      scaling["use_tpu"] = true;
-    }
-    run["scaling_config"] = std::move(scaling);
+    TORUS_ASSIGN_OR_RETURN(scaling, YamlToJson(root["replica"], "replica"));
   }
+  if (scaling.is_object()) {
+    if (scaling.contains("accelerator_type") && !scaling.contains("use_tpu")) scaling["use_tpu"] = true;
+    // One worker by default, as a gang of one process.
+    if (!scaling.contains("use_tpu") && !scaling.contains("num_workers")) scaling["num_workers"] = 1;
+  }
+  run["scaling_config"] = std::move(scaling);
   if (!root["entrypoint"]) return FieldError("entrypoint", "is required: a shell command or a list of arguments");
   TORUS_ASSIGN_OR_RETURN(run["entrypoint"], YamlToJson(root["entrypoint"], "entrypoint"));
   if (root["env"]) {
@@ -169,6 +172,9 @@ absl::StatusOr<ServiceSpec> ParseNode(const YAML::Node& root) {
                                    "request_timeout_s", "max_request_bytes", "max_queued_requests",
                                    "queue_timeout_s"}));
   ServiceSpec spec;
+  if (root["num_replicas"] && root["autoscaling"]) {
+    return absl::InvalidArgumentError("num_replicas and autoscaling cannot both be given; use one");
+  }
   if (!root["name"]) return FieldError("name", "is required");
   TORUS_ASSIGN_OR_RETURN(spec.name, GetString(root["name"], "name"));
   if (!ValidGroupName(spec.name)) {
@@ -201,9 +207,6 @@ absl::StatusOr<ServiceSpec> ParseNode(const YAML::Node& root) {
     if (root[d.field]) {
       TORUS_ASSIGN_OR_RETURN(*d.ms, GetMillis(root[d.field], d.field, d.min_s, d.max_s));
     }
-  }
-  if (root["num_replicas"] && root["autoscaling"]) {
-    return absl::InvalidArgumentError("num_replicas and autoscaling cannot both be given; use one");
   }
   if (root["num_replicas"]) {
     TORUS_ASSIGN_OR_RETURN(spec.num_replicas, GetInt(root["num_replicas"], "num_replicas", 0, kMaxReplicas));

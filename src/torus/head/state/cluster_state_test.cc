@@ -623,5 +623,30 @@ TEST(ClusterStateIndexTest, LiveAndWaitingGroupsAndPruningOfEndedOnes) {
   EXPECT_EQ(s.live_groups(), (std::set<GroupId>{GroupId("pg-1")}));
 }
 
+std::string ServiceJson(const std::string& text) {
+  return serve::ServiceSpecToJson(*serve::ParseServiceSpec(text));
+}
+
+TEST(ClusterStateServiceTest, VersionsFollowOneAnotherAndDeleteForgetsTheService) {
+  ClusterState s;
+  const std::string v1 = ServiceJson("name: web\nentrypoint: a\n");
+  ASSERT_TRUE(s.Apply(ServiceDeployed{"web", v1, 1, 100}).ok());
+  EXPECT_EQ(s.Apply(ServiceDeployed{"web", v1, 3, 200}).message(),
+            "ServiceDeployed: version 3 of service web is not the next one (2)");
+  EXPECT_EQ(s.Apply(ServiceDeployed{"other", v1, 1, 200}).message(), "ServiceDeployed: spec names web, not other");
+  ASSERT_TRUE(s.Apply(ServiceDeployed{"web", ServiceJson("name: web\nentrypoint: b\nnum_replicas: 3\n"), 2, 300}).ok());
+  const Service* web = s.FindService("web");
+  ASSERT_NE(web, nullptr);
+  EXPECT_EQ(web->version, 2);
+  EXPECT_EQ(web->spec.num_replicas, 3);
+  EXPECT_EQ(web->created_ms, 100);
+  EXPECT_EQ(web->updated_ms, 300);
+  ASSERT_TRUE(s.Apply(ServiceDeleted{"web", 400}).ok());
+  EXPECT_EQ(s.FindService("web"), nullptr);
+  EXPECT_EQ(s.Apply(ServiceDeleted{"web", 500}).code(), absl::StatusCode::kNotFound);
+  // A new service of the same name starts again at version 1.
+  EXPECT_TRUE(s.Apply(ServiceDeployed{"web", v1, 1, 600}).ok());
+}
+
 }  // namespace cluster_state_test
 }  // namespace torus::head

@@ -182,6 +182,9 @@ std::vector<Record> OneOfEach() {
                             .resources = {{"TPU", 10000}}, .max_restarts = -1, .max_task_retries = 2,
                             .create_time_ms = 4300}},
       ActorUpdated{ActorId("a1f0"), ActorState::kDead, NodeId("a"), 4321, "", 2, "its owner is gone", 4400},
+      ServiceDeployed{"echo", serve::ServiceSpecToJson(*serve::ParseServiceSpec("name: echo\nentrypoint: x\n")), 1,
+                      4500},
+      ServiceDeleted{"echo", 4600},
   };
 }
 
@@ -226,6 +229,12 @@ void ExpectSamePayload(const Record& original, const Record& decoded) {
         } else if constexpr (std::is_same_v<T, NodeRemoved>) {
           EXPECT_EQ(d.node, r.node);
           EXPECT_EQ(d.reason, r.reason);
+        } else if constexpr (std::is_same_v<T, RunSubmitted>) {
+          EXPECT_EQ(d.service, r.service);
+          EXPECT_EQ(d.service_version, r.service_version);
+        } else if constexpr (std::is_same_v<T, ServiceDeployed>) {
+          EXPECT_EQ(d.spec_json, r.spec_json);
+          EXPECT_EQ(d.version, r.version);
         }
       },
       original);
@@ -234,6 +243,7 @@ void ExpectSamePayload(const Record& original, const Record& decoded) {
 TEST(StateCodecTest, EveryRecordTypeRoundTrips) {
   std::vector<Record> records = OneOfEach();
   records.push_back(GroupSubmitted{SliceGroup("pg-s", 9)});
+  records.push_back(RunSubmitted{RunId("r2"), CpuRunSpecJson(), "tok-2", GroupId("pg-r2"), {}, 3701, "echo", 3});
   records.push_back(WorkerExited{WorkerId("w-2"), {.start_failed = true, .reason = "no such file", .wall_ms = 1}});
   // Optional fields absent, too.
   records.push_back(RunReported{RunId("r1"), 2, 0, 41, std::nullopt, "", 4100});
@@ -432,6 +442,14 @@ std::vector<Record> MixedHistory() {
       out.push_back(ActorUpdated{ActorId(id), ActorState::kDead, {}, 0, "", 1, "killed", ++t});
     }
   }
+  // Services: one updated, one deleted, and a replica (a run of a service).
+  auto spec = [](const std::string& text) { return serve::ServiceSpecToJson(*serve::ParseServiceSpec(text)); };
+  out.push_back(ServiceDeployed{"web", spec("name: web\nentrypoint: a\n"), 1, ++t});
+  out.push_back(ServiceDeployed{"web", spec("name: web\nentrypoint: b\nnum_replicas: 2\n"), 2, ++t});
+  out.push_back(ServiceDeployed{"gone", spec("name: gone\nentrypoint: a\n"), 1, ++t});
+  out.push_back(ServiceDeleted{"gone", ++t});
+  out.push_back(GroupSubmitted{BundleGroup("pg-web", "run:run-web", 1)});
+  out.push_back(RunSubmitted{RunId("run-web"), CpuRunSpecJson(), "tok", GroupId("pg-web"), {}, ++t, "web", 2});
   return out;
 }
 
