@@ -261,13 +261,16 @@ def test_load_above_the_target_scales_up_and_idle_scales_down_and_zero_wakes_on_
 
 def test_a_spec_change_rolls_out_under_steady_load_with_no_failed_request(torus, tmp_path):
     torus.up(spec=SPEC)
-    torus.ok("serve", "deploy", echo_spec(tmp_path, replicas="num_replicas: 2"), "--wait", timeout=90)
+    # No waiting for a replica: a request that finds none READY fails at once, so that a gap in the rollout shows.
+    no_queue = "queue_timeout_s: 0"
+    torus.ok("serve", "deploy", echo_spec(tmp_path, replicas="num_replicas: 2", extra=no_queue), "--wait", timeout=90)
     before = {r["run_id"] for r in service(torus, "echo")["replicas"]}
-    unchanged = torus.ok("serve", "deploy", echo_spec(tmp_path, replicas="num_replicas: 2"))
+    unchanged = torus.ok("serve", "deploy", echo_spec(tmp_path, replicas="num_replicas: 2", extra=no_queue))
     assert "service echo unchanged at version 1" in unchanged.stdout
     with Load(torus, "/echo/v?sleep=0.05", threads=3) as load:
         wait_until(lambda: load.count() > 20, 30, message="load running")
-        torus.ok("serve", "deploy", echo_spec(tmp_path, version="2", replicas="num_replicas: 2"), "--wait", timeout=90)
+        torus.ok("serve", "deploy", echo_spec(tmp_path, version="2", replicas="num_replicas: 2", extra=no_queue),
+                 "--wait", timeout=90)
         served = load.count()
         wait_until(lambda: load.count() > served + 20, 30, message="load after the update")
     assert not load.failures(), load.failures()[:5]

@@ -45,9 +45,11 @@ Io WaitFd(int fd, short events, int64_t deadline_ms) {
   }
 }
 
-// Reads what is there (at most 64 KiB) onto `buf`.
+// Waits for bytes and reads what is there (at most 64 KiB) onto `buf`. Waiting first: the bytes asked for are the
+// peer's next answer or request, which has seldom arrived yet (two system calls rather than three).
 Io ReadSome(int fd, std::string* buf, int64_t deadline_ms) {
   char chunk[65536];
+  if (Io w = WaitFd(fd, POLLIN, deadline_ms); w != Io::kOk) return w;
   while (true) {
     const ssize_t n = ::recv(fd, chunk, sizeof(chunk), MSG_DONTWAIT);
     if (n > 0) {
@@ -147,21 +149,15 @@ class Ingress::Pool {
       for (int fd : fds) ::close(fd);
     }
   }
-  // An idle connection that the replica has not closed, or -1.
+  // An idle connection, or -1. The replica may have closed it meanwhile: a request on it then fails before any byte
+  // of an answer, and is sent again on a fresh connection.
   int Take(const std::string& key) {
-    while (true) {
-      int fd = -1;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = idle_.find(key);
-        if (it == idle_.end() || it->second.empty()) return -1;
-        fd = it->second.back();
-        it->second.pop_back();
-      }
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 0) == 0) return fd;  // nothing to read: still open
-      ::close(fd);                          // closed by the replica (or stray bytes)
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = idle_.find(key);
+    if (it == idle_.end() || it->second.empty()) return -1;
+    const int fd = it->second.back();
+    it->second.pop_back();
+    return fd;
   }
   void Put(const std::string& key, int fd) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -521,8 +517,12 @@ void Ingress::Serve(int fd, std::string peer) {
         }
         if (!upstream_ok || !client_ok) ex.close_client = true;
       }
+      if (ex.answered) {
+        routes_->Finish(service, rep.id, ex.status,
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count(), retried);
+        break;
+      }
       routes_->Release(service, rep.id);
-      if (ex.answered) break;
       if (ex.timed_out) {
         fail(504, ex.error, service);
         return;
@@ -532,8 +532,6 @@ void Ingress::Serve(int fd, std::string peer) {
       retried = true;
       spdlog::debug("ingress: {} {} to {}: {}; trying another replica", req.head.method, path, rep.id, ex.error);
     }
-    routes_->Record(service, ex.status,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count(), retried);
     if (ex.close_client) return;
   }
 }

@@ -59,7 +59,14 @@ std::optional<ServiceRoute> RouteTable::Match(absl::string_view path) const {
     if (best == nullptr || e.route.prefix.size() > best->prefix.size()) best = &e.route;
   }
   if (best == nullptr) return std::nullopt;
-  return *best;
+  ServiceRoute out;
+  out.name = best->name;
+  out.prefix = best->prefix;
+  out.request_timeout_ms = best->request_timeout_ms;
+  out.max_request_bytes = best->max_request_bytes;
+  out.max_queued_requests = best->max_queued_requests;
+  out.queue_timeout_ms = best->queue_timeout_ms;
+  return out;
 }
 
 std::vector<std::string> RouteTable::Prefixes() const {
@@ -130,6 +137,17 @@ RouteTable::Pick RouteTable::Acquire(const std::string& service, const std::set<
 
 void RouteTable::Release(const std::string& service, const std::string& replica_id) {
   absl::MutexLock lock(&mu_);
+  ReleaseLocked(service, replica_id);
+}
+
+void RouteTable::Finish(const std::string& service, const std::string& replica_id, int status, double seconds,
+                        bool retried) {
+  absl::MutexLock lock(&mu_);
+  ReleaseLocked(service, replica_id);
+  RecordLocked(service, status, seconds, retried);
+}
+
+void RouteTable::ReleaseLocked(const std::string& service, const std::string& replica_id) {
   auto it = services_.find(service);
   if (it == services_.end()) return;
   auto r = it->second.in_flight.find(replica_id);
@@ -143,6 +161,10 @@ void RouteTable::Release(const std::string& service, const std::string& replica_
 
 void RouteTable::Record(const std::string& service, int status, double seconds, bool retried) {
   absl::MutexLock lock(&mu_);
+  RecordLocked(service, status, seconds, retried);
+}
+
+void RouteTable::RecordLocked(const std::string& service, int status, double seconds, bool retried) {
   ServiceCounters& c = counters_[service];
   ++c.responses[status];
   size_t bucket = 0;

@@ -68,7 +68,8 @@ class RouteTable {
   // Replaces the routes. In-flight counts of replicas that stay are kept; held requests are woken.
   void Set(std::vector<ServiceRoute> routes);
 
-  // The service whose prefix is the longest that matches `path` (a path without the query); nullopt when none.
+  // The service whose prefix is the longest that matches `path` (a path without the query), without its replicas;
+  // nullopt when none.
   std::optional<ServiceRoute> Match(absl::string_view path) const;
   // Every prefix, for the 404 message.
   std::vector<std::string> Prefixes() const;
@@ -85,6 +86,8 @@ class RouteTable {
   void Release(const std::string& service, const std::string& replica_id);
 
   void Record(const std::string& service, int status, double seconds, bool retried);
+  // Release and Record at once (one lock), for a request answered by `replica_id`.
+  void Finish(const std::string& service, const std::string& replica_id, int status, double seconds, bool retried);
 
   std::map<std::string, ServiceLoad> Load() const;
   std::map<std::string, ServiceCounters> Counters() const;
@@ -98,6 +101,10 @@ class RouteTable {
     std::map<std::string, int64_t> served;
     int queued = 0;
   };
+  void ReleaseLocked(const std::string& service, const std::string& replica_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordLocked(const std::string& service, int status, double seconds, bool retried)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   absl::CondVar changed_;
   std::map<std::string, Entry> services_ ABSL_GUARDED_BY(mu_);

@@ -11,7 +11,7 @@ namespace torus::head {
 namespace {
 
 constexpr int kUnhealthyAfter = 3;         // failed checks in a row
-constexpr int64_t kStartingProbeMs = 500;  // at most this long between checks while a replica starts
+constexpr int64_t kStartingProbeMs = 200;  // at most this long between checks while a replica starts
 constexpr size_t kMaxEvents = 20;
 
 // A replica as the state has it.

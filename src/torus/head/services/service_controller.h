@@ -9,7 +9,7 @@
 //   READY     it gets requests
 //   DRAINING  it gets no new requests; it stops once those in flight end (or graceful_shutdown_timeout passes)
 //   STOPPING  it was asked to stop
-// Health: each replica's rank 0 is sent GET <health_path> every health_check_period (every 0.5 s at most while it
+// Health: each replica's rank 0 is sent GET <health_path> every health_check_period (every 0.2 s at most while it
 // starts); READY at the first 200; a READY one failing 3 checks in a row is unhealthy and replaced. Its gang losing
 // a host ends the run (replicas are never restarted in place), and a new replica takes its place.
 //
