@@ -4,9 +4,9 @@
 // that reports a loss and prints lines per rank, logs in through the head's login URL (/?token=...), and checks:
 // the overview's counts, the slice held by the run drawn with its four hosts (each labelled with its rank), the run
 // page's loss curve, rank 2's log (and that follow mode brings new lines), the nodes table's filter, a node's page,
-// the jobs list, the actors page (a named actor a Python driver created) and the autoscaler's page (a slice it
-// launched for a reservation). Any console error, page error or
-// failed request of the page fails the test. Screenshots go to
+// the jobs list, the actors page (a named actor a Python driver created), the services page (a READY replica) and
+// the autoscaler's page (a slice it launched for a reservation). Any console error, page error or failed request of
+// the page fails the test. Screenshots go to
 // TORUS_TEST_OUTPUT_DIR (default build/test-output/browser/).
 //
 //   node tests/browser/dashboard.test.mjs              the page as the head serves it (embedded web/)
@@ -343,6 +343,23 @@ node_types:
       /v5p-16 2x2x2|TPU-V5P 2x2x2/.test(document.querySelector('#autoscaler-types')?.textContent || '');
   }, null, { timeout: 30000 });
   await page.screenshot({ path: path.join(OUTPUT_DIR, 'autoscaler.png'), fullPage: true });
+
+  // The services page: a service of one small replica, READY behind the ingress.
+  const serviceSpec = path.join(tmp, 'echo.yaml');
+  fs.writeFileSync(serviceSpec, `name: dash-echo
+entrypoint: [/usr/bin/python3, ${path.join(REPO, 'tests', 'integration', 'serve', 'echo_server.py')}]
+replica: {num_workers: 1, resources_per_worker: {CPU: 1}, label_selector: {team: data}}
+health_check_period_s: 0.5
+`);
+  torus('serve', 'deploy', serviceSpec, '--wait', '--timeout-s', '60');
+  await page.click('nav a[data-nav="services"]');
+  await loaded('services');
+  await page.waitForFunction(() => {
+    const service = document.querySelector('#services .service[data-service="dash-echo"][data-status="RUNNING"]');
+    return service && service.querySelector('tr[data-state="READY"] a[href^="#/runs/"]') !== null &&
+      /1\/1 READY/.test(service.textContent) && /READY at /.test(service.textContent);
+  }, null, { timeout: 30000 });
+  await page.screenshot({ path: path.join(OUTPUT_DIR, 'services.png'), fullPage: true });
 
   // The overview again, to let a few polls run across views.
   await page.click('nav a[data-nav="overview"]');

@@ -13,6 +13,7 @@
 namespace torus {
 
 absl::Status FieldError(const std::string& path, absl::string_view message) {
+  if (path.empty()) return absl::InvalidArgumentError(message);  // the document itself
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", message));
 }
 

@@ -20,7 +20,7 @@
 
 namespace torus {
 
-// InvalidArgument "<path>: <message>".
+// InvalidArgument "<path>: <message>" ("<message>" for the empty path: the document itself).
 absl::Status FieldError(const std::string& path, absl::string_view message);
 
 // `node` must be a map whose keys are all in `accepted`; the error lists them.

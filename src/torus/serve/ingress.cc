@@ -433,13 +433,23 @@ void Ingress::Serve(int fd, std::string peer) {
         ex.error.clear();
         std::string rbuf;
         std::optional<size_t> rend;
+        absl::StatusOr<HttpHead> rhead;
+        size_t head_end = 0;
         Io io = WriteAll(up, request_bytes, deadline_ms);
-        while (io == Io::kOk && !(rend = FindHeadEnd(rbuf))) {
-          if (rbuf.size() > kMaxHeadBytes) {
-            io = Io::kError;
-            break;
+        while (true) {
+          while (io == Io::kOk && !(rend = FindHeadEnd(rbuf))) {
+            if (rbuf.size() > kMaxHeadBytes) {
+              io = Io::kError;
+              break;
+            }
+            io = ReadSome(up, &rbuf, deadline_ms);
           }
-          io = ReadSome(up, &rbuf, deadline_ms);
+          if (!rend) break;
+          head_end = *rend;
+          rhead = ParseResponseHead(absl::string_view(rbuf).substr(0, head_end));
+          // Interim answers (100 Continue, 102 Processing, 103 Early Hints) come before the answer: drop them.
+          if (!rhead.ok() || rhead->status >= 200 || rhead->status == 101) break;
+          rbuf.erase(0, head_end);  // io is kOk here: the loop above reads the next head
         }
         if (!rend) {
           ::close(up);
@@ -453,7 +463,6 @@ void Ingress::Serve(int fd, std::string peer) {
           if (reused && rbuf.empty()) continue;  // a stale kept-alive connection: try a fresh one
           break;
         }
-        auto rhead = ParseResponseHead(absl::string_view(rbuf).substr(0, *rend));
         absl::StatusOr<BodyFraming> rframing =
             rhead.ok() ? ResponseFraming(*rhead, req.head.method) : absl::StatusOr<BodyFraming>(rhead.status());
         if (!rframing.ok()) {
@@ -473,7 +482,7 @@ void Ingress::Serve(int fd, std::string peer) {
         }
         if (ex.close_client) out += "Connection: close\r\n";
         out += "\r\n";
-        std::string body = rbuf.substr(*rend);
+        std::string body = rbuf.substr(head_end);
         bool upstream_ok = true;
         bool client_ok = WriteAll(fd, out, deadline_ms) == Io::kOk;
         // The body, relayed as it arrives.
@@ -502,6 +511,8 @@ void Ingress::Serve(int fd, std::string peer) {
             if (chunks.done()) break;
             upstream_ok = upstream_ok && ReadSome(up, &body, deadline_ms) == Io::kOk;
           }
+        } else if (rframing->kind == BodyFraming::Kind::kNone) {
+          if (!body.empty() || rhead->status == 101) upstream_ok = false;  // more than the answer: not reusable
         } else if (until_close) {
           while (client_ok) {
             client_ok = body.empty() || WriteAll(fd, body, deadline_ms) == Io::kOk;

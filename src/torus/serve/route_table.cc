@@ -95,7 +95,10 @@ RouteTable::Pick RouteTable::Acquire(const std::string& service, const std::set<
       return {Outcome::kStopped, {}};
     }
     auto it = services_.find(service);
-    if (it == services_.end() || it->second.route.prefix.empty()) return {Outcome::kGone, {}};
+    if (it == services_.end() || it->second.route.prefix.empty()) {
+      unqueue();  // a queued request of a service that was deleted is no longer queued
+      return {Outcome::kGone, {}};
+    }
     Entry& e = it->second;
     std::vector<const ReplicaEndpoint*> best;
     int least = 0;
@@ -151,7 +154,7 @@ void RouteTable::ReleaseLocked(const std::string& service, const std::string& re
   auto it = services_.find(service);
   if (it == services_.end()) return;
   auto r = it->second.in_flight.find(replica_id);
-  if (r == it->second.in_flight.end()) return;
+  if (r == it->second.in_flight.end() || r->second <= 0) return;
   if (--r->second <= 0) {
     const bool ready = std::any_of(it->second.route.ready.begin(), it->second.route.ready.end(),
                                    [&](const ReplicaEndpoint& e) { return e.id == replica_id; });

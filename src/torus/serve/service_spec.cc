@@ -5,10 +5,12 @@
 #include <charconv>
 #include <cmath>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "torus/common/status.h"
+#include "torus/common/utf8.h"
 #include "torus/common/yaml_fields.h"
 
 namespace torus::serve {
@@ -134,7 +136,14 @@ absl::StatusOr<train::RunSpec> ParseReplica(const YAML::Node& root) {
     json env = json::object();
     for (const auto& kv : root["env"]) {
       if (!kv.first.IsScalar() || !kv.second.IsScalar()) return FieldError("env", "must be a map of names to strings");
-      env[kv.first.Scalar()] = kv.second.Scalar();
+      const std::string& name = kv.first.Scalar();
+      bool printable = !name.empty() && name.size() <= 256 && name.find('=') == std::string::npos;
+      for (unsigned char c : name) printable = printable && c >= 0x20 && c != 0x7f;
+      if (!printable) {
+        return FieldError("env", absl::StrCat("name \"", absl::CHexEscape(name),
+                                              "\" must be 1-256 printable characters without '='"));
+      }
+      env[name] = kv.second.Scalar();
     }
     run["env"] = std::move(env);
   }
@@ -228,11 +237,16 @@ absl::StatusOr<ServiceSpec> ParseNode(const YAML::Node& root) {
 }  // namespace
 
 absl::StatusOr<ServiceSpec> ParseServiceSpec(absl::string_view text) {
+  if (!IsValidUtf8(std::string_view(text.data(), text.size()))) {
+    return absl::InvalidArgumentError("a service spec must be valid UTF-8");
+  }
   try {
     YAML::Node root = YAML::Load(std::string(text));
     return ParseNode(root);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("not valid YAML or JSON: ", e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("not a valid service spec: ", e.what()));
   }
 }
 

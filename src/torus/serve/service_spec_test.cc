@@ -113,6 +113,14 @@ std::string ErrorOf(absl::string_view text) {
   return std::string(spec.status().message());
 }
 
+void ExpectRoundTrip(const ServiceSpec& spec) {
+  const std::string json = ServiceSpecToJson(spec);
+  absl::StatusOr<ServiceSpec> back = ParseServiceSpec(json);
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << json;
+  EXPECT_EQ(*back, spec) << json;
+  EXPECT_EQ(ServiceSpecToJson(*back), json);
+}
+
 TEST(ServiceSpecParseTest, FullTpuSpecYaml) {
   absl::StatusOr<ServiceSpec> spec = ParseServiceSpec(kFullYaml);
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -154,6 +162,15 @@ TEST(ServiceSpecParseTest, Defaults) {
   EXPECT_EQ(spec->replica.entrypoint, (std::vector<std::string>{"python3", "app.py"}));
   EXPECT_FALSE(spec->replica.scaling.use_tpu);
   EXPECT_EQ(InitialReplicas(*spec), 1);
+}
+
+TEST(ServiceSpecParseTest, ReplicaDefaultsToOneWorker) {
+  absl::StatusOr<ServiceSpec> spec = ParseServiceSpec("name: web\nentrypoint: python3 app.py\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->replica.scaling.use_tpu);
+  EXPECT_EQ(spec->replica.scaling.num_workers, 1);
+  EXPECT_EQ(spec->replica.entrypoint, (std::vector<std::string>{"/bin/sh", "-c", "python3 app.py"}));
+  ExpectRoundTrip(*spec);
 }
 
 TEST(ServiceSpecParseTest, RoutePrefixRootAndTrailingSlashes) {
@@ -204,14 +221,6 @@ TEST(ServiceSpecParseTest, AutoscalingDefaults) {
   spec = ParseServiceSpec(Minimal("autoscaling: {min_replicas: 0, max_replicas: 5, initial_replicas: 0}\n"));
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(InitialReplicas(*spec), 0);
-}
-
-void ExpectRoundTrip(const ServiceSpec& spec) {
-  const std::string json = ServiceSpecToJson(spec);
-  absl::StatusOr<ServiceSpec> back = ParseServiceSpec(json);
-  ASSERT_TRUE(back.ok()) << back.status() << "\n" << json;
-  EXPECT_EQ(*back, spec) << json;
-  EXPECT_EQ(ServiceSpecToJson(*back), json);
 }
 
 TEST(ServiceSpecRoundTripTest, FullSpecWithAutoscaling) { ExpectRoundTrip(FullSpec()); }
@@ -298,10 +307,9 @@ TEST(ServiceSpecErrorTest, Messages) {
 }
 
 TEST(ServiceSpecErrorTest, UnknownTopLevelFieldListsAccepted) {
-  // The message names the field and every accepted one. (It currently begins with ": " because the top level is
-  // checked with an empty path; only the rest is asserted.)
-  EXPECT_THAT(ErrorOf(Minimal("replicas: 2\n")),
-              HasSubstr("unknown key \"replicas\"; accepted: name, route_prefix, entrypoint, env, working_dir, "
+  // The message names the field and every accepted one.
+  EXPECT_EQ(ErrorOf(Minimal("replicas: 2\n")),
+              std::string("unknown key \"replicas\"; accepted: name, route_prefix, entrypoint, env, working_dir, "
                         "py_modules, replica, health_path, health_check_period_s, health_check_timeout_s, "
                         "readiness_timeout_s, num_replicas, autoscaling, graceful_shutdown_timeout_s, "
                         "request_timeout_s, max_request_bytes, max_queued_requests, queue_timeout_s"));
@@ -331,13 +339,25 @@ TEST(ServiceSpecErrorTest, InvalidYaml) {
 // Invalid UTF-8 in a string the replica's spec carries (env, entrypoint, working_dir, ...) is refused with
 // InvalidArgument. Disabled: ParseReplica's run.dump() throws nlohmann::json::type_error 316 instead, which
 // ParseServiceSpec does not catch (it catches only YAML::Exception). See the report for the fix.
-TEST(ServiceSpecErrorTest, DISABLED_InvalidUtf8IsRefused) {
+TEST(ServiceSpecErrorTest, InvalidUtf8IsRefused) {
   for (const std::string& text : {Minimal("env: {A: \"\xff\"}\n"), Minimal("working_dir: /src/\xc3\n"),
                                   std::string("name: web\nentrypoint: \"run \xc3\"\nreplica: {num_workers: 1}\n")}) {
     SCOPED_TRACE(text);
     absl::StatusOr<ServiceSpec> spec;
     EXPECT_NO_THROW(spec = ParseServiceSpec(text));
     EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+// A spec that parses reads back from its JSON form, whatever its env names hold. Disabled: an env name that JSON
+// escapes to over 1024 characters (171 control characters, 515 backslashes) is accepted, but yaml-cpp refuses a
+// flow-map key that long ("end of map flow not found"), so the head could not read its own journal record back.
+// See the report for the fix (env names of 1-256 printable characters).
+TEST(ServiceSpecRoundTripTest, EnvNamesThatEscapeLong) {
+  for (const std::string& name : {std::string(171, '\x01'), std::string(515, '\\')}) {
+    absl::StatusOr<ServiceSpec> spec = ParseServiceSpec(Minimal("env: {" + name + ": v}\n"));
+    if (!spec.ok()) continue;  // refusing such a name is fine too
+    ExpectRoundTrip(*spec);
   }
 }
 

@@ -215,7 +215,7 @@ std::vector<Event> EventsFromRecords(const std::vector<Record>& records,
 
 bool IsEventKind(std::string_view kind) {
   return kind == "node" || kind == "group" || kind == "job" || kind == "run" || kind == "worker" ||
-         kind == "package" || kind == "actor";
+         kind == "package" || kind == "actor" || kind == "service";
 }
 
 bool EventFilter::Matches(const Event& e) const {

@@ -163,7 +163,7 @@ grpc::ServerWriteReactor<rpc::Event>* EventServiceImpl::Watch(grpc::CallbackServ
     if (!IsEventKind(kind)) {
       return new WatchReactor(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("kinds: unknown kind \"", kind, "\"; use node, group, job, run, worker, package or actor")));
+          absl::StrCat("kinds: unknown kind \"", kind, "\"; use node, group, job, run, worker, package, actor or service")));
     }
     filter.kinds.insert(kind);
   }

@@ -136,7 +136,8 @@ TEST(EventServiceTest, RefusalsSayWhy) {
   EXPECT_FALSE(bad.reader->Read(&e));
   status = bad.reader->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(status.error_message(), "kinds: unknown kind \"pod\"; use node, group, job, run, worker, package or actor");
+  EXPECT_EQ(status.error_message(),
+            "kinds: unknown kind \"pod\"; use node, group, job, run, worker, package, actor or service");
 
   auto anonymous = server.Open(rpc::WatchRequest(), "");
   EXPECT_FALSE(anonymous.reader->Read(&e));

@@ -40,7 +40,7 @@ absl::StatusOr<EventQuery> ParseQuery(const httplib::Request& req) {
       if (!IsEventKind(std::string_view(k.data(), k.size()))) {
         return absl::InvalidArgumentError(absl::StrCat("query parameter kind: unknown kind \"", k,
                                                        "\"; use a comma-separated list of node, group, job, run, "
-                                                       "worker, package, actor"));
+                                                       "worker, package, actor, service"));
       }
       q.filter.kinds.insert(std::string(k));
     }
