@@ -14,16 +14,18 @@
 // Connections to replicas are kept alive and reused. A connection to a client is kept alive between requests and
 // closed after idle_timeout.
 //
-// Thread-safety: Start and Stop from one thread; a thread per client connection.
+// Inside: a few event-loop threads (epoll, non-blocking sockets; IngressLoop), each with its own client connections
+// (ClientConn: one state machine per connection) and kept-alive connections to replicas (UpstreamPool). One of them
+// accepts and hands connections to each in turn. An answer is relayed no faster than its client reads it: the
+// replica is not read while 256 KiB wait for the client.
+//
+// Thread-safety: Start and Stop from one thread.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <set>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +34,8 @@
 #include "torus/serve/route_table.h"
 
 namespace torus::serve {
+
+class IngressLoop;
 
 class Ingress {
  public:
@@ -42,31 +46,27 @@ class Ingress {
     int64_t header_timeout_ms = 30'000;
     int64_t idle_timeout_ms = 75'000;
     int64_t connect_timeout_ms = 2'000;
+    int threads = 0;                    // event-loop threads; 0: one per CPU, at most 4
   };
 
   Ingress(RouteTable* routes, Options options);
   ~Ingress();  // stops
 
-  // Binds and starts accepting; returns the port.
+  // Binds and starts accepting; returns the port. At most once.
   absl::StatusOr<int> Start();
-  // Stops accepting, shuts every connection down and waits for their threads.
+  // Stops accepting, closes every connection (requests in flight end: released, not recorded unless their answer had
+  // begun) and waits for the loop threads. Safe to call twice, or without Start.
   void Stop();
 
  private:
-  class Pool;
-  void Accept();
-  void Serve(int fd, std::string peer);
-
   RouteTable* routes_;
   Options options_;
-  std::unique_ptr<Pool> pool_;
-  int listen_fd_ = -1;
-  std::thread accept_thread_;
-  std::mutex mu_;
-  std::set<int> clients_;             // guarded by mu_
-  int threads_ = 0;                   // guarded by mu_
-  std::condition_variable_any done_;  // a connection thread ended
-  std::atomic<bool> stopping_{false};
+  std::atomic<int> connections_{0};  // open client connections, over every loop
+  std::vector<std::unique_ptr<IngressLoop>> loops_;  // loops_[0] accepts
+  std::vector<std::thread> threads_;                 // threads_[i] runs loops_[i]
+  std::optional<int> subscription_;                  // to route changes
+  bool started_ = false;
+  bool stopped_ = false;
 };
 
 }  // namespace torus::serve

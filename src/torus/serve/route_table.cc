@@ -18,7 +18,7 @@ int64_t SteadyMillis() {
 }  // namespace
 
 void RouteTable::Set(std::vector<ServiceRoute> routes) {
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   std::map<std::string, Entry> next;
   for (ServiceRoute& r : routes) {
     Entry& e = next[r.name];
@@ -49,6 +49,8 @@ void RouteTable::Set(std::vector<ServiceRoute> routes) {
   }
   services_ = std::move(next);
   changed_.SignalAll();
+  lock.Release();
+  Notify();
 }
 
 std::optional<ServiceRoute> RouteTable::Match(absl::string_view path) const {
@@ -79,63 +81,85 @@ std::vector<std::string> RouteTable::Prefixes() const {
   return out;
 }
 
+RouteTable::Pick RouteTable::PickLocked(const std::string& service, const std::set<std::string>& exclude,
+                                        bool* queued) {
+  auto unqueue = [&] {
+    if (*queued) UnqueueLocked(service);
+    *queued = false;
+  };
+  if (stopped_) {
+    unqueue();
+    return {Outcome::kStopped, {}};
+  }
+  auto it = services_.find(service);
+  if (it == services_.end() || it->second.route.prefix.empty()) {
+    unqueue();  // a queued request of a service that was deleted is no longer queued
+    return {Outcome::kGone, {}};
+  }
+  Entry& e = it->second;
+  std::vector<const ReplicaEndpoint*> best;
+  int least = 0;
+  for (const ReplicaEndpoint& r : e.route.ready) {
+    if (exclude.contains(r.id)) continue;
+    const int n = e.in_flight[r.id];
+    if (best.empty() || n < least) {
+      best.clear();
+      least = n;
+    }
+    if (n == least) best.push_back(&r);
+  }
+  if (!best.empty()) {
+    unqueue();
+    const ReplicaEndpoint& r =
+        *best[best.size() == 1 ? 0 : std::uniform_int_distribution<size_t>(0, best.size() - 1)(rng_)];
+    ++e.in_flight[r.id];
+    ++e.served[r.id];
+    return {Outcome::kPicked, r};
+  }
+  // Replicas exist but every one was tried: no point in waiting for them.
+  if (!e.route.ready.empty()) {
+    unqueue();
+    return {Outcome::kExhausted, {}};
+  }
+  if (!*queued) {
+    if (e.queued >= e.route.max_queued_requests) return {Outcome::kQueueFull, {}};
+    ++e.queued;
+    *queued = true;
+  }
+  return {Outcome::kWait, {}};
+}
+
+void RouteTable::UnqueueLocked(const std::string& service) {
+  auto it = services_.find(service);
+  if (it != services_.end() && it->second.queued > 0) --it->second.queued;
+}
+
 RouteTable::Pick RouteTable::Acquire(const std::string& service, const std::set<std::string>& exclude,
                                      int64_t deadline_ms) {
   absl::MutexLock lock(&mu_);
   bool queued = false;
-  auto unqueue = [&] {
-    if (!queued) return;
-    auto it = services_.find(service);
-    if (it != services_.end()) --it->second.queued;
-    queued = false;
-  };
   while (true) {
-    if (stopped_) {
-      unqueue();
-      return {Outcome::kStopped, {}};
-    }
-    auto it = services_.find(service);
-    if (it == services_.end() || it->second.route.prefix.empty()) {
-      unqueue();  // a queued request of a service that was deleted is no longer queued
-      return {Outcome::kGone, {}};
-    }
-    Entry& e = it->second;
-    std::vector<const ReplicaEndpoint*> best;
-    int least = 0;
-    for (const ReplicaEndpoint& r : e.route.ready) {
-      if (exclude.contains(r.id)) continue;
-      const int n = e.in_flight[r.id];
-      if (best.empty() || n < least) {
-        best.clear();
-        least = n;
-      }
-      if (n == least) best.push_back(&r);
-    }
-    if (!best.empty()) {
-      unqueue();
-      const ReplicaEndpoint& r = *best[best.size() == 1 ? 0 : std::uniform_int_distribution<size_t>(0, best.size() - 1)(rng_)];
-      ++e.in_flight[r.id];
-      ++e.served[r.id];
-      return {Outcome::kPicked, r};
-    }
-    // Replicas exist but every one was tried: no point in waiting for them.
-    if (!e.route.ready.empty()) {
-      unqueue();
-      return {Outcome::kExhausted, {}};
-    }
-    if (!queued) {
-      if (e.queued >= e.route.max_queued_requests) return {Outcome::kQueueFull, {}};
-      ++e.queued;
-      queued = true;
-    }
+    Pick pick = PickLocked(service, exclude, &queued);
+    if (pick.outcome != Outcome::kWait) return pick;
     const int64_t left = deadline_ms - SteadyMillis();
     if (left <= 0 || changed_.WaitWithTimeout(&mu_, absl::Milliseconds(left))) {
       if (deadline_ms - SteadyMillis() <= 0) {
-        unqueue();
+        UnqueueLocked(service);
         return {Outcome::kTimedOut, {}};
       }
     }
   }
+}
+
+RouteTable::Pick RouteTable::TryAcquire(const std::string& service, const std::set<std::string>& exclude,
+                                        bool queued) {
+  absl::MutexLock lock(&mu_);
+  return PickLocked(service, exclude, &queued);
+}
+
+void RouteTable::Unqueue(const std::string& service) {
+  absl::MutexLock lock(&mu_);
+  UnqueueLocked(service);
 }
 
 void RouteTable::Release(const std::string& service, const std::string& replica_id) {
@@ -199,9 +223,28 @@ std::map<std::string, ServiceCounters> RouteTable::Counters() const {
 }
 
 void RouteTable::Stop() {
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   stopped_ = true;
   changed_.SignalAll();
+  lock.Release();
+  Notify();
+}
+
+int RouteTable::Subscribe(std::function<void()> on_change) {
+  absl::MutexLock lock(&subscribers_mu_);
+  const int id = next_subscriber_++;
+  subscribers_.emplace(id, std::move(on_change));
+  return id;
+}
+
+void RouteTable::Unsubscribe(int id) {
+  absl::MutexLock lock(&subscribers_mu_);
+  subscribers_.erase(id);
+}
+
+void RouteTable::Notify() {
+  absl::MutexLock lock(&subscribers_mu_);
+  for (const auto& [id, on_change] : subscribers_) on_change();
 }
 
 }  // namespace torus::serve

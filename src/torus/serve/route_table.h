@@ -5,13 +5,16 @@
 //
 // Picking: the READY replica with the fewest requests in flight, ties broken at random (Ray Serve's and Envoy's
 // least-request). A service with no READY replica holds the request (counted as queued, at most
-// max_queued_requests) until one is READY or queue_timeout passes.
+// max_queued_requests) until one is READY or queue_timeout passes. Threads that may block wait in Acquire; event
+// loops, which must not block, use TryAcquire and Unqueue, and learn of changes through Subscribe.
 //
-// Thread-safety: thread-safe.
+// Thread-safety: thread-safe. Subscribers are called on the thread that calls Set or Stop, with no lock of the
+// table held (they may call into it).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -75,7 +78,8 @@ class RouteTable {
   std::vector<std::string> Prefixes() const;
 
   // kExhausted: the service has READY replicas but every one is in `exclude` (each failed this request).
-  enum class Outcome { kPicked, kGone, kQueueFull, kTimedOut, kExhausted, kStopped };
+  // kWait (TryAcquire only): no READY replica yet; the request is counted as queued.
+  enum class Outcome { kPicked, kGone, kQueueFull, kTimedOut, kExhausted, kStopped, kWait };
   struct Pick {
     Outcome outcome = Outcome::kGone;
     ReplicaEndpoint replica;
@@ -83,6 +87,13 @@ class RouteTable {
   // A READY replica of `service` not in `exclude` (least in flight, ties at random), counted in flight until
   // Release; with none, waits until `deadline_ms` (steady clock) as one of the service's queued requests.
   Pick Acquire(const std::string& service, const std::set<std::string>& exclude, int64_t deadline_ms);
+  // Acquire without waiting. `queued`: the request is already counted as queued (an earlier TryAcquire returned
+  // kWait). kWait: no READY replica; the request is (still) counted as queued, and is tried again when the routes
+  // change (Subscribe) until its queue timeout, after which the caller calls Unqueue. Any other outcome ends its
+  // queued count. Never returns kTimedOut.
+  Pick TryAcquire(const std::string& service, const std::set<std::string>& exclude, bool queued);
+  // A request that TryAcquire left queued gives up waiting (its queue timeout passed, or its client went away).
+  void Unqueue(const std::string& service);
   void Release(const std::string& service, const std::string& replica_id);
 
   void Record(const std::string& service, int status, double seconds, bool retried);
@@ -94,6 +105,13 @@ class RouteTable {
   // Wakes every held request (they end kStopped); later Acquires return kStopped.
   void Stop();
 
+  // Calls `on_change` after every Set and Stop (from the caller's thread, no table lock held) until Unsubscribe;
+  // returns the subscription's id. It should be quick (e.g. wake an event loop, which then calls TryAcquire).
+  int Subscribe(std::function<void()> on_change);
+  // Ends a subscription; once it returns, its callback is not running and is never called again. REQUIRES: not
+  // called from a subscriber (nor is Subscribe).
+  void Unsubscribe(int id);
+
  private:
   struct Entry {
     ServiceRoute route;
@@ -101,6 +119,11 @@ class RouteTable {
     std::map<std::string, int64_t> served;
     int queued = 0;
   };
+  // Pick for Acquire and TryAcquire: kWait when the request should wait (`*queued` then says it is counted).
+  Pick PickLocked(const std::string& service, const std::set<std::string>& exclude, bool* queued)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnqueueLocked(const std::string& service) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Notify() ABSL_LOCKS_EXCLUDED(mu_, subscribers_mu_);
   void ReleaseLocked(const std::string& service, const std::string& replica_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordLocked(const std::string& service, int status, double seconds, bool retried)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -111,6 +134,12 @@ class RouteTable {
   std::map<std::string, ServiceCounters> counters_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_){std::random_device{}()};
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Held while subscribers are called, so that Unsubscribe waits for a call under way; never held with mu_ except
+  // by a subscriber that calls into the table (then mu_ comes second).
+  absl::Mutex subscribers_mu_;
+  std::map<int, std::function<void()>> subscribers_ ABSL_GUARDED_BY(subscribers_mu_);
+  int next_subscriber_ ABSL_GUARDED_BY(subscribers_mu_) = 0;
 };
 
 }  // namespace torus::serve

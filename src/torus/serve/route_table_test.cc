@@ -1,5 +1,6 @@
 #include "torus/serve/route_table.h"
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <set>
@@ -335,6 +336,122 @@ TEST(RouteTableTest, QueuedRequestOfDeletedServiceIsUncounted) {
   EXPECT_LE(Queued(t, "svc"), 0);
   t.Set({});
   EXPECT_FALSE(t.Load().contains("svc"));
+}
+
+TEST(RouteTableTest, TryAcquirePicksWithoutWaiting) {
+  RouteTable t;
+  t.Set({Route("svc", "/svc", {Rep("a"), Rep("b")})});
+  RouteTable::Pick p = t.TryAcquire("svc", {"a"}, false);
+  ASSERT_EQ(p.outcome, Outcome::kPicked);
+  EXPECT_EQ(p.replica.id, "b");
+  EXPECT_EQ(t.Load()["svc"].in_flight, 1);
+  EXPECT_EQ(t.TryAcquire("svc", {"a", "b"}, false).outcome, Outcome::kExhausted);
+  EXPECT_EQ(t.TryAcquire("nope", {}, false).outcome, Outcome::kGone);
+  EXPECT_EQ(Queued(t, "svc"), 0);
+  t.Stop();
+  EXPECT_EQ(t.TryAcquire("svc", {}, false).outcome, Outcome::kStopped);
+}
+
+TEST(RouteTableTest, TryAcquireCountsWaitersAsQueued) {
+  RouteTable t;
+  ServiceRoute r = Route("svc", "/svc");
+  r.max_queued_requests = 2;
+  t.Set({r});
+  // No READY replica: kWait, counted once however often it tries again.
+  EXPECT_EQ(t.TryAcquire("svc", {}, false).outcome, Outcome::kWait);
+  EXPECT_EQ(t.TryAcquire("svc", {}, true).outcome, Outcome::kWait);
+  EXPECT_EQ(Queued(t, "svc"), 1);
+  EXPECT_EQ(t.TryAcquire("svc", {}, false).outcome, Outcome::kWait);
+  EXPECT_EQ(Queued(t, "svc"), 2);
+  // Full: a third is refused and not counted; one already waiting is never refused.
+  EXPECT_EQ(t.TryAcquire("svc", {}, false).outcome, Outcome::kQueueFull);
+  EXPECT_EQ(t.TryAcquire("svc", {}, true).outcome, Outcome::kWait);
+  EXPECT_EQ(Queued(t, "svc"), 2);
+  // One gives up (its queue timeout).
+  t.Unqueue("svc");
+  EXPECT_EQ(Queued(t, "svc"), 1);
+  // A replica becomes READY: the waiter gets it and is no longer queued.
+  r.ready = {Rep("a")};
+  t.Set({r});
+  RouteTable::Pick p = t.TryAcquire("svc", {}, true);
+  ASSERT_EQ(p.outcome, Outcome::kPicked);
+  EXPECT_EQ(p.replica.id, "a");
+  auto load = t.Load();
+  EXPECT_EQ(load["svc"].queued, 0);
+  EXPECT_EQ(load["svc"].in_flight, 1);
+  // The count never goes below zero.
+  t.Unqueue("svc");
+  EXPECT_EQ(Queued(t, "svc"), 0);
+}
+
+TEST(RouteTableTest, TryAcquireOfDeletedServiceUnqueues) {
+  RouteTable t;
+  t.Set({Route("svc", "/svc")});
+  ASSERT_EQ(t.TryAcquire("svc", {}, false).outcome, Outcome::kWait);
+  t.Set({});
+  EXPECT_EQ(Queued(t, "svc"), 1);  // kept while it waits
+  EXPECT_EQ(t.TryAcquire("svc", {}, true).outcome, Outcome::kGone);
+  EXPECT_LE(Queued(t, "svc"), 0);
+  t.Set({});
+  EXPECT_FALSE(t.Load().contains("svc"));
+
+  // Stopped while waiting: no longer queued either.
+  t.Set({Route("svc", "/svc")});
+  ASSERT_EQ(t.TryAcquire("svc", {}, false).outcome, Outcome::kWait);
+  t.Stop();
+  EXPECT_EQ(t.TryAcquire("svc", {}, true).outcome, Outcome::kStopped);
+  EXPECT_EQ(Queued(t, "svc"), 0);
+}
+
+TEST(RouteTableTest, SubscribersHearOfSetAndStopUntilUnsubscribed) {
+  RouteTable t;
+  int a = 0;
+  int b = 0;
+  const int sa = t.Subscribe([&] { ++a; });
+  const int sb = t.Subscribe([&] {
+    ++b;
+    t.Load();  // a subscriber may call into the table
+  });
+  EXPECT_NE(sa, sb);
+  t.Set({Route("svc", "/svc")});
+  EXPECT_EQ(a, 1);
+  EXPECT_EQ(b, 1);
+  t.Unsubscribe(sa);
+  t.Set({});
+  EXPECT_EQ(a, 1);
+  EXPECT_EQ(b, 2);
+  t.Stop();
+  EXPECT_EQ(b, 3);
+  t.Unsubscribe(sb);
+  t.Unsubscribe(sb);  // twice: nothing
+  t.Set({});
+  EXPECT_EQ(b, 3);
+}
+
+// Unsubscribe waits for a call under way: once it returns, the callback's state may go.
+TEST(RouteTableTest, UnsubscribeWaitsForRunningCallback) {
+  RouteTable t;
+  std::atomic<bool> entered{false};
+  std::atomic<bool> release{false};
+  std::atomic<bool> finished{false};
+  const int id = t.Subscribe([&] {
+    entered = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    finished = true;
+  });
+  std::thread setter([&] { t.Set({}); });
+  ASSERT_TRUE(WaitFor([&] { return entered.load(); }));
+  std::atomic<bool> unsubscribed{false};
+  std::thread unsubscriber([&] {
+    t.Unsubscribe(id);
+    unsubscribed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(unsubscribed);
+  release = true;
+  unsubscriber.join();
+  setter.join();
+  EXPECT_TRUE(finished);
 }
 
 TEST(RouteTableTest, RecordCountsByStatusAndBucket) {
