@@ -332,3 +332,41 @@ def test_bad_specs_are_refused_naming_the_field(torus, tmp_path):
     assert code == 404 and body["error"] == "service none does not exist"
     code, body = api(torus, "DELETE", "/api/v0/services/none")
     assert code == 404
+
+
+def test_an_ingress_apart_from_the_head_routes_and_reports_its_load(torus, tmp_path):
+    torus.up(spec=SPEC)
+    torus.ok("serve", "deploy", echo_spec(tmp_path), "--wait", timeout=90)
+    log = tmp_path / "ingress.log"
+    proc = torus.spawn(["/bin/sh", "-c", f'exec "$0" serve ingress --host 127.0.0.1 --port 0',
+                        str(Path(os.environ.get("TORUS_BIN_DIR", REPO / "build" / "bin")) / "torus")], log)
+    line = wait_until(lambda: next((l for l in log.read_text().splitlines() if "listening on" in l), None), 15,
+                      message="the ingress listening")
+    host, port = line.rsplit("http://", 1)[1].rsplit(":", 1)
+
+    def through(path, timeout=30):
+        conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    # Its routes come from the head within a poll.
+    code, body = wait_until(lambda: (lambda r: r if r[0] == 200 else None)(through("/echo/far")), 10,
+                            message="routed through the remote ingress")
+    assert json.loads(body)["path"] == "/far" and json.loads(body)["prefix"] == "/echo", body
+    # Its requests in flight count at the head (for autoscaling and draining).
+    slow = [threading.Thread(target=through, args=("/echo/slow?sleep=3",)) for _ in range(2)]
+    for t in slow:
+        t.start()
+    seen = wait_until(lambda: (lambda s: s if sum(r["in_flight"] for r in s["replicas"]) == 2 else None)(
+        service(torus, "echo")), 5, interval=0.1, message="remote in-flight requests at the head")
+    assert seen["replicas"][0]["in_flight"] == 2
+    for t in slow:
+        t.join()
+    code, body = through("/nothing")
+    assert code == 404 and json.loads(body)["error"] == "no service serves /nothing; routes: /echo"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0

@@ -13,6 +13,9 @@
 #include "nlohmann/json.hpp"
 #include "torus/cli/command_util.h"
 #include "torus/cli/commands.h"
+#include "torus/common/termination.h"
+#include "torus/serve/ingress.h"
+#include "torus/serve/remote_routes.h"
 
 namespace torus::cli {
 namespace {
@@ -149,6 +152,44 @@ int CmdServeDelete(const HeadFlags& head, const std::string& name) {
   if (!http.ok()) return FailCommand("serve delete", http.status());
   if (absl::Status s = (*http)->DeleteService(name); !s.ok()) return FailCommand("serve delete", s);
   std::cout << "service " << name << " deleted; its replicas drain and stop\n";
+  return 0;
+}
+
+int CmdServeIngress(const HeadFlags& head, const std::string& host, int port) {
+  const std::string command = "serve ingress";
+  // SIGTERM and SIGINT are taken below, as the daemons do: blocked before any thread starts.
+  BlockTerminationSignals();
+  auto http = ConnectHttpApi(head);
+  if (!http.ok()) return FailCommand(command, http.status());
+  serve::RouteTable routes;
+  serve::Ingress ingress(&routes, {.host = host, .port = port});
+  auto bound = ingress.Start();
+  if (!bound.ok()) return FailCommand(command, bound.status());
+  const std::string self = absl::StrCat(host, ":", *bound);
+  std::cout << "torus serve ingress: listening on http://" << self << "\n" << std::flush;
+  // Every 0.5 s: the routes from the head, and this ingress's load to it. A head that does not answer leaves the
+  // routes as they were (requests keep going to the replicas last known READY).
+  std::string last_error;
+  while (PollTerminationSignal(500) == 0) {
+    auto services = (*http)->ListServices();
+    absl::Status s = services.ok() ? absl::OkStatus() : services.status();
+    if (s.ok()) {
+      auto next = serve::RoutesFromServicesJson(*services);
+      if (next.ok()) {
+        routes.Set(*std::move(next));
+      } else {
+        s = next.status();
+      }
+    }
+    serve::IngressLoad load{self, routes.Load()};
+    for (auto& [name, l] : load.services) l.served.clear();
+    if (s.ok()) s = (*http)->ReportServiceLoad(serve::IngressLoadToJson(load));
+    const std::string error = s.ok() ? "" : std::string(s.message());
+    if (error != last_error && !error.empty()) std::cerr << "torus serve ingress: the head: " << error << "\n";
+    last_error = error;
+  }
+  routes.Stop();
+  ingress.Stop();
   return 0;
 }
 

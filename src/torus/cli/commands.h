@@ -164,6 +164,8 @@ int CmdServeDeploy(const HeadFlags& head, const std::string& path, bool wait, in
 int CmdServeStatus(const HeadFlags& head, const std::string& name, bool json);
 int CmdServeList(const HeadFlags& head, bool json);
 int CmdServeDelete(const HeadFlags& head, const std::string& name);
+// torus serve ingress [--host H] [--port P]: an ingress apart from the head, in the foreground until SIGTERM/SIGINT.
+int CmdServeIngress(const HeadFlags& head, const std::string& host, int port);
 // torus node cut|heal NAME: takes a simulated host's network link down or up (`torus up --netns`).
 int CmdNodeLink(const std::string& name, bool up);
 int CmdNodeLedger(const HeadFlags& head, const std::string& node_id, bool json);

@@ -172,6 +172,14 @@ int main(int argc, char** argv) {
   AddHttpOptions(cmd_serve_list, head);
   cmd_serve_list->add_flag("--json", serve_json, "The REST answer as it is");
   cmd_serve_list->callback([&] { rc = torus::cli::CmdServeList(head, serve_json); });
+  std::string ingress_host = "0.0.0.0";
+  int ingress_port = 8000;
+  auto* cmd_serve_ingress = cmd_serve->add_subcommand(
+      "ingress", "Run an ingress apart from the head (routes from the head, load reported to it) until SIGTERM");
+  AddHttpOptions(cmd_serve_ingress, head);
+  cmd_serve_ingress->add_option("--host", ingress_host, "Address to listen on")->capture_default_str();
+  cmd_serve_ingress->add_option("--port", ingress_port, "Port to listen on (0 = any free)")->capture_default_str();
+  cmd_serve_ingress->callback([&] { rc = torus::cli::CmdServeIngress(head, ingress_host, ingress_port); });
   auto* cmd_serve_delete = cmd_serve->add_subcommand("delete", "Delete a service: its replicas drain and stop");
   AddHttpOptions(cmd_serve_delete, head);
   cmd_serve_delete->add_option("NAME", serve_name, "Service name")->required();

@@ -210,6 +210,10 @@ absl::StatusOr<json> HttpApiClient::GetService(const std::string& name) {
 
 absl::StatusOr<json> HttpApiClient::ListServices() { return Get("/api/v0/services"); }
 
+absl::Status HttpApiClient::ReportServiceLoad(const std::string& load_json) {
+  return Post("/api/v0/services/load", load_json).status();
+}
+
 absl::Status HttpApiClient::DeleteService(const std::string& name) {
   return Delete("/api/v0/services/" + UrlEncode(name)).status();
 }

@@ -130,6 +130,8 @@ class HttpApiClient {
   absl::StatusOr<nlohmann::json> GetService(const std::string& name);
   absl::StatusOr<nlohmann::json> ListServices();
   absl::Status DeleteService(const std::string& name);
+  // POST /api/v0/services/load: the load an ingress apart from the head carries (serve/remote_routes.h).
+  absl::Status ReportServiceLoad(const std::string& load_json);
   // Stops a run; false when it had already ended.
   absl::StatusOr<bool> StopRun(const std::string& id_or_name);
   // Rank `rank`'s output in attempt `attempt` (0: the current one) from byte `offset` on.

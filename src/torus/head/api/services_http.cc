@@ -1,6 +1,8 @@
 #include "torus/head/api/services_http.h"
 
+#include "absl/strings/str_cat.h"
 #include "torus/head/api/http_util.h"
+#include "torus/serve/remote_routes.h"
 
 namespace torus::head {
 
@@ -44,6 +46,15 @@ void RegisterServiceRoutes(httplib::Server& server, ServiceController* services,
     }
     SendJson(res, deployed->changed ? 201 : 200,
              {{"name", deployed->name}, {"version", deployed->version}, {"changed", deployed->changed}});
+  });
+  server.Post("/api/v0/services/load", [services](const httplib::Request& req, httplib::Response& res) {
+    auto load = serve::IngressLoadFromJson(req.body);
+    if (!load.ok()) {
+      SendError(res, 400, absl::StrCat("ingress load: ", load.status().message()));
+      return;
+    }
+    services->ReportLoad(*std::move(load));
+    SendJson(res, 200, {{"accepted", true}});
   });
   server.Get("/api/v0/services", [services, ingress_url](const httplib::Request& req, httplib::Response& res) {
     nlohmann::json items = nlohmann::json::array();

@@ -9,6 +9,8 @@
 //                                    address, in_flight, requests, created_ms, ready_ms, message}], events: [...],
 //                                    spec: {...}, created_ms, updated_ms}
 //   DELETE /api/v0/services/{name}   {"deleted": true}; its replicas drain and stop
+//   POST   /api/v0/services/load     body: the load an ingress apart from the head carries (serve/remote_routes.h)
+//                                    -> {"accepted": true}; counted for autoscaling while fresh (3 s)
 //
 //   torus_serve_requests_total{service, code}             counter (answers the ingress gave, by status code)
 //   torus_serve_request_duration_seconds{service}         histogram (first byte in to last byte out)

@@ -135,8 +135,6 @@ void ServiceController::Tick() {
     }
     return out;
   });
-  const std::map<std::string, serve::ServiceLoad> load = routes_->Load();
-
   struct Submit {
     std::string service;
     int64_t version = 0;
@@ -148,6 +146,7 @@ void ServiceController::Tick() {
   std::vector<serve::ServiceRoute> routes;
   {
     absl::MutexLock lock(&mu_);
+    const std::map<std::string, serve::ServiceLoad> load = LoadLocked(clock_->NowMicros() / 1000);
     // Replicas that ended: forgotten, with an event unless the controller stopped them.
     for (auto it = replicas_.begin(); it != replicas_.end();) {
       auto ended = snap.ended.find(it->first);
@@ -334,6 +333,31 @@ void ServiceController::RunProbe(const Probe& probe) {
   }
 }
 
+void ServiceController::ReportLoad(serve::IngressLoad load) {
+  absl::MutexLock lock(&mu_);
+  const int64_t now_ms = clock_->NowMicros() / 1000;
+  for (auto it = remote_.begin(); it != remote_.end();) {  // ingresses gone for a minute are forgotten
+    it = now_ms - it->second.at_ms > 60'000 ? remote_.erase(it) : std::next(it);
+  }
+  const std::string ingress = load.ingress;
+  remote_[ingress] = RemoteLoad{std::move(load), now_ms};
+}
+
+std::map<std::string, serve::ServiceLoad> ServiceController::LoadLocked(int64_t now_ms) const {
+  constexpr int64_t kFreshMs = 3000;
+  std::map<std::string, serve::ServiceLoad> out = routes_->Load();
+  for (const auto& [ingress, remote] : remote_) {
+    if (now_ms - remote.at_ms > kFreshMs) continue;
+    for (const auto& [name, l] : remote.load.services) {
+      serve::ServiceLoad& total = out[name];
+      total.in_flight += l.in_flight;
+      total.queued += l.queued;
+      for (const auto& [id, n] : l.replicas) total.replicas[id] += n;
+    }
+  }
+  return out;
+}
+
 void ServiceController::AddEvent(const std::string& service, const std::string& text) {
   if (service.empty()) return;
   spdlog::info("service {}: {}", service, text);
@@ -385,7 +409,7 @@ ServiceView ServiceController::ViewOf(const ClusterState& s, const Service& serv
   v.service = service;
   auto target = targets_.find(service.name);
   v.target = target == targets_.end() ? serve::InitialReplicas(service.spec) : target->second;
-  const std::map<std::string, serve::ServiceLoad> load = routes_->Load();
+  const std::map<std::string, serve::ServiceLoad> load = LoadLocked(clock_->NowMicros() / 1000);
   const serve::ServiceLoad* l = load.contains(service.name) ? &load.at(service.name) : nullptr;
   if (l != nullptr) v.queued = l->queued;
   for (const auto& [id, run] : s.runs()) {

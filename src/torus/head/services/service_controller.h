@@ -38,6 +38,7 @@
 #include "torus/head/state/state_store.h"
 #include "torus/head/workloads/executor.h"
 #include "torus/head/workloads/run_service.h"
+#include "torus/serve/remote_routes.h"
 #include "torus/serve/route_table.h"
 
 namespace torus::head {
@@ -95,6 +96,10 @@ class ServiceController {
   absl::StatusOr<ServiceView> Get(const std::string& name) const;
   std::vector<ServiceView> List() const;
 
+  // The load an ingress running apart from the head carries (`torus serve ingress`, POST /api/v0/services/load):
+  // added to the head's own ingress's for autoscaling and draining while it is fresh (reported within 3 s).
+  void ReportLoad(serve::IngressLoad load);
+
   // Blocks until one decision pass has run after this call (for tests).
   void WaitTick();
 
@@ -127,6 +132,8 @@ class ServiceController {
   void RunProbe(const Probe& probe);
   void AddEvent(const std::string& service, const std::string& text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ServiceView ViewOf(const ClusterState& s, const Service& service) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The head's ingress's load plus the fresh reports of the others.
+  std::map<std::string, serve::ServiceLoad> LoadLocked(int64_t now_ms) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   StateStore* store_;
   RunService* runs_;
@@ -144,6 +151,11 @@ class ServiceController {
   std::map<std::string, AutoscaleState> autoscale_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> targets_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<std::string>> events_ ABSL_GUARDED_BY(mu_);
+  struct RemoteLoad {
+    serve::IngressLoad load;
+    int64_t at_ms = 0;  // clock_->NowMicros() / 1000 when reported
+  };
+  std::map<std::string, RemoteLoad> remote_ ABSL_GUARDED_BY(mu_);  // by ingress
   Executor probes_;
   std::thread thread_;
 };
