@@ -8,7 +8,8 @@ proxy_buffering off, the prefix removed as the ingress does). Measured:
 
   - added latency: p50/p99 of sequential keep-alive requests through each proxy, less those sent directly
     (rounds interleaved, one client, Python's http.client);
-  - requests/s of small answers with `wrk` (keep-alive connections) through each proxy, and directly;
+  - requests/s of small answers with `wrk` (keep-alive connections) through each proxy, and directly, with the CPU
+    time (user + system) each proxy's processes spent per request meanwhile (the head's process for the ingress);
   - a scale-up: from the controller's decision (the new replica's run submitted) to the replica READY, and what the
     user waits for: `torus serve deploy --wait` of num_replicas 1 -> 2, from command start to exit.
 
@@ -112,6 +113,15 @@ def latencies(host, port, path, n):
     return out
 
 
+def cpu_seconds(pids):
+    """User + system CPU seconds of the processes `pids` so far."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values, p):
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * p / 100))]
@@ -154,6 +164,11 @@ def main():
         proxy = subprocess.Popen(["nginx", "-e", str(root / "proxy.err"), "-c", str(root / "proxy.conf")],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
+        head_pid = next(int(line.split()[2]) for line in (session / "processes").read_text().splitlines()
+                        if line.split()[0] == "head")
+        proxy_pids = lambda: [proxy.pid] + [int(p) for p in subprocess.run(
+            ["pgrep", "-P", str(proxy.pid)], capture_output=True, text=True).stdout.split()]
+        cpu_of = {"direct": lambda: [], "torus ingress": lambda: [head_pid], "nginx proxy": proxy_pids}
         targets = {"direct": (r_host, int(r_port), "/x"), "torus ingress": (i_host, int(i_port), "/bench/x"),
                    "nginx proxy": ("127.0.0.1", n_port, "/bench/x")}
 
@@ -174,16 +189,21 @@ def main():
 
         # Throughput, rounds interleaved; the best of each.
         rates = {name: [] for name in targets}
+        cpu_us = {name: [] for name in targets}
         for _ in range(args.rounds):
             for name, (h, p, path) in targets.items():
+                pids = cpu_of[name]()
+                before = cpu_seconds(pids)
                 rate, errors = wrk(f"http://{h}:{p}{path}", args.duration, args.connections)
                 assert errors == 0, (name, errors)
                 rates[name].append(rate)
+                cpu_us[name].append((cpu_seconds(pids) - before) / (rate * args.duration) * 1e6)
         print(f"\nRequests/s with wrk (2 threads, {args.connections} keep-alive connections, {args.duration} s, "
               f"{args.rounds} rounds)")
-        print(f"{'path':<16}{'median':>10}{'best':>10}")
+        print(f"{'path':<16}{'median':>10}{'best':>10}{'proxy CPU us/request':>22}")
         for name in targets:
-            print(f"{name:<16}{statistics.median(rates[name]):>10.0f}{max(rates[name]):>10.0f}")
+            cpu = f"{statistics.median(cpu_us[name]):.1f}" if name != "direct" else "-"
+            print(f"{name:<16}{statistics.median(rates[name]):>10.0f}{max(rates[name]):>10.0f}{cpu:>22}")
         ratio = statistics.median(rates["torus ingress"]) / statistics.median(rates["nginx proxy"])
         print(f"torus ingress / nginx proxy: {ratio:.2f}")
 

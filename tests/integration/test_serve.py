@@ -79,12 +79,12 @@ def service(torus, name):
     return body
 
 
-def wait_running(torus, name, timeout=90, ready=None):
+def wait_running(torus, name, ready, timeout=90):
+    """Waits until service `name` is RUNNING with exactly `ready` READY replicas; returns its view."""
     def running():
         s = service(torus, name)
-        ok = s["status"] == "RUNNING" and (ready is None or s["ready_replicas"] == ready)
-        return s if ok else None
-    return wait_until(running, timeout, interval=0.2, message=f"service {name} RUNNING")
+        return s if s["status"] == "RUNNING" and s["ready_replicas"] == ready else None
+    return wait_until(running, timeout, interval=0.2, message=f"service {name} RUNNING with {ready} READY")
 
 
 class Load:
@@ -296,7 +296,8 @@ def test_a_replica_failing_health_checks_is_replaced(torus, tmp_path):
                message="unhealthy noticed")
     flag.unlink()
     s = wait_running(torus, "echo", ready=1)
-    assert s["replicas"][-1]["run_id"] != first
+    ready = [r["run_id"] for r in s["replicas"] if r["state"] == "READY"]
+    assert len(ready) == 1 and ready[0] != first, ("the unhealthy replica was replaced", s["replicas"])
 
 
 def test_bad_specs_are_refused_naming_the_field(torus, tmp_path):
