@@ -5,6 +5,7 @@
 #include <openssl/asn1.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -323,6 +324,10 @@ absl::Status CheckKeyMatches(std::string_view key_pem, std::string_view cert_pem
     return absl::InvalidArgumentError("the key is not the certificate's key");
   }
   return absl::OkStatus();
+}
+
+bool SecretsEqual(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 absl::Status WritePrivateFile(const std::string& path, std::string_view contents, int mode) {

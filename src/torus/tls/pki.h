@@ -74,6 +74,9 @@ absl::Status VerifyCertificate(std::string_view ca_pem, std::string_view cert_pe
 // OK when `key_pem` is the private key of `cert_pem`.
 absl::Status CheckKeyMatches(std::string_view key_pem, std::string_view cert_pem);
 
+// True when the two secrets are equal; the time taken does not depend on where they differ.
+bool SecretsEqual(std::string_view a, std::string_view b);
+
 // Writes `contents` to `path` atomically with `mode` (0600 for keys), creating no directories.
 absl::Status WritePrivateFile(const std::string& path, std::string_view contents, int mode);
 // The whole file; NotFound when it does not exist.

@@ -45,6 +45,11 @@ std::optional<Event> EventOf(const Record& record, const std::function<Owner(con
           e.status = "REMOVED";
           e.message = r.reason;
           e.wall_ms = r.wall_ms;
+        } else if constexpr (std::is_same_v<T, NodeRevoked>) {
+          about("node", r.node.str());
+          e.status = "REVOKED";
+          e.message = r.reason;
+          e.wall_ms = r.wall_ms;
         } else if constexpr (std::is_same_v<T, GroupSubmitted>) {
           about("group", r.group.id.str());
           e.status = PgStateName(r.group.state);

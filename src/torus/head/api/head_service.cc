@@ -47,6 +47,12 @@ grpc::Status HeadServiceImpl::Authenticate(const grpc::CallbackServerContext* ct
   return rpc::CheckToken(ctx, options_.token);
 }
 
+grpc::Status HeadServiceImpl::AuthenticateNode(const grpc::CallbackServerContext* ctx,
+                                               const std::string& node_id) const {
+  if (options_.node_callers == nullptr) return Authenticate(ctx);
+  return options_.node_callers->Check(ctx, node_id);
+}
+
 grpc::Status HeadServiceImpl::AuthenticateChange(const grpc::CallbackServerContext* ctx) const {
   if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return auth;
   return rpc::ToGrpc(store_->Writable());
@@ -55,7 +61,8 @@ grpc::Status HeadServiceImpl::AuthenticateChange(const grpc::CallbackServerConte
 grpc::ServerUnaryReactor* HeadServiceImpl::RegisterNode(grpc::CallbackServerContext* ctx,
                                                         const rpc::RegisterNodeRequest* request,
                                                         rpc::RegisterNodeReply* reply) {
-  if (grpc::Status auth = AuthenticateChange(ctx); !auth.ok()) return Finish(ctx, auth);
+  if (grpc::Status auth = AuthenticateNode(ctx, request->node().node_id()); !auth.ok()) return Finish(ctx, auth);
+  if (absl::Status writable = store_->Writable(); !writable.ok()) return Finish(ctx, rpc::ToGrpc(writable));
   const rpc::NodeInfo& node = request->node();
   auto total = rpc::FromProto(node.resources_total(), "resources_total");
   if (!total.ok()) return Finish(ctx, rpc::ToGrpc(total.status()));
@@ -88,7 +95,7 @@ grpc::ServerUnaryReactor* HeadServiceImpl::RegisterNode(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* HeadServiceImpl::Heartbeat(grpc::CallbackServerContext* ctx,
                                                      const rpc::HeartbeatRequest* request,
                                                      rpc::HeartbeatReply* reply) {
-  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  if (grpc::Status auth = AuthenticateNode(ctx, request->node_id()); !auth.ok()) return Finish(ctx, auth);
   auto action = ApplyHeartbeat(*request, *liveness_);
   if (!action.ok()) return Finish(ctx, rpc::ToGrpc(action.status()));
   reply->set_action(*action);
@@ -98,7 +105,7 @@ grpc::ServerUnaryReactor* HeadServiceImpl::Heartbeat(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* HeadServiceImpl::UnregisterNode(grpc::CallbackServerContext* ctx,
                                                           const rpc::UnregisterNodeRequest* request,
                                                           rpc::UnregisterNodeReply* reply) {
-  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  if (grpc::Status auth = AuthenticateNode(ctx, request->node_id()); !auth.ok()) return Finish(ctx, auth);
   absl::Status s = membership_->Unregister(NodeId(request->node_id()), request->incarnation(), request->reason());
   if (s.ok()) spdlog::info("node {} unregistered: {}", request->node_id(), request->reason());
   return Finish(ctx, rpc::ToGrpc(s));
@@ -108,7 +115,7 @@ grpc::ServerUnaryReactor* HeadServiceImpl::MarkNodeDead(grpc::CallbackServerCont
                                                         const rpc::MarkNodeDeadRequest* request,
                                                         rpc::MarkNodeDeadReply* reply) {
   if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
-  auto was_alive = membership_->MarkDead(NodeId(request->node_id()), request->reason());
+  auto was_alive = membership_->MarkDead(NodeId(request->node_id()), request->reason(), request->revoke());
   if (!was_alive.ok()) return Finish(ctx, rpc::ToGrpc(was_alive.status()));
   reply->set_was_alive(*was_alive);
   return Finish(ctx, grpc::Status::OK);
@@ -200,7 +207,7 @@ grpc::ServerUnaryReactor* HeadServiceImpl::ListPlacementGroups(grpc::CallbackSer
 grpc::ServerUnaryReactor* HeadServiceImpl::WorkerExited(grpc::CallbackServerContext* ctx,
                                                         const rpc::WorkerExitedRequest* request,
                                                         rpc::WorkerExitedReply* reply) {
-  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  if (grpc::Status auth = AuthenticateNode(ctx, request->node_id()); !auth.ok()) return Finish(ctx, auth);
   if (request->worker_id().empty()) {
     return Finish(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker_id is required"));
   }
@@ -241,7 +248,7 @@ grpc::ServerUnaryReactor* HeadServiceImpl::ReadPackage(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* HeadServiceImpl::ReportMetrics(grpc::CallbackServerContext* ctx,
                                                          const rpc::MetricsReport* request,
                                                          rpc::MetricsReportReply* reply) {
-  if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  if (grpc::Status auth = AuthenticateNode(ctx, request->node_id()); !auth.ok()) return Finish(ctx, auth);
   std::optional<Labels> labels = store_->Read([&](const ClusterState& s) -> std::optional<Labels> {
     const Node* n = s.FindNode(NodeId(request->node_id()));
     if (n == nullptr || !n->alive() || n->incarnation != request->incarnation()) return std::nullopt;

@@ -14,6 +14,7 @@
 #include "torus/head/tasks/task_table.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/head/api/heartbeat_stream.h"
+#include "torus/head/api/node_callers.h"
 #include "torus/head/metrics/metrics_store.h"
 #include "torus/head/nodes/membership.h"
 #include "torus/head/packages/package_store.h"
@@ -25,6 +26,8 @@ namespace torus::head {
 
 struct HeadServiceOptions {
   std::string token;
+  // Who may make a node's calls (register, heartbeat, unregister, worker exits, metrics); null: the token.
+  const NodeCallers* node_callers = nullptr;
   std::string cluster_id;
   int64_t heartbeat_period_ms = 500;
 };
@@ -104,6 +107,8 @@ class HeadServiceImpl final : public HeadServiceBase {
   grpc::Status Authenticate(const grpc::CallbackServerContext* ctx) const;
   // Authenticate, then refuse (UNAVAILABLE, saying why) while the journal cannot commit: for calls that change state.
   grpc::Status AuthenticateChange(const grpc::CallbackServerContext* ctx) const;
+  // For a node's calls about `node_id`: its certificate with TLS, the token without (NodeCallers).
+  grpc::Status AuthenticateNode(const grpc::CallbackServerContext* ctx, const std::string& node_id) const;
 
   StateStore* store_;
   Membership* membership_;

@@ -28,9 +28,11 @@ class HeartbeatStreamServer::Call {
           return;
         }
         server_->RequestNext(cq_);
-        if (grpc::Status auth = rpc::CheckToken(&ctx_, server_->token_); !auth.ok()) {
-          Finish(auth);
+        if (auto caller = server_->callers_->Admit(&ctx_); !caller.ok()) {
+          Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(caller.status().message())));
           return;
+        } else {
+          caller_node_ = *caller;
         }
         ctx_.AddInitialMetadata(rpc::kHeartbeatAcceptedKey, "1");
         step_ = Step::kMetadata;
@@ -73,6 +75,10 @@ class HeartbeatStreamServer::Call {
                                        "' and now names '", request_.node_id(), "'")));
       return;
     }
+    if (grpc::Status may = server_->callers_->MaySpeakFor(caller_node_, node_id_); !may.ok()) {
+      Finish(may);
+      return;
+    }
     auto action = ApplyHeartbeat(request_, *server_->liveness_);
     if (!action.ok()) {
       Finish(rpc::ToGrpc(action.status()));
@@ -97,7 +103,8 @@ class HeartbeatStreamServer::Call {
   grpc::ServerContext ctx_;
   grpc::ServerAsyncReaderWriter<rpc::HeartbeatReply, rpc::HeartbeatRequest> stream_;
   Step step_ = Step::kRequested;
-  std::string node_id_;  // the node of the stream's first heartbeat
+  std::string node_id_;      // the node of the stream's first heartbeat
+  std::string caller_node_;  // the node of the caller's certificate ("" without TLS)
   rpc::HeartbeatRequest request_;
   rpc::HeartbeatReply reply_;
 };
@@ -139,9 +146,9 @@ absl::StatusOr<rpc::HeartbeatReply::Action> ApplyHeartbeat(const rpc::HeartbeatR
   return beat == Liveness::Beat::kOk ? rpc::HeartbeatReply::OK : rpc::HeartbeatReply::REREGISTER;
 }
 
-HeartbeatStreamServer::HeartbeatStreamServer(HeadServiceBase* service, Liveness* liveness, std::string token,
-                                             grpc::ServerBuilder& builder, int queues)
-    : service_(service), liveness_(liveness), token_(std::move(token)) {
+HeartbeatStreamServer::HeartbeatStreamServer(HeadServiceBase* service, Liveness* liveness,
+                                             const NodeCallers* callers, grpc::ServerBuilder& builder, int queues)
+    : service_(service), liveness_(liveness), callers_(callers) {
   for (int i = 0; i < queues; ++i) queues_.push_back(builder.AddCompletionQueue());
 }
 

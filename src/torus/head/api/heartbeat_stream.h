@@ -1,4 +1,4 @@
-// The head's side of HeadService.HeartbeatStream. Each stream checks the token once, sends initial metadata with
+// The head's side of HeadService.HeartbeatStream. Each stream is admitted once (NodeCallers), sends initial metadata with
 // rpc::kHeartbeatAcceptedKey (the agent's sign that the head accepted it), then reads heartbeats one after another
 // into Liveness, writing nothing while the node is known as the heartbeat's incarnation. When it is not (the head
 // restarted, or declared the node dead), it writes REREGISTER and ends the stream with OK. A heartbeat that does not
@@ -24,6 +24,7 @@
 #include "grpcpp/grpcpp.h"
 #include "torus/common/resources.h"
 #include "torus/head.grpc.pb.h"
+#include "torus/head/api/node_callers.h"
 #include "torus/head/state/liveness.h"
 
 namespace torus::head {
@@ -64,8 +65,10 @@ using HeadServiceBase = rpc::HeadService::WithCallbackMethod_RegisterNode<rpc::H
 class HeartbeatStreamServer {
  public:
   // Adds `queues` completion queues to `builder`; `service` must be registered with the same builder.
-  HeartbeatStreamServer(HeadServiceBase* service, Liveness* liveness, std::string token, grpc::ServerBuilder& builder,
-                        int queues = 8);
+  // `callers` admits each stream (the token, or the node's own certificate with TLS; every heartbeat must then name
+  // that node, and a node revoked while its stream is open is refused at its next heartbeat).
+  HeartbeatStreamServer(HeadServiceBase* service, Liveness* liveness, const NodeCallers* callers,
+                        grpc::ServerBuilder& builder, int queues = 8);
   ~HeartbeatStreamServer();  // Stop()
   HeartbeatStreamServer(const HeartbeatStreamServer&) = delete;
   HeartbeatStreamServer& operator=(const HeartbeatStreamServer&) = delete;
@@ -83,7 +86,7 @@ class HeartbeatStreamServer {
 
   HeadServiceBase* service_;
   Liveness* liveness_;
-  const std::string token_;
+  const NodeCallers* const callers_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
   std::vector<std::thread> threads_;
   bool stopped_ = false;

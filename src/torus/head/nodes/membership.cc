@@ -97,6 +97,11 @@ void Membership::Die(Txn& txn, const NodeId& node, uint64_t incarnation, const s
 absl::StatusOr<Registered> Membership::Register(AgentReport report) {
   TORUS_RETURN_IF_ERROR(ValidateRegistration(report.info, report.available));
   const NodeId node(report.info.node_id);
+  if (store_->Read([&node](const ClusterState& s) { return s.IsRevoked(node); })) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("node ", node.str(), " is revoked (torus node mark-dead --revoke); the host may join again "
+                     "under another --node-id"));
+  }
   const int64_t wall = clock_->WallMillis();
   std::vector<HeldBundle> release;
   Registered result = store_->Update([&](Txn& txn) {
@@ -205,12 +210,16 @@ absl::Status Membership::Unregister(const NodeId& node, uint64_t incarnation, co
   return status;
 }
 
-absl::StatusOr<bool> Membership::MarkDead(const NodeId& node, const std::string& reason) {
+absl::StatusOr<bool> Membership::MarkDead(const NodeId& node, const std::string& reason, bool revoke) {
   std::vector<HeldBundle> release;
   uint64_t incarnation = 0;
   absl::StatusOr<bool> was_alive = store_->Update([&](Txn& txn) -> absl::StatusOr<bool> {
     const Node* n = txn.state().FindNode(node);
     if (n == nullptr) return absl::NotFoundError(absl::StrCat("node ", node.str(), " is not registered"));
+    if (revoke && !txn.state().IsRevoked(node)) {
+      TORUS_RETURN_IF_ERROR(txn.Apply(NodeRevoked{node, reason.empty() ? "revoked by an operator" : reason,
+                                                  clock_->WallMillis()}));
+    }
     if (!n->alive()) return false;
     incarnation = n->incarnation;
     Die(txn, node, n->incarnation,

@@ -77,7 +77,9 @@ class Membership {
   // is ignored (OK).
   absl::Status Unregister(const NodeId& node, uint64_t incarnation, const std::string& reason);
   // An operator's verdict: DEAD now. Returns whether it was alive. NotFound for an unknown id.
-  absl::StatusOr<bool> MarkDead(const NodeId& node, const std::string& reason);
+  // With `revoke`, the node is also revoked (NodeRevoked, in the same transaction): its certificate is refused from
+  // now on and it is issued none again.
+  absl::StatusOr<bool> MarkDead(const NodeId& node, const std::string& reason, bool revoke = false);
   // Declares DEAD every node silent for longer than the timeout; returns them.
   std::vector<NodeId> ExpireSilent();
   // An agent reports that a worker exited. NotFound for a worker the head does not know (the agent drops the

@@ -221,6 +221,12 @@ absl::Status ClusterState::ApplyOne(const NodeRemoved& r) {
   return absl::OkStatus();
 }
 
+absl::Status ClusterState::ApplyOne(const NodeRevoked& r) {
+  if (r.node.str().empty()) return absl::InvalidArgumentError("NodeRevoked: node is empty");
+  revoked_nodes_.try_emplace(r.node, r);  // the first revocation is the one kept
+  return absl::OkStatus();
+}
+
 void ClusterState::PruneDeadNodes() {
   const size_t dead = nodes_.size() - alive_;
   if (dead <= kMaxDeadNodes) return;

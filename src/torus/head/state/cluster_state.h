@@ -66,6 +66,9 @@ class ClusterState {
   const Actor* FindNamedActor(const std::string& ns, const std::string& name) const;
   const std::map<std::string, Service, std::less<>>& services() const { return services_; }
   const Service* FindService(std::string_view name) const;
+  // Nodes whose certificates were revoked, and why.
+  const std::map<NodeId, NodeRevoked>& revoked_nodes() const { return revoked_nodes_; }
+  bool IsRevoked(const NodeId& node) const { return revoked_nodes_.count(node) > 0; }
   const std::map<std::string, Package, std::less<>>& packages() const { return packages_; }
   const Package* FindPackage(std::string_view name) const;
   // FailedPrecondition naming `field` and the upload route when `uri` is a package URI the head does not hold; OK
@@ -126,6 +129,7 @@ class ClusterState {
   absl::Status ApplyOne(const ActorUpdated& r);
   absl::Status ApplyOne(const ServiceDeployed& r);
   absl::Status ApplyOne(const ServiceDeleted& r);
+  absl::Status ApplyOne(const NodeRevoked& r);
 
   Group* MutableGroup(const GroupId& id);
   void AddHistory(Group& group, int64_t wall_ms, const std::string& message);
@@ -149,6 +153,7 @@ class ClusterState {
   std::map<RunId, Run> runs_;
   std::map<std::string, Package, std::less<>> packages_;
   std::map<std::string, Service, std::less<>> services_;
+  std::map<NodeId, NodeRevoked> revoked_nodes_;
   std::map<ActorId, Actor> actors_;
   std::map<std::pair<std::string, std::string>, ActorId> actor_names_;  // (namespace, name) of actors not DEAD
   std::set<std::pair<int64_t, ActorId>> dead_actors_;                     // by end time, oldest first

@@ -648,5 +648,16 @@ TEST(ClusterStateServiceTest, VersionsFollowOneAnotherAndDeleteForgetsTheService
   EXPECT_TRUE(s.Apply(ServiceDeployed{"web", v1, 1, 600}).ok());
 }
 
+TEST(ClusterStateRevocationTest, TheFirstRevocationOfANodeIsKept) {
+  ClusterState s;
+  EXPECT_FALSE(s.IsRevoked(NodeId("h1")));
+  ASSERT_TRUE(s.Apply(NodeRevoked{NodeId("h1"), "stolen", 100}).ok());
+  ASSERT_TRUE(s.Apply(NodeRevoked{NodeId("h1"), "again", 200}).ok());
+  EXPECT_TRUE(s.IsRevoked(NodeId("h1")));
+  EXPECT_FALSE(s.IsRevoked(NodeId("h2")));
+  EXPECT_EQ(s.revoked_nodes().at(NodeId("h1")).reason, "stolen");
+  EXPECT_EQ(s.Apply(NodeRevoked{NodeId(""), "x", 300}).message(), "NodeRevoked: node is empty");
+}
+
 }  // namespace cluster_state_test
 }  // namespace torus::head

@@ -303,6 +303,7 @@ TORUS_JSON_FIELDS_AND_LATER(RunSubmitted, (run, spec_json, token, group, committ
                             (service, service_version))
 TORUS_JSON_FIELDS(ServiceDeployed, name, spec_json, version, wall_ms)
 TORUS_JSON_FIELDS(ServiceDeleted, name, wall_ms)
+TORUS_JSON_FIELDS(NodeRevoked, node, reason, wall_ms)
 TORUS_JSON_FIELDS(AttemptStarted, run, attempt)
 TORUS_JSON_FIELDS_AND_LATER(AttemptEnded, (run, number, reason, wall_ms), (cause, details))
 TORUS_JSON_FIELDS(AttemptExplained, run, number, cause, reason, details, run_message, wall_ms)
@@ -340,7 +341,7 @@ const std::map<std::string, Decoder, std::less<>>& Decoders() {
       Entry<AttemptStarted>(),   Entry<AttemptEnded>(),     Entry<RunFinished>(),       Entry<RunStopRequested>(),
       Entry<RunReported>(),      Entry<CheckpointCommitted>(), Entry<PackageStored>(),    Entry<PackageRemoved>(),
       Entry<AttemptExplained>(), Entry<ActorRegistered>(), Entry<ActorUpdated>(),
-      Entry<ServiceDeployed>(),  Entry<ServiceDeleted>()};
+      Entry<ServiceDeployed>(),  Entry<ServiceDeleted>(),   Entry<NodeRevoked>()};
   return *decoders;
 }
 
@@ -405,12 +406,13 @@ std::string StateCodec::EncodeState(const ClusterState& s) {
   for (const auto& [name, p] : s.packages_) out += line("package", p);
   for (const auto& [id, a] : s.actors_) out += line("actor", a);
   for (const auto& [name, svc] : s.services_) out += line("service", svc);
+  for (const auto& [id, revoked] : s.revoked_nodes_) out += line("revoked_node", revoked);
   return out;
 }
 
 namespace {
 
-using Entity = std::variant<Node, Group, Worker, Job, Run, Package, Actor, Service>;
+using Entity = std::variant<Node, Group, Worker, Job, Run, Package, Actor, Service, NodeRevoked>;
 
 absl::StatusOr<Entity> DecodeEntity(std::string_view text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -427,6 +429,7 @@ absl::StatusOr<Entity> DecodeEntity(std::string_view text) {
     if (kind == "package") return Entity(value.get<Package>());
     if (kind == "actor") return Entity(value.get<Actor>());
     if (kind == "service") return Entity(value.get<Service>());
+    if (kind == "revoked_node") return Entity(value.get<NodeRevoked>());
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(kind, ": ", e.what()));
   }
@@ -497,6 +500,9 @@ absl::StatusOr<ClusterState> StateCodec::DecodeState(std::string_view text) {
           } else if constexpr (std::is_same_v<T, Service>) {
             const std::string name = e.name;
             s.services_[name] = std::move(e);
+          } else if constexpr (std::is_same_v<T, NodeRevoked>) {
+            const NodeId id = e.node;
+            s.revoked_nodes_[id] = std::move(e);
           } else {
             const std::string name = e.name;
             s.packages_[name] = std::move(e);

@@ -152,6 +152,7 @@ std::vector<Record> OneOfEach() {
       Reg("a", 7, 1000),
       NodeDied{NodeId("a"), 7, "no heartbeat for 30s", 2000},
       NodeRemoved{NodeId("a"), "its slice was removed by the autoscaler", 2001},
+      NodeRevoked{NodeId("a"), "host stolen", 2002},
       GroupSubmitted{BundleGroup("pg-1", "train", 4)},
       GroupPlaced{GroupId("pg-1"), 1, {Bundle(0, "a", {0, 1}), Bundle(1, "b", {})}, {}, "placed", 3000},
       GroupWaiting{GroupId("pg-1"), "no node has 4 GPU", 3100},
@@ -227,6 +228,9 @@ void ExpectSamePayload(const Record& original, const Record& decoded) {
         } else if constexpr (std::is_same_v<T, ActorRegistered>) {
           EXPECT_EQ(d.actor, r.actor);
         } else if constexpr (std::is_same_v<T, NodeRemoved>) {
+          EXPECT_EQ(d.node, r.node);
+          EXPECT_EQ(d.reason, r.reason);
+        } else if constexpr (std::is_same_v<T, NodeRevoked>) {
           EXPECT_EQ(d.node, r.node);
           EXPECT_EQ(d.reason, r.reason);
         } else if constexpr (std::is_same_v<T, RunSubmitted>) {
@@ -450,6 +454,7 @@ std::vector<Record> MixedHistory() {
   out.push_back(ServiceDeleted{"gone", ++t});
   out.push_back(GroupSubmitted{BundleGroup("pg-web", "run:run-web", 1)});
   out.push_back(RunSubmitted{RunId("run-web"), CpuRunSpecJson(), "tok", GroupId("pg-web"), {}, ++t, "web", 2});
+  out.push_back(NodeRevoked{NodeId("n-stolen"), "host stolen", ++t});
   return out;
 }
 
@@ -486,6 +491,8 @@ TEST(StateCodecTest, SnapshotRoundTripsAndKeepsApplyingTheSame) {
   EXPECT_EQ(restored->alive_nodes(), 12u);
   EXPECT_EQ(restored->next_group_seq(), live.next_group_seq());
   EXPECT_EQ(restored->FindGroup("name-1"), restored->FindGroup(GroupId("pg-1")));
+  EXPECT_TRUE(restored->IsRevoked(NodeId("n-stolen")));
+  EXPECT_EQ(restored->revoked_nodes().at(NodeId("n-stolen")).reason, "host stolen");
   ASSERT_NE(restored->FindRun("r"), nullptr);
   EXPECT_EQ(restored->FindRun("r")->plan.num_workers, 2);
 

@@ -8,6 +8,7 @@ struct NameOf {
   std::string_view operator()(const NodeRegistered&) const { return "NodeRegistered"; }
   std::string_view operator()(const NodeDied&) const { return "NodeDied"; }
   std::string_view operator()(const NodeRemoved&) const { return "NodeRemoved"; }
+  std::string_view operator()(const NodeRevoked&) const { return "NodeRevoked"; }
   std::string_view operator()(const ServiceDeployed&) const { return "ServiceDeployed"; }
   std::string_view operator()(const ServiceDeleted&) const { return "ServiceDeleted"; }
   std::string_view operator()(const GroupSubmitted&) const { return "GroupSubmitted"; }

@@ -50,6 +50,15 @@ struct NodeRemoved {
   int64_t wall_ms = 0;
 };
 
+// An operator revoked node `node` (torus node mark-dead --revoke): with node certificates on, the head refuses every
+// call made with its certificate and issues it none again. Revocation is never undone; the host joins again under
+// another node id.
+struct NodeRevoked {
+  NodeId node;
+  std::string reason;
+  int64_t wall_ms = 0;
+};
+
 // A new group, PENDING.
 struct GroupSubmitted {
   Group group;
@@ -252,7 +261,7 @@ using Record = std::variant<HeadStarted, NodeRegistered, NodeDied, GroupSubmitte
                             JobUpdated, JobStopRequested, JobDeleted, RunSubmitted, AttemptStarted, AttemptEnded,
                             RunFinished, RunStopRequested, RunReported, CheckpointCommitted, PackageStored,
                             PackageRemoved, AttemptExplained, ActorRegistered, ActorUpdated, NodeRemoved, ServiceDeployed,
-                            ServiceDeleted>;
+                            ServiceDeleted, NodeRevoked>;
 
 // "NodeRegistered", "GroupPlaced", ...: the record's type name, as the journal writes it.
 std::string_view RecordName(const Record& record);

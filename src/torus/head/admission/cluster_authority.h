@@ -1,0 +1,87 @@
+// ClusterAuthority: the head's side of the cluster's TLS. It holds the cluster CA (created in its directory on first
+// start, or given), issues the head its own certificate and renews it, keeps the join token, and issues nodes their
+// certificates: first for the join token (as kubeadm's bootstrap tokens are exchanged for a kubelet's certificate),
+// then renewals for the node's current certificate.
+//
+// Files in `dir` (keys 0600):
+//   ca.crt, ca.key     the cluster CA (unless --tls-ca/--tls-ca-key name another)
+//   head.crt, head.key the head's certificate ("torus-head", with the head's hosts as subject alternative names)
+//   join_token         the join token on its first line; "expires <unix seconds>" on the second
+//
+// Thread-safety: thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "torus/common/clock.h"
+#include "torus/tls/credentials.h"
+#include "torus/tls/pki.h"
+
+namespace torus::head {
+
+struct AuthorityOptions {
+  std::string dir;
+  // Another CA to issue with (both or neither): files, e.g. mounted from a Kubernetes secret.
+  std::string ca_cert_file;
+  std::string ca_key_file;
+  // Subject alternative names of the head's certificate: DNS names or IP addresses clients reach it at
+  // (localhost and 127.0.0.1 are always added).
+  std::vector<std::string> head_hosts;
+  int64_t node_validity_s = 86'400;
+  int64_t head_validity_s = 86'400;
+  int64_t join_token_ttl_s = 86'400;
+};
+
+struct NodeCertificate {
+  std::string cert_pem;
+  std::string ca_pem;
+  int64_t not_after_s = 0;
+};
+
+class ClusterAuthority {
+ public:
+  // Loads or creates the CA, issues the head's certificate and, unless a current one exists, a join token.
+  // Errors name the file or option.
+  static absl::StatusOr<std::unique_ptr<ClusterAuthority>> Open(AuthorityOptions options, const Clock* clock);
+
+  // The head's files: CA, certificate, key (for its server and its calls to agents).
+  tls::TlsFiles head_files() const;
+  const std::string& ca_pem() const { return ca_.cert_pem; }
+  std::string join_token_path() const { return options_.dir + "/join_token"; }
+
+  // A certificate for node `node_id`, for the current join token: PERMISSION_DENIED for another token or an expired
+  // one, INVALID_ARGUMENT for a bad node id or signing request.
+  absl::StatusOr<NodeCertificate> IssueForJoin(std::string_view join_token, std::string_view node_id,
+                                               std::string_view csr_pem) const;
+  // A certificate for node `node_id` (the caller proved it holds one): INVALID_ARGUMENT for a bad request.
+  absl::StatusOr<NodeCertificate> IssueForNode(std::string_view node_id, std::string_view csr_pem) const;
+
+  // Issues the head a new certificate (same key) once two thirds of the current one's life have passed; true when
+  // it did. Servers and channels built from head_files() take it up when they next read the files.
+  absl::StatusOr<bool> RenewHeadIfDue();
+
+  // A new join token valid for the configured time, written to join_token_path(); the old one stops working.
+  absl::StatusOr<std::string> RotateJoinToken();
+
+ private:
+  ClusterAuthority(AuthorityOptions options, const Clock* clock, tls::KeyAndCertificate ca);
+  int64_t NowSeconds() const { return clock_->WallMillis() / 1000; }
+  absl::Status IssueHead();
+  absl::StatusOr<NodeCertificate> Issue(std::string_view node_id, std::string_view csr_pem) const;
+
+  const AuthorityOptions options_;
+  const Clock* const clock_;
+  const tls::KeyAndCertificate ca_;
+  mutable absl::Mutex mu_;
+  std::string join_token_ ABSL_GUARDED_BY(mu_);
+  int64_t join_token_expires_s_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t head_not_before_s_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t head_not_after_s_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace torus::head
