@@ -111,12 +111,13 @@ int CmdNodes(const HeadFlags& head, bool json, bool alive_only) {
   return 0;
 }
 
-int CmdNodeMarkDead(const HeadFlags& head, const std::string& node_id, const std::string& reason) {
+int CmdNodeMarkDead(const HeadFlags& head, const std::string& node_id, const std::string& reason, bool revoke) {
   auto client = ConnectFromFlags(head);
   if (!client.ok()) return Fail(client.status());
-  auto was_alive = (*client)->MarkNodeDead(node_id, reason);
+  auto was_alive = (*client)->MarkNodeDead(node_id, reason, revoke);
   if (!was_alive.ok()) return Fail(was_alive.status());
-  std::cout << "node " << node_id << (*was_alive ? " marked DEAD" : " was already DEAD") << "\n";
+  std::cout << "node " << node_id << (*was_alive ? " marked DEAD" : " was already DEAD")
+            << (revoke ? " and revoked" : "") << "\n";
   return 0;
 }
 

@@ -143,7 +143,7 @@ int CmdDashboard();
 int CmdDown();
 int CmdStatus(const HeadFlags& head, bool json);
 int CmdNodes(const HeadFlags& head, bool json, bool alive_only);
-int CmdNodeMarkDead(const HeadFlags& head, const std::string& node_id, const std::string& reason);
+int CmdNodeMarkDead(const HeadFlags& head, const std::string& node_id, const std::string& reason, bool revoke);
 int CmdNodeRestart(const std::string& name);
 // torus node add-slice SLICE --node-type T --capacity-class C: starts every simulated host of a slice of one of the
 // session's node types (the local autoscaler provider runs it); remove-slice SLICE stops them all.

@@ -114,7 +114,11 @@ int main(int argc, char** argv) {
   AddHeadOptions(cmd_mark_dead, head);
   cmd_mark_dead->add_option("NODE_ID", node_id, "The node")->required();
   cmd_mark_dead->add_option("--reason", reason, "Why, for the record");
-  cmd_mark_dead->callback([&] { rc = torus::cli::CmdNodeMarkDead(head, node_id, reason); });
+  bool revoke = false;
+  cmd_mark_dead->add_flag("--revoke", revoke,
+                          "Also revoke the node: its certificate is refused from now on and it gets no new one "
+                          "(clusters with TLS; the node id cannot register again)");
+  cmd_mark_dead->callback([&] { rc = torus::cli::CmdNodeMarkDead(head, node_id, reason, revoke); });
   auto* cmd_restart = cmd_node->add_subcommand(
       "restart", "Start again the stopped agent NAME of the latest session (a simulated host or 'local')");
   cmd_restart->add_option("NAME", host_name, "Host name as in `torus nodes` (e.g. v6e-0-w2)")->required();

@@ -7,6 +7,8 @@
 #include "torus/rpc/auth.h"
 #include "torus/rpc/convert.h"
 #include "torus/common/head_target.h"
+#include "torus/tls/credentials.h"
+#include "torus/tls/pki.h"
 
 namespace torus::client {
 namespace {
@@ -27,7 +29,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const HeadEndpoint& endp
   // A 10,000-node cluster view is several megabytes; gRPC's default limit is 4 MB.
   args.SetMaxReceiveMessageSize(512 << 20);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, torus::kHeadConnectTimeoutMs);
-  auto channel = grpc::CreateCustomChannel(HeadTarget(endpoint.address), grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(
+      HeadTarget(endpoint.address),
+      endpoint.tls_ca.empty() ? grpc::InsecureChannelCredentials()
+                              : tls::ChannelCredentials({.ca = endpoint.tls_ca}, tls::kHeadIdentity),
+      args);
   return std::unique_ptr<Client>(new Client(endpoint, std::move(channel)));
 }
 
@@ -52,12 +58,13 @@ absl::StatusOr<rpc::ClusterStatus> Client::GetClusterStatus(bool include_dead) {
   return reply;
 }
 
-absl::StatusOr<bool> Client::MarkNodeDead(const std::string& node_id, const std::string& reason) {
+absl::StatusOr<bool> Client::MarkNodeDead(const std::string& node_id, const std::string& reason, bool revoke) {
   grpc::ClientContext ctx;
   Prepare(ctx, 10'000);
   rpc::MarkNodeDeadRequest request;
   request.set_node_id(node_id);
   request.set_reason(reason);
+  request.set_revoke(revoke);
   rpc::MarkNodeDeadReply reply;
   grpc::Status status = stub_->MarkNodeDead(&ctx, request, &reply);
   if (!status.ok()) return WithContext(status, endpoint_.address);
@@ -127,7 +134,9 @@ absl::StatusOr<rpc::LedgerView> Client::GetNodeLedger(const std::string& node_id
   for (const auto& node : status->nodes()) {
     if (node.info().node_id() != node_id) continue;
     std::string target = absl::StrCat(node.info().address(), ":", node.info().agent_port());
-    auto stub = rpc::NodeService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+    auto stub = rpc::NodeService::NewStub(grpc::CreateChannel(
+        target, endpoint_.tls_ca.empty() ? grpc::InsecureChannelCredentials()
+                                         : tls::ChannelCredentials({.ca = endpoint_.tls_ca}, tls::kNodeIdentityPrefix)));
     grpc::ClientContext ctx;
     Prepare(ctx, 10'000);
     rpc::LedgerView ledger;

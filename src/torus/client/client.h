@@ -31,7 +31,8 @@ class Client {
   // Nodes (dead ones too when asked), slices and resource totals. Deadline 10 s.
   absl::StatusOr<rpc::ClusterStatus> GetClusterStatus(bool include_dead = true);
   // Declares a node dead now; returns whether it was alive.
-  absl::StatusOr<bool> MarkNodeDead(const std::string& node_id, const std::string& reason);
+  // With `revoke`, the node's certificate is refused from now on and it is issued none again (TLS clusters).
+  absl::StatusOr<bool> MarkNodeDead(const std::string& node_id, const std::string& reason, bool revoke = false);
 
   // Placement groups and slice groups. Create and Reserve return at once (usually PENDING); WaitUntilReady answers
   // as soon as the group is CREATED, FAILED or REMOVED, or after `timeout` with its state then.

@@ -41,6 +41,7 @@ absl::StatusOr<HeadEndpoint> ResolveHead(std::optional<std::string> address, std
   };
   if (!address) address = from_env("TORUS_ADDRESS");
   if (!token) token = from_env("TORUS_TOKEN");
+  if (auto ca = from_env("TORUS_TLS_CA")) endpoint.tls_ca = *ca;
   if (!address || !token) {
     auto session = LatestSessionDir(root);
     if (!session.ok()) {
@@ -55,6 +56,10 @@ absl::StatusOr<HeadEndpoint> ResolveHead(std::optional<std::string> address, std
                                                 " has no head_address; pass --address HOST:PORT"));
       }
       address = *a;
+      std::error_code ec;
+      if (endpoint.tls_ca.empty() && std::filesystem::exists(*session + "/ca.crt", ec)) {
+        endpoint.tls_ca = *session + "/ca.crt";
+      }
     }
     if (!token) {
       auto t = rpc::ReadTokenFile(*session + "/token");

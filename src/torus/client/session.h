@@ -25,10 +25,14 @@ struct HeadEndpoint {
   // Where the address came from when it was read from a session (its dashboard_address): the HTTP client reads it
   // again when the head at `address` cannot be reached, and follows a head that took over elsewhere.
   std::string address_file;
+  // The cluster CA (a file) when the head serves TLS: TORUS_TLS_CA, else the session's ca.crt when the address came
+  // from that session. "" = plaintext.
+  std::string tls_ca;
 };
 
 // Resolves each of address and token, in order: the explicit value, the environment (TORUS_ADDRESS,
-// TORUS_TOKEN), the latest session's files. Errors say what is missing and how to give it.
+// TORUS_TOKEN), the latest session's files; and the CA as HeadEndpoint::tls_ca says. Errors say what is missing and
+// how to give it.
 absl::StatusOr<HeadEndpoint> ResolveHead(std::optional<std::string> address, std::optional<std::string> token,
                                          const std::string& root);
 

@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
+#include <mutex>
+#include <condition_variable>
 #include <sstream>
 
 #include "CLI/CLI.hpp"
@@ -31,7 +34,10 @@
 #include "torus/head/api/event_log.h"
 #include "torus/head/api/event_service.h"
 #include "torus/head/api/events_http.h"
+#include "torus/head/admission/admission_service.h"
+#include "torus/head/admission/cluster_authority.h"
 #include "torus/head/api/head_service.h"
+#include "torus/head/api/node_callers.h"
 #include "torus/head/api/http_api.h"
 #include "torus/head/api/packages_http.h"
 #include "torus/head/packages/package_store.h"
@@ -55,6 +61,8 @@
 #include "torus/head/workloads/workload_driver.h"
 #include "torus/rpc/advertised_host.h"
 #include "torus/rpc/auth.h"
+#include "torus/tls/credentials.h"
+#include "torus/tls/pki.h"
 
 namespace {
 
@@ -90,6 +98,13 @@ struct HeadFlags {
   // The ingress of services: 8000, or an ephemeral port when --dashboard-port is 0 (every port ephemeral, as tests
   // and benchmarks run heads side by side); -1 = none.
   std::optional<int> serve_port;
+  // TLS (docs/security.md): the cluster CA and certificates in the state directory's tls/.
+  bool tls = false;
+  std::string tls_ca;
+  std::string tls_ca_key;
+  std::string tls_san;  // more names of the head, "A,B"
+  int64_t node_cert_validity_s = 86'400;
+  int64_t join_token_ttl_s = 86'400;
 };
 
 // 5 random hex digits: the part of an autoscaled slice's name that keeps it unique.
@@ -219,8 +234,47 @@ int Run(const HeadFlags& flags) {
                store.journal_location(), recovery->epoch, recovery->snapshot ? "a snapshot and " : "",
                recovery->records, recovery->micros / 1000.0, recovered);
 
+  // What drivers, the CLI, workers and the session files are given: never a wildcard bind address.
+  const std::string advertised = torus::rpc::AdvertisedHost(flags.host, flags.advertise_host);
+  // TLS: the cluster CA, the head's certificate and the join token; agents and clients then talk TLS only.
+  std::unique_ptr<torus::head::ClusterAuthority> authority;
+  if (flags.tls) {
+    torus::head::AuthorityOptions options{.dir = (flags.no_journal ? flags.session_dir : state_dir) + "/tls",
+                                          .ca_cert_file = flags.tls_ca,
+                                          .ca_key_file = flags.tls_ca_key,
+                                          .head_hosts = {advertised, flags.host},
+                                          .node_validity_s = flags.node_cert_validity_s,
+                                          .head_validity_s = flags.node_cert_validity_s,
+                                          .join_token_ttl_s = flags.join_token_ttl_s};
+    for (absl::string_view san : absl::StrSplit(flags.tls_san, ',', absl::SkipEmpty())) {
+      options.head_hosts.emplace_back(san);
+    }
+    auto opened = torus::head::ClusterAuthority::Open(std::move(options), &clock);
+    if (!opened.ok()) {
+      spdlog::error("TLS: {}", std::string(opened.status().message()));
+      return 1;
+    }
+    authority = *std::move(opened);
+    // Clients of this session find the CA and agents the join token beside the head's addresses.
+    auto join_token = torus::tls::ReadWholeFile(authority->join_token_path());
+    if (!join_token.ok() ||
+        !torus::tls::WritePrivateFile(flags.session_dir + "/ca.crt", authority->ca_pem(), 0644).ok() ||
+        !torus::tls::WritePrivateFile(flags.session_dir + "/join_token", *join_token, 0600).ok()) {
+      spdlog::error("cannot write the CA and the join token into {}", flags.session_dir);
+      return 1;
+    }
+  } else {
+    std::filesystem::remove(flags.session_dir + "/ca.crt", ec);
+    std::filesystem::remove(flags.session_dir + "/join_token", ec);
+  }
+  torus::head::NodeCallers node_callers(*token, authority != nullptr);
+  store.Read([&node_callers](const torus::head::ClusterState& s) {
+    for (const auto& [id, revoked] : s.revoked_nodes()) node_callers.Revoke(id.str());
+  });
   torus::head::Liveness liveness(&clock);
-  torus::head::GrpcAgentPool agents(*token, std::chrono::milliseconds(flags.agent_rpc_timeout_ms));
+  torus::head::GrpcAgentPool agents(
+      *token, std::chrono::milliseconds(flags.agent_rpc_timeout_ms),
+      authority ? torus::tls::ChannelCredentials(authority->head_files(), torus::tls::kNodeIdentityPrefix) : nullptr);
   // The autoscaler, with --autoscaler-config: whole slices launched for waiting groups and removed when idle.
   std::unique_ptr<torus::head::SliceProvider> slice_provider;
   std::unique_ptr<torus::head::Autoscaler> autoscaler;
@@ -283,8 +337,6 @@ int Run(const HeadFlags& flags) {
   torus::head::PlacementService groups(&store, &scheduler, &ids, &clock);
   torus::head::JobService jobs(&store, &scheduler, &agents, &ids, &clock);
   torus::head::RunService runs(&store, &scheduler, &agents, &ids, &clock);
-  // What drivers, the CLI, workers and the session files are given: never a wildcard bind address.
-  const std::string advertised = torus::rpc::AdvertisedHost(flags.host, flags.advertise_host);
   torus::head::WorkloadDriver driver(&store, &liveness, &scheduler, &agents, &clock,
                                      {.head_host = advertised,
                                       .token = *token,
@@ -300,6 +352,7 @@ int Run(const HeadFlags& flags) {
   std::string ingress_url;
   torus::head::Histogram placement_latency(torus::head::PlacementLatencyBounds());
   store.Subscribe([&scheduler](const std::vector<torus::head::Record>& records) { scheduler.OnRecords(records); });
+  store.Subscribe([&node_callers](const std::vector<torus::head::Record>& records) { node_callers.OnRecords(records); });
   store.Subscribe([&driver](const std::vector<torus::head::Record>& records) { driver.OnRecords(records); });
   store.Subscribe([&services](const std::vector<torus::head::Record>& records) { services.OnRecords(records); });
   if (autoscaler) {
@@ -334,11 +387,22 @@ int Run(const HeadFlags& flags) {
   std::string cluster_id = token->substr(0, 12);
   torus::head::HeadServiceImpl service(
       &store, &membership, &liveness, &groups, &clock,
-      {.token = *token, .cluster_id = cluster_id, .heartbeat_period_ms = flags.heartbeat_period_ms});
+      {.token = *token,
+       .node_callers = &node_callers,
+       .cluster_id = cluster_id,
+       .heartbeat_period_ms = flags.heartbeat_period_ms});
 
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(absl::StrCat(flags.host, ":", flags.port), grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(absl::StrCat(flags.host, ":", flags.port),
+                           authority ? torus::tls::ServerCredentials(authority->head_files())
+                                     : grpc::InsecureServerCredentials(),
+                           &bound_port);
+  std::unique_ptr<torus::head::NodeAdmissionServiceImpl> admission;
+  if (authority) {
+    admission = std::make_unique<torus::head::NodeAdmissionServiceImpl>(authority.get(), &store);
+    builder.RegisterService(admission.get());
+  }
   service.SetMetricsStore(&metrics);
   service.SetPackageStore(&packages);
   torus::head::ActorDirectory actors(&store, &clock);
@@ -375,7 +439,7 @@ int Run(const HeadFlags& flags) {
   interceptors.push_back(std::make_unique<torus::head::GrpcCountingInterceptorFactory>(
       &grpc_requests, std::vector<std::string>{"torus.rpc.HeadService"}));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  torus::head::HeartbeatStreamServer heartbeat_streams(&service, &liveness, *token, builder);
+  torus::head::HeartbeatStreamServer heartbeat_streams(&service, &liveness, &node_callers, builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     spdlog::error("cannot listen on {}:{} (in use, or not a local address?)", flags.host, flags.port);
@@ -514,14 +578,38 @@ int Run(const HeadFlags& flags) {
     spdlog::error("cannot write addresses into {}", flags.session_dir);
     return 1;
   }
-  spdlog::info("torus-head {} listening on {} (gRPC) and http://{} (cluster {}, node timeout {} ms)", getpid(),
-               address, http_address, cluster_id, flags.node_timeout_ms);
+  spdlog::info("torus-head {} listening on {} (gRPC{}) and http://{} (cluster {}, node timeout {} ms)", getpid(),
+               address, authority ? " over TLS, node certificates required" : ", plaintext", http_address,
+               cluster_id, flags.node_timeout_ms);
 
   auto check_period = std::chrono::microseconds(std::clamp<int64_t>(flags.node_timeout_ms * 100, 10'000, 100'000));
   torus::head::FailureDetector detector(&membership, check_period);
   detector.Start();
+  // The head's own certificate is renewed in place (servers and channels watch its files).
+  std::mutex renew_mu;
+  std::condition_variable renew_cv;
+  bool renew_stop = false;
+  std::thread head_renewal;
+  if (authority) {
+    head_renewal = std::thread([&] {
+      std::unique_lock<std::mutex> lock(renew_mu);
+      while (!renew_cv.wait_for(lock, std::chrono::seconds(30), [&] { return renew_stop; })) {
+        auto renewed = authority->RenewHeadIfDue();
+        if (!renewed.ok()) spdlog::warn("renewing the head's certificate: {}", std::string(renewed.status().message()));
+        if (renewed.ok() && *renewed) spdlog::info("the head's certificate was renewed");
+      }
+    });
+  }
 
   const int signal_number = torus::WaitForTerminationSignal();
+  if (head_renewal.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(renew_mu);
+      renew_stop = true;
+    }
+    renew_cv.notify_all();
+    head_renewal.join();
+  }
   spdlog::info("signal {}: shutting down", signal_number);
   detector.Stop();
   owner_monitor.Stop();
@@ -656,6 +744,26 @@ int main(int argc, char** argv) {
   app.add_option("--compact-after", flags.compact_after, "Journal records past the snapshot that trigger a new snapshot")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{100}, int64_t{100'000'000}));
+  auto* tls = app.add_flag("--tls", flags.tls,
+                           "Serve gRPC over TLS: a cluster CA in the state directory's tls/ (created on first start), a "
+                           "certificate for each agent issued for the join token, node calls only with the node's "
+                           "certificate (docs/security.md)");
+  app.add_option("--tls-ca", flags.tls_ca, "With --tls: the CA certificate to issue certificates with, instead of "
+                                           "the one in tls/ (e.g. from a Kubernetes secret)")
+      ->needs(tls);
+  app.add_option("--tls-ca-key", flags.tls_ca_key, "The key of --tls-ca")->needs(tls);
+  app.add_option("--tls-san", flags.tls_san,
+                 "More DNS names or addresses of the head for its certificate, \"A,B\" (the advertised host, "
+                 "localhost and 127.0.0.1 are always in it)")
+      ->needs(tls);
+  app.add_option("--node-cert-validity-s", flags.node_cert_validity_s,
+                 "Life of the certificates the head issues (agents and the head renew theirs at two thirds)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{60}, int64_t{365} * 86'400));
+  app.add_option("--join-token-ttl-s", flags.join_token_ttl_s,
+                 "How long a join token is good for (a new one is made when the head starts after it expired)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{60}, int64_t{365} * 86'400));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

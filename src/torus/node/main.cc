@@ -26,6 +26,7 @@
 #include "torus/node/leftovers.h"
 #include "torus/node/log_files.h"
 #include "torus/node/metrics_sampler.h"
+#include "torus/node/node_certificate.h"
 #include "torus/node/node_identity.h"
 #include "torus/node/lease_service.h"
 #include "torus/node/object_service.h"
@@ -35,6 +36,8 @@
 #include "torus/node/worker_supervisor.h"
 #include "torus/rpc/auth.h"
 #include "torus/common/head_target.h"
+#include "torus/tls/credentials.h"
+#include "torus/tls/pki.h"
 
 extern char** environ;
 
@@ -68,6 +71,9 @@ struct NodeFlags {
   std::string task_python = "/usr/bin/python3";
   std::string python_path;  // default: beside the build or install
   int64_t idle_worker_ms = 10'000;
+  std::string tls_ca;           // the cluster CA: TLS on, with a node certificate
+  std::string join_token;
+  std::string join_token_file;
 };
 
 // Workers get SIGTERM on agent shutdown and SIGKILL this long after.
@@ -246,6 +252,33 @@ int Run(const NodeFlags& flags) {
   if (!flags.tpu_log_dir.empty()) worker_env.try_emplace("TPU_LOG_DIR", flags.tpu_log_dir);
 
   torus::RealClock clock;
+  // With TLS: this node's certificate (joined with the join token once, then kept and renewed in the work dir).
+  std::unique_ptr<torus::node::NodeCertificateKeeper> certificate;
+  if (!flags.tls_ca.empty()) {
+    std::string join_token = flags.join_token;
+    if (join_token.empty() && !flags.join_token_file.empty()) {
+      auto t = torus::rpc::ReadTokenFile(flags.join_token_file);
+      if (!t.ok()) {
+        std::cerr << "torus-node: --join-token-file: " << t.status().message() << "\n";
+        return 2;
+      }
+      join_token = *t;
+    }
+    auto obtained = torus::node::NodeCertificateKeeper::Obtain({.ca_file = flags.tls_ca,
+                                                                .join_token = join_token,
+                                                                .dir = work_dir + "/tls",
+                                                                .node_id = identity->node_id,
+                                                                .head_address = flags.address},
+                                                               &clock, flags.head_grace_ms);
+    if (!obtained.ok()) {
+      std::cerr << "torus-node: " << obtained.status().message() << "\n";
+      spdlog::error("no node certificate: {}", std::string(obtained.status().message()));
+      return 2;
+    }
+    certificate = *std::move(obtained);
+    worker_env["TORUS_TLS_CA"] = certificate->files().ca;
+    spdlog::info("TLS on: node certificate {} valid until {}", certificate->files().cert, certificate->not_after_s());
+  }
   const int chips = static_cast<int>(identity->resources.GetFixed(torus::kResourceTpu) / torus::kResourceScale);
   const int gpus = static_cast<int>(identity->resources.GetFixed(torus::kResourceGpu) / torus::kResourceScale);
   torus::node::BundleLedger ledger(&clock, identity->resources, chips, gpus);
@@ -265,7 +298,12 @@ int Run(const NodeFlags& flags) {
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // Package pieces come in replies of up to 4 MiB of data.
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 16 << 20);
-  auto channel = grpc::CreateCustomChannel(torus::HeadTarget(flags.address), grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(
+      torus::HeadTarget(flags.address),
+      certificate ? torus::tls::ChannelCredentials(certificate->files(), torus::tls::kHeadIdentity)
+                  : grpc::InsecureChannelCredentials(),
+      args);
+  if (certificate) certificate->StartRenewal(channel);
   torus::node::ExitReporter exit_reporter(torus::node::MakeHeadExitSender(channel, token, identity->node_id));
   std::unique_ptr<torus::node::Agent> agent_holder;
   std::atomic<torus::node::NodeServiceImpl*> service_for_exits{nullptr};  // set once the service exists
@@ -310,8 +348,11 @@ int Run(const NodeFlags& flags) {
   std::unique_ptr<torus::node::WorkerLeases> leases;
   grpc::ServerBuilder builder;
   int agent_port = 0;
-  builder.AddListeningPort(absl::StrCat(flags.node_ip, ":", flags.node_port), grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(absl::StrCat(flags.node_ip, ":", flags.node_port),
+                           certificate ? torus::tls::ServerCredentials(certificate->files())
+                                       : grpc::InsecureServerCredentials(),
                            &agent_port);
+  service.RequireHeadForControl(certificate != nullptr);
   builder.RegisterService(&service);
   // Registered before the server starts; it answers UNAVAILABLE until the leases exist (their workers' environment
   // names the agent's port).
@@ -324,6 +365,9 @@ int Run(const NodeFlags& flags) {
     return 1;
   }
   torus::node::ObjectStoreServiceImpl object_service(object_store->get(), token, torus::node::ReadBootId());
+  if (certificate) {
+    object_service.SetAgentCredentials(torus::tls::ChannelCredentials(certificate->files(), "torus-node:"));
+  }
   builder.RegisterService(&object_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || agent_port == 0) {
@@ -346,6 +390,7 @@ int Run(const NodeFlags& flags) {
                                 {"TORUS_TOKEN", token},
                                 {"TORUS_NODE_ID", identity->node_id},
                                 {"TORUS_NODE_IP", flags.node_ip}};
+    if (certificate) lease_options.worker_env["TORUS_TLS_CA"] = certificate->files().ca;
     if (!python_path.empty()) {
       auto inherited = worker_env.find("PYTHONPATH");
       lease_options.worker_env["PYTHONPATH"] =
@@ -400,6 +445,7 @@ int Run(const NodeFlags& flags) {
   }
   signal_thread.join();
   if (sampler) sampler->Stop();
+  if (certificate) certificate->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   object_service.Stop();
   service_for_exits = nullptr;  // the service goes before the supervisor
@@ -463,6 +509,13 @@ int main(int argc, char** argv) {
   app.add_option("--python-path", flags.python_path,
                  "Directories (:-separated) put first on task workers' PYTHONPATH; default: beside the build");
   app.add_option("--idle-worker-ms", flags.idle_worker_ms, "Idle pooled task workers are stopped after this long");
+  app.add_option("--tls-ca", flags.tls_ca,
+                 "The cluster CA's certificate (the head's <state dir>/tls/ca.crt): talk TLS to the head and to other "
+                 "nodes, with a node certificate from the head (docs/security.md)");
+  app.add_option("--join-token", flags.join_token,
+                 "With --tls-ca and no certificate yet: the cluster's join token, exchanged once for this node's "
+                 "certificate (prefer --join-token-file)");
+  app.add_option("--join-token-file", flags.join_token_file, "File holding the join token");
   app.add_option("--tpu-log-dir", flags.tpu_log_dir, "Directory of libtpu's logs, served as tpu/<file>")
       ->capture_default_str();
   app.add_option("--head-grace-ms", flags.head_grace_ms,

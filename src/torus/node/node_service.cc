@@ -13,6 +13,8 @@
 #include "spdlog/spdlog.h"
 #include "torus/rpc/convert.h"
 #include "torus/rpc/server_auth.h"
+#include "torus/tls/credentials.h"
+#include "torus/tls/pki.h"
 
 namespace torus::node {
 
@@ -147,10 +149,22 @@ NodeServiceImpl::NodeServiceImpl(BundleLedger* ledger, WorkerSupervisor* workers
       devices_(std::move(devices)),
       release_grace_ms_(release_grace_ms) {}
 
+grpc::Status NodeServiceImpl::CheckControl(const grpc::CallbackServerContext* ctx) const {
+  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return auth;
+  if (!head_only_control_) return grpc::Status::OK;
+  const std::string identity = tls::PeerIdentity(ctx);
+  if (identity == tls::kHeadIdentity) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      identity.empty() ? "only the head may reserve bundles or start and stop workers here (the "
+                                         "cluster token is not enough: the call must carry the head's certificate)"
+                                       : absl::StrCat("only the head may reserve bundles or start and stop workers "
+                                                      "here, not '", identity, "'"));
+}
+
 grpc::ServerUnaryReactor* NodeServiceImpl::PrepareBundles(grpc::CallbackServerContext* ctx,
                                                           const rpc::PrepareBundlesRequest* request,
                                                           rpc::PrepareBundlesReply* reply) {
-  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (grpc::Status auth = CheckControl(ctx); !auth.ok()) return FinishCall(ctx, auth);
   if (request->group_id().empty() || request->group_id().size() > 128) {
     return FinishCall(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "group_id must be 1-128 characters"));
   }
@@ -178,7 +192,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::PrepareBundles(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* NodeServiceImpl::CommitBundles(grpc::CallbackServerContext* ctx,
                                                          const rpc::CommitBundlesRequest* request,
                                                          rpc::CommitBundlesReply* reply) {
-  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (grpc::Status auth = CheckControl(ctx); !auth.ok()) return FinishCall(ctx, auth);
   absl::Status s = ledger_->Commit(request->group_id(), request->attempt());
   return FinishCall(ctx, rpc::ToGrpc(s));
 }
@@ -186,7 +200,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::CommitBundles(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* NodeServiceImpl::CancelBundles(grpc::CallbackServerContext* ctx,
                                                          const rpc::CancelBundlesRequest* request,
                                                          rpc::CancelBundlesReply* reply) {
-  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (grpc::Status auth = CheckControl(ctx); !auth.ok()) return FinishCall(ctx, auth);
   ledger_->Cancel(request->group_id(), request->attempt());
   on_change_();
   return FinishCall(ctx, grpc::Status::OK);
@@ -195,7 +209,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::CancelBundles(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* NodeServiceImpl::ReleaseBundles(grpc::CallbackServerContext* ctx,
                                                           const rpc::ReleaseBundlesRequest* request,
                                                           rpc::ReleaseBundlesReply* reply) {
-  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (grpc::Status auth = CheckControl(ctx); !auth.ok()) return FinishCall(ctx, auth);
   if (grpc::Status s = CheckGrace(request->grace_ms()); !s.ok()) return FinishCall(ctx, s);
   BundleLedger::Released released =
       ledger_->Release(request->group_id(), {request->indices().begin(), request->indices().end()});
@@ -221,7 +235,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::GetLedger(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerContext* ctx,
                                                        const rpc::StartWorkerRequest* request,
                                                        rpc::StartWorkerReply* reply) {
-  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (grpc::Status auth = CheckControl(ctx); !auth.ok()) return FinishCall(ctx, auth);
   const bool needs_packages = request->has_working_dir_package() || request->py_module_packages_size() > 0;
   if (!needs_packages) return FinishCall(ctx, StartNow(*request, {}, reply));
   if (packages_ == nullptr) {
@@ -360,7 +374,7 @@ grpc::Status NodeServiceImpl::StartNow(const rpc::StartWorkerRequest& request_re
 grpc::ServerUnaryReactor* NodeServiceImpl::StopWorker(grpc::CallbackServerContext* ctx,
                                                       const rpc::StopWorkerRequest* request,
                                                       rpc::StopWorkerReply* reply) {
-  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (grpc::Status auth = CheckControl(ctx); !auth.ok()) return FinishCall(ctx, auth);
   if (absl::Status s = ValidateWorkerId(request->worker_id()); !s.ok()) return FinishCall(ctx, rpc::ToGrpc(s));
   if (grpc::Status s = CheckGrace(request->grace_ms()); !s.ok()) return FinishCall(ctx, s);
   auto was_running = workers_->Stop(request->worker_id(), request->grace_ms() * 1000);
@@ -372,7 +386,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::StopWorker(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* NodeServiceImpl::StopOwner(grpc::CallbackServerContext* ctx,
                                                      const rpc::StopOwnerRequest* request,
                                                      rpc::StopOwnerReply* reply) {
-  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (grpc::Status auth = CheckControl(ctx); !auth.ok()) return FinishCall(ctx, auth);
   if (request->owner().empty()) return FinishCall(ctx, InvalidArgument("owner must not be empty"));
   if (grpc::Status s = CheckGrace(request->grace_ms()); !s.ok()) return FinishCall(ctx, s);
   reply->set_stopped(workers_->StopOwner(request->owner(), request->grace_ms() * 1000));
@@ -435,7 +449,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ListWorkers(grpc::CallbackServerConte
 
 grpc::ServerUnaryReactor* NodeServiceImpl::FreePort(grpc::CallbackServerContext* ctx,
                                                     const rpc::FreePortRequest* request, rpc::FreePortReply* reply) {
-  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (grpc::Status auth = CheckControl(ctx); !auth.ok()) return FinishCall(ctx, auth);
   auto port = PickFreePort(node_ip_);
   if (!port.ok()) return FinishCall(ctx, rpc::ToGrpc(port.status()));
   reply->set_port(*port);

@@ -59,6 +59,11 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
   // Ends the log reads that wait (each answers with what it has) and waits for them.
   ~NodeServiceImpl() override;
 
+  // With TLS: the calls that reserve bundles or start and stop workers (prepare, commit, cancel, release, start,
+  // stop, stop owner, free port) are the head's alone — they must carry the head's certificate, not just the token;
+  // reads (ledger, workers, logs) still need only the token. Call before serving.
+  void RequireHeadForControl(bool head_only) { head_only_control_ = head_only; }
+
   grpc::ServerUnaryReactor* PrepareBundles(grpc::CallbackServerContext* ctx, const rpc::PrepareBundlesRequest* request,
                                            rpc::PrepareBundlesReply* reply) override;
   grpc::ServerUnaryReactor* CommitBundles(grpc::CallbackServerContext* ctx, const rpc::CommitBundlesRequest* request,
@@ -113,7 +118,11 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
   std::map<std::string, std::vector<std::string>> package_users_;  // worker id -> sha256s it holds; guarded above
   WorkerSupervisor* workers_;
   const std::string node_ip_;
+  // The token, and with RequireHeadForControl the head's certificate.
+  grpc::Status CheckControl(const grpc::CallbackServerContext* ctx) const;
+
   const std::string token_;
+  bool head_only_control_ = false;
   const std::function<void()> on_change_;
   const LogFiles* logs_;
   const HostDevices devices_;

@@ -61,13 +61,15 @@ void ObjectStoreServiceImpl::Authorize(grpc::ClientContext& ctx) const {
   ctx.AddMetadata("authorization", "Bearer " + token_);
 }
 
-std::shared_ptr<grpc::Channel> ObjectStoreServiceImpl::ChannelTo(const std::string& address) {
+std::shared_ptr<grpc::Channel> ObjectStoreServiceImpl::ChannelTo(const std::string& address, bool agent) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& channel = channels_[address];
+  auto& channel = channels_[{address, agent}];
   if (!channel) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
-    channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    channel = grpc::CreateCustomChannel(address, agent && agent_credentials_ ? agent_credentials_
+                                                                             : grpc::InsecureChannelCredentials(),
+                                        args);
   }
   return channel;
 }
@@ -133,7 +135,7 @@ absl::Status ObjectStoreServiceImpl::Pull(const std::string& id, const std::stri
   request.set_object_id(id);
   request.set_reader(self_);
   core::OpenTransferReply opened;
-  grpc::Status s = core::ObjectStoreService::NewStub(ChannelTo(source))->OpenTransfer(&ctx, request, &opened);
+  grpc::Status s = core::ObjectStoreService::NewStub(ChannelTo(source, /*agent=*/true))->OpenTransfer(&ctx, request, &opened);
   if (!s.ok()) return fail(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
   if (opened.size() < 0 || opened.port() <= 0 || opened.port() > 65535 || opened.ticket().size() != kTicketBytes) {
     return fail(absl::StatusCode::kDataLoss, "a malformed transfer offer");
@@ -182,7 +184,7 @@ grpc::Status ObjectStoreServiceImpl::DeleteObjects(grpc::ServerContext* ctx, con
     core::DeleteObjectsRequest copy = *request;
     copy.set_forwarded(true);
     core::DeleteObjectsReply ignored;
-    grpc::Status s = core::ObjectStoreService::NewStub(ChannelTo(holder))->DeleteObjects(&forward, copy, &ignored);
+    grpc::Status s = core::ObjectStoreService::NewStub(ChannelTo(holder, /*agent=*/true))->DeleteObjects(&forward, copy, &ignored);
     if (!s.ok()) spdlog::warn("object store: cannot forward a deletion to {}: {}", holder, s.error_message());
   }
   return grpc::Status::OK;
@@ -199,7 +201,7 @@ void ObjectStoreServiceImpl::SweepOwners() {
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
       core::GetObjectRequest probe;  // an empty id: answered at once by a live core worker
       core::GetObjectReply ignored;
-      grpc::Status s = core::CoreWorkerService::NewStub(ChannelTo(owner.address))->GetObject(&ctx, probe, &ignored);
+      grpc::Status s = core::CoreWorkerService::NewStub(ChannelTo(owner.address, /*agent=*/false))->GetObject(&ctx, probe, &ignored);
       std::lock_guard<std::mutex> lock(mu_);
       int& failed = failed_probes_[owner.address];
       failed = s.error_code() == grpc::StatusCode::UNAVAILABLE ? failed + 1 : 0;
@@ -210,7 +212,7 @@ void ObjectStoreServiceImpl::SweepOwners() {
     spdlog::info("object store: freed {} object{} of owner {} (gone)", n, n == 1 ? "" : "s", owner.address);
     std::lock_guard<std::mutex> lock(mu_);
     failed_probes_.erase(owner.address);
-    channels_.erase(owner.address);
+    channels_.erase({owner.address, false});
   }
 }
 

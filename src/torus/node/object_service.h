@@ -33,6 +33,12 @@ class ObjectStoreServiceImpl final : public core::ObjectStoreService::Service {
   // UNAVAILABLE until Start.
   ObjectStoreServiceImpl(ObjectStore* store, std::string token, std::string boot_id);
   ~ObjectStoreServiceImpl() override;
+
+  // Credentials of calls to other agents' stores (TLS with this node's certificate); plaintext without. Call
+  // before serving.
+  void SetAgentCredentials(std::shared_ptr<grpc::ChannelCredentials> credentials) {
+    agent_credentials_ = std::move(credentials);
+  }
   // Serves from now on; `self_address` is this agent's host:port (what other agents pull from). Starts the transfer
   // port (on the same host) and the owner watch. Call once; Unavailable when the transfer port cannot listen.
   absl::Status Start(std::string self_address);
@@ -56,7 +62,8 @@ class ObjectStoreServiceImpl final : public core::ObjectStoreService::Service {
  private:
   // Copies `id` from the agent at `source` into this store.
   absl::Status Pull(const std::string& id, const std::string& source, const StoreOwner& owner);
-  std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address);
+  // A channel to another agent's store (`agent`, with the agents' credentials) or to an owner (a core worker).
+  std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address, bool agent);
   void Authorize(grpc::ClientContext& ctx) const;
   void WatchLoop();
 
@@ -70,7 +77,8 @@ class ObjectStoreServiceImpl final : public core::ObjectStoreService::Service {
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;                                           // guarded by mu_
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
+  std::map<std::pair<std::string, bool>, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
+  std::shared_ptr<grpc::ChannelCredentials> agent_credentials_;  // set before serving
   std::map<std::string, int> failed_probes_;                        // remote owner -> probes refused in a row; mu_
   std::thread watch_;
 };

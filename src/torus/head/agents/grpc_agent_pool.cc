@@ -85,13 +85,16 @@ absl::StatusOr<Reply> Unary(const std::string& token, std::chrono::milliseconds 
 
 }  // namespace
 
-GrpcAgentPool::GrpcAgentPool(std::string token, std::chrono::milliseconds rpc_timeout)
-    : token_(std::move(token)), rpc_timeout_(rpc_timeout) {}
+GrpcAgentPool::GrpcAgentPool(std::string token, std::chrono::milliseconds rpc_timeout,
+                             std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : token_(std::move(token)),
+      rpc_timeout_(rpc_timeout),
+      credentials_(credentials ? std::move(credentials) : grpc::InsecureChannelCredentials()) {}
 
 rpc::NodeService::Stub* GrpcAgentPool::StubFor(const std::string& target) {
   absl::MutexLock lock(&mu_);
   auto& stub = stubs_[target];
-  if (!stub) stub = rpc::NodeService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  if (!stub) stub = rpc::NodeService::NewStub(grpc::CreateChannel(target, credentials_));
   return stub.get();
 }
 

@@ -12,13 +12,16 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "torus/head/agents/agent_pool.h"
+#include "grpcpp/security/credentials.h"
 #include "torus/node.grpc.pb.h"
 
 namespace torus::head {
 
 class GrpcAgentPool final : public AgentPool {
  public:
-  GrpcAgentPool(std::string token, std::chrono::milliseconds rpc_timeout);
+  // `credentials`: how agents are reached (TLS with the head's certificate, checking the agent's; null: plaintext).
+  GrpcAgentPool(std::string token, std::chrono::milliseconds rpc_timeout,
+                std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
   std::vector<absl::Status> Prepare(const std::vector<AgentBundles>& entries, int64_t ttl_ms) override;
   std::vector<absl::Status> Commit(const std::vector<AgentBundles>& entries) override;
@@ -38,6 +41,7 @@ class GrpcAgentPool final : public AgentPool {
 
   const std::string token_;
   const std::chrono::milliseconds rpc_timeout_;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<rpc::NodeService::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
 };
