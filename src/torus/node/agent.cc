@@ -220,6 +220,11 @@ Agent::Heartbeats Agent::StreamHeartbeats() {
                    incarnation_.load());
       return Heartbeats::kReregister;
     }
+    if (end.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      // Revoked, or refused this node's certificate: the registration says which, and ends the agent.
+      spdlog::warn("heartbeat refused: {}", end.error_message());
+      return Heartbeats::kReregister;
+    }
     if (end.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       spdlog::info("the head takes heartbeats one call at a time (no streamed heartbeats)");
       return UnaryHeartbeats();
@@ -269,6 +274,10 @@ AgentExit Agent::Run() {
       if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED && !ever_registered_) {
         spdlog::error("head refused registration: {}", status.error_message());
         return AgentExit::kUnauthenticated;
+      }
+      if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+        spdlog::error("head refused this node: {}", status.error_message());
+        return AgentExit::kRefused;
       }
       NoteError("cannot register with the head", status);
       HeadSilent();

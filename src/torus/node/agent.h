@@ -29,7 +29,8 @@
 
 namespace torus::node {
 
-enum class AgentExit { kStopped, kUnauthenticated };
+// kRefused: the head refused this node (PERMISSION_DENIED: revoked, or its certificate names another node).
+enum class AgentExit { kStopped, kUnauthenticated, kRefused };
 
 class Agent {
  public:

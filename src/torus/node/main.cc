@@ -443,6 +443,14 @@ int Run(const NodeFlags& flags) {
     std::cerr << "torus-node: the head refused the cluster token\n";
     std::_Exit(2);
   }
+  if (exit == torus::node::AgentExit::kRefused) {
+    // Revoked: nothing of this node may keep running.
+    service.StopStarting();
+    if (auto* l = leases_for_exits.load()) l->Shutdown();
+    workers.StopAll(kShutdownGraceMicros);
+    std::cerr << "torus-node: the head refused this node (revoked?); its workers were stopped\n";
+    std::_Exit(3);
+  }
   signal_thread.join();
   if (sampler) sampler->Stop();
   if (certificate) certificate->Stop();
