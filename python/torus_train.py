@@ -44,6 +44,7 @@ import json
 import math
 import os
 import shutil
+import ssl
 import sys
 import time
 import urllib.error
@@ -227,7 +228,11 @@ def _post(url: str, token: Optional[str], body: bytes) -> bytes:
     if token:
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    with urllib.request.urlopen(request, timeout=REPORT_TIMEOUT_S) as response:
+    context = None
+    if url.startswith("https://"):
+        # The head's certificate is the cluster CA's: its agent gives workers the CA's file as TORUS_TLS_CA.
+        context = ssl.create_default_context(cafile=_env("TORUS_TLS_CA"))
+    with urllib.request.urlopen(request, timeout=REPORT_TIMEOUT_S, context=context) as response:
         return response.read()
 
 

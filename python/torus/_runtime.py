@@ -74,9 +74,20 @@ def _read(path):
 def _session_endpoint(root):
     session = os.path.join(root, "session_latest")
     try:
-        return _read(os.path.join(session, "head_address")), _read(os.path.join(session, "token"))
+        endpoint = _read(os.path.join(session, "head_address")), _read(os.path.join(session, "token"))
     except OSError:
         return None
+    return endpoint
+
+
+def _use_session_ca(root):
+    """A head with TLS leaves the cluster CA in its session: the core's channels (TORUS_TLS_CA) check the head and
+    agents against it. True when this set TORUS_TLS_CA."""
+    ca = os.path.join(root, "session_latest", "ca.crt")
+    if os.environ.get("TORUS_TLS_CA") or not os.path.exists(ca):
+        return False
+    os.environ["TORUS_TLS_CA"] = os.path.realpath(ca)
+    return True
 
 
 def _torus_binary():
@@ -186,9 +197,12 @@ def init(address=None, *, namespace=None, runtime_env=None, ignore_reinit_error=
                 endpoint = (os.environ["TORUS_ADDRESS"], token)
             else:
                 endpoint = _session_endpoint(_temp_root())
+                set_ca = endpoint is not None and _use_session_ca(_temp_root())
                 # A session whose head is gone (a stale session_latest) does not count.
                 if endpoint is not None and address is None and not _reachable(core_mod, *endpoint):
                     endpoint = None
+                    if set_ca:
+                        del os.environ["TORUS_TLS_CA"]
             if endpoint is None and address == "auto":
                 raise ConnectionError(f"address='auto': no running cluster (no TORUS_ADDRESS and no session under "
                                       f"{_temp_root()}); start one with `torus up` or `torus start --head`")

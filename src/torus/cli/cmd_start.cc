@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -132,7 +133,8 @@ int CmdStart(const StartFlags& flags) {
                                     .state_dir = flags.state_dir,
                                     .state_store = flags.state_store,
                                     .package_unused_grace_s = flags.package_unused_grace_s,
-                                    .serve_port = flags.serve_port});
+                                    .serve_port = flags.serve_port,
+                                    .tls = flags.tls});
     if (!head_address.ok()) {
       std::cerr << "torus start: " << head_address.status().message() << "\n";
       return 1;
@@ -150,6 +152,20 @@ int CmdStart(const StartFlags& flags) {
       return 1;
     }
     std::ofstream(*session + "/head_address") << address << "\n";
+    if (!flags.tls_ca.empty()) {
+      // Later commands on this machine check the head against the cluster CA, and the agent joins with the token.
+      std::error_code ec;
+      std::filesystem::copy_file(flags.tls_ca, *session + "/ca.crt", std::filesystem::copy_options::overwrite_existing,
+                                 ec);
+      if (!ec && !flags.join_token_file.empty()) {
+        std::filesystem::copy_file(flags.join_token_file, *session + "/join_token",
+                                   std::filesystem::copy_options::overwrite_existing, ec);
+      }
+      if (ec) {
+        std::cerr << "torus start: --tls-ca/--join-token-file: " << ec.message() << "\n";
+        return 2;
+      }
+    }
   }
 
   auto token = rpc::ReadTokenFile(token_file);
@@ -161,10 +177,9 @@ int CmdStart(const StartFlags& flags) {
     std::string node_id = flags.agent.node_id.empty() ? NewNodeId() : flags.agent.node_id;
     auto env = CurrentEnvironment();
     env.erase("TORUS_TOKEN");
-    auto pid = LaunchAgent({.session = *session,
-                            .name = "local",
-                            .args = AgentArgs(flags.agent, address, token_file, node_id, *session + "/work"),
-                            .env = env});
+    std::vector<std::string> args = AgentArgs(flags.agent, address, token_file, node_id, *session + "/work");
+    for (std::string& flag : SessionTlsAgentArgs(*session)) args.push_back(std::move(flag));
+    auto pid = LaunchAgent({.session = *session, .name = "local", .args = std::move(args), .env = env});
     if (!pid.ok()) {
       std::cerr << "torus start: " << pid.status().message() << "\n";
       return 1;

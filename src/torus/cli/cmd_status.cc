@@ -27,9 +27,9 @@ int Fail(const absl::Status& status) {
 
 // "Tasks: ..." and "Actors: ..." lines from the head's HTTP API: counts by state, and what pending tasks wait for
 // (grouped by function and reason). Empty when there are none; a line saying why when the API does not answer.
-std::string TasksAndActors(const std::string& http_address, const std::string& token) {
+std::string TasksAndActors(const std::string& http_address, const client::HeadEndpoint& head) {
   if (http_address.empty()) return "";
-  auto http = client::HttpApiClient::Connect({.address = http_address, .token = token});
+  auto http = client::HttpApiClient::Connect({.address = http_address, .token = head.token, .tls_ca = head.tls_ca});
   if (!http.ok()) return "";
   auto summary = (*http)->TaskSummary();
   auto actors = summary.ok() ? (*http)->ListActors() : summary.status();
@@ -65,9 +65,9 @@ std::string TasksAndActors(const std::string& http_address, const std::string& t
 }
 
 // The autoscaler's section (empty when it is off or the API does not answer).
-std::string AutoscalerSection(const std::string& http_address, const std::string& token) {
+std::string AutoscalerSection(const std::string& http_address, const client::HeadEndpoint& head) {
   if (http_address.empty()) return "";
-  auto http = client::HttpApiClient::Connect({.address = http_address, .token = token});
+  auto http = client::HttpApiClient::Connect({.address = http_address, .token = head.token, .tls_ca = head.tls_ca});
   if (!http.ok()) return "";
   auto a = (*http)->Autoscaler();
   if (!a.ok()) return "";
@@ -89,8 +89,8 @@ int CmdStatus(const HeadFlags& head, bool json) {
   if (json) {
     std::cout << rpc::StatusToJson(*status).dump(2) << "\n";
   } else {
-    std::cout << FormatStatus(*status, (*client)->address()) << TasksAndActors(status->http_address(), endpoint->token)
-              << AutoscalerSection(status->http_address(), endpoint->token);
+    std::cout << FormatStatus(*status, (*client)->address()) << TasksAndActors(status->http_address(), *endpoint)
+              << AutoscalerSection(status->http_address(), *endpoint);
   }
   return 0;
 }

@@ -143,7 +143,8 @@ int CmdUp(const UpFlags& flags) {
                   .state_store = flags.state_store,
                   .package_unused_grace_s = flags.package_unused_grace_s,
                   .autoscaler_config = spec->node_types.empty() ? "" : *session + "/autoscaler.yaml",
-                  .serve_port = flags.serve_port};
+                  .serve_port = flags.serve_port,
+                  .tls = flags.tls};
   absl::StatusOr<std::string> address;
   if (flags.ha) {
     address = LaunchHeadPair(head, bridge);
@@ -187,7 +188,7 @@ int CmdUp(const UpFlags& flags) {
               << "`torus down` stops it)\n";
     return 1;
   }
-  auto client = client::Client::Connect({*address, *token});
+  auto client = client::Client::Connect({.address = *address, .token = *token, .tls_ca = client::SessionTlsCa(*session)});
   auto status = (*client)->GetClusterStatus(true);
   if (status.ok()) std::cout << FormatStatus(*status, *address);
   std::cout << "\nsession " << *session << " (logs in " << *session << "/logs)\n";

@@ -84,6 +84,9 @@ struct StartFlags {
   std::string state_dir;             // head: its journal (an existing one brings the cluster's state back)
   std::string state_store;           // head: its journal in etcd instead (etcd://...)
   std::optional<int64_t> package_unused_grace_s;  // head: when unused packages are removed
+  bool tls = false;                  // head: gRPC and HTTPS with a cluster CA (docs/security.md)
+  std::string tls_ca;                // joining: the cluster CA's certificate (TLS with a node certificate)
+  std::string join_token_file;       // joining with --tls-ca: the join token's file
   AgentFlags agent;
 };
 
@@ -105,6 +108,7 @@ struct UpFlags {
   bool dashboard_read_only = false;
   std::optional<int64_t> metrics_period_ms;  // agents' sampling period (their default when unset)
   std::optional<int64_t> package_unused_grace_s;  // the head's default when unset
+  bool tls = false;  // the head serves gRPC and HTTPS with a cluster CA; agents join with node certificates
 };
 
 struct PgCreateFlags {

@@ -77,6 +77,7 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
                                    "--agent-rpc-timeout-ms", absl::StrCat(launch.agent_rpc_timeout_ms),
                                    "--prepare-ttl-ms",       absl::StrCat(launch.prepare_ttl_ms)};
   if (launch.dashboard_read_only) args.push_back("--dashboard-read-only");
+  if (launch.tls) args.push_back("--tls");
   if (launch.serve_port) {
     args.push_back("--serve-port");
     args.push_back(absl::StrCat(*launch.serve_port));
@@ -325,14 +326,16 @@ absl::StatusOr<AgentLaunch> LoadAgentLaunch(const std::string& session, const st
 absl::Status WaitForNodes(const std::string& address, const std::string& token, const std::set<std::string>& node_ids,
                           const std::map<std::string, pid_t>& agents, const std::string& session,
                           std::chrono::milliseconds timeout) {
-  auto client = client::Client::Connect({address, token});
+  const std::string tls_ca = client::SessionTlsCa(session);
+  auto client = client::Client::Connect({.address = address, .token = token, .tls_ca = tls_ca});
   if (!client.ok()) return client.status();
   // Registrations are waited for on the head's node events (read from before the first look, so that none is
   // missed); a crashed agent is noticed at the latest a quarter second later.
   std::unique_ptr<client::HttpApiClient> http;
   std::optional<client::EventCursor> cursor;
   if (auto dashboard = client::ReadTrimmed(session + "/dashboard_address"); dashboard.ok() && !dashboard->empty()) {
-    if (auto connected = client::HttpApiClient::Connect({*dashboard, token}); connected.ok()) {
+    if (auto connected = client::HttpApiClient::Connect({.address = *dashboard, .token = token, .tls_ca = tls_ca});
+        connected.ok()) {
       http = *std::move(connected);
       if (auto now = http->EventsNow(); now.ok()) cursor = *now;
     }
@@ -375,12 +378,18 @@ std::map<std::string, std::string> CleanAgentEnvironment() {
   return env;
 }
 
+std::vector<std::string> SessionTlsAgentArgs(const std::string& session) {
+  if (client::SessionTlsCa(session).empty()) return {};
+  return {"--tls-ca", session + "/ca.crt", "--join-token-file", session + "/join_token"};
+}
+
 absl::StatusOr<std::string> DashboardLoginUrl(const std::string& session) {
   auto address = client::ReadTrimmed(session + "/dashboard_address");
   if (!address.ok()) return absl::NotFoundError(absl::StrCat("no head in ", session, " (no dashboard_address)"));
   auto token = rpc::ReadTokenFile(session + "/token");
   if (!token.ok()) return token.status();
-  return absl::StrCat("http://", *address, "/?token=", *token);
+  const bool tls = !client::SessionTlsCa(session).empty();
+  return absl::StrCat(tls ? "https://" : "http://", *address, "/?token=", *token);
 }
 
 }  // namespace torus::cli

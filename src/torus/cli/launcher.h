@@ -42,7 +42,12 @@ struct HeadLaunch {
   std::string head_dashboard_addresses;  // every head's HTTP address; "" for a lone head
   std::string autoscaler_config;         // --autoscaler-config: "" = no autoscaler
   std::optional<int> serve_port;         // --serve-port: unset = the head's default
+  bool tls = false;                      // --tls: gRPC and HTTPS with the cluster CA (the session gets ca.crt)
 };
+
+// The flags that make an agent of `session` talk TLS with node certificates (--tls-ca, --join-token-file), when the
+// session's head serves TLS (it left ca.crt and join_token there); none otherwise.
+std::vector<std::string> SessionTlsAgentArgs(const std::string& session);
 
 // Starts torus-head and waits (up to 15 s) until it has written its address (a standby: until it stands by or
 // leads); returns the session's head_address. The launch is saved as `<session>/<name>.json`, so that `torus head

@@ -69,6 +69,13 @@ int main(int argc, char** argv) {
   cmd_start->add_option("--node-timeout-ms", start.node_timeout_ms, "Head: a node silent this long is DEAD")
       ->capture_default_str();
   cmd_start->add_flag("--no-local-node", start.no_local_node, "Head: do not start an agent on this machine");
+  cmd_start->add_flag("--tls", start.tls,
+                      "Head: TLS for gRPC and the HTTP API, with a cluster CA in the state directory; agents join "
+                      "with node certificates (docs/security.md)");
+  cmd_start->add_option("--tls-ca", start.tls_ca,
+                        "Joining a cluster with TLS: the cluster CA's certificate (the head's <session>/ca.crt)");
+  cmd_start->add_option("--join-token-file", start.join_token_file,
+                        "Joining a cluster with TLS: the join token's file (the head's <session>/join_token)");
   cmd_start->add_option("--state-dir", start.state_dir,
                         "Head: directory of its journal; one that holds a cluster's state (and token) brings that "
                         "cluster back [default: <session>/state]");
@@ -423,6 +430,9 @@ int main(int argc, char** argv) {
   auto* up_state_store = cmd_up->add_option("--state-store", up.state_store,
                      "The head keeps its journal in etcd: etcd://HOST:PORT[,HOST:PORT...][/PREFIX]")
       ->excludes(up_no_journal);
+  cmd_up->add_flag("--tls", up.tls,
+                   "TLS for gRPC and the HTTP API: the head makes a cluster CA, each agent joins with the join token "
+                   "for a node certificate (docs/security.md); a loopback cluster is plaintext without it");
   cmd_up->add_flag("--netns", up.netns,
                    "Each simulated host but the head's in a network namespace of its own, linked to a bridge the "
                    "head listens on, so that `torus node cut|heal NAME` can partition it (needs root and iproute2)");

@@ -54,6 +54,7 @@ std::vector<std::string> SimulatedAgentArgs(const SimulatedHost& host, const std
     args.push_back("--labels");
     args.push_back(FormatLabels(host.labels));
   }
+  for (std::string& flag : SessionTlsAgentArgs(session)) args.push_back(std::move(flag));
   return args;
 }
 

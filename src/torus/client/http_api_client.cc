@@ -92,8 +92,20 @@ absl::StatusOr<std::unique_ptr<HttpApiClient>> HttpApiClient::Connect(const Head
 
 namespace {
 
-std::shared_ptr<httplib::Client> NewConnection(const std::string& address, const std::string& token) {
-  auto client = std::make_shared<httplib::Client>("http://" + address);
+// "https://" + address with the cluster CA when `tls_ca` is set (the head's certificate names the hosts it is reached
+// at), else "http://" + address.
+std::shared_ptr<httplib::Client> NewClient(const std::string& address, const std::string& tls_ca) {
+  auto client = std::make_shared<httplib::Client>((tls_ca.empty() ? "http://" : "https://") + address);
+  if (!tls_ca.empty()) {
+    client->set_ca_cert_path(tls_ca.c_str());
+    client->enable_server_certificate_verification(true);
+  }
+  return client;
+}
+
+std::shared_ptr<httplib::Client> NewConnection(const std::string& address, const std::string& token,
+                                               const std::string& tls_ca) {
+  auto client = NewClient(address, tls_ca);
   client->set_bearer_token_auth(token.c_str());
   client->set_connection_timeout(5, 0);
   client->set_read_timeout(60, 0);
@@ -109,8 +121,9 @@ std::shared_ptr<httplib::Client> NewConnection(const std::string& address, const
 HttpApiClient::HttpApiClient(const HeadEndpoint& endpoint)
     : token_(endpoint.token),
       address_file_(endpoint.address_file),
+      tls_ca_(endpoint.tls_ca),
       address_(endpoint.address),
-      client_(NewConnection(endpoint.address, endpoint.token)) {}
+      client_(NewConnection(endpoint.address, endpoint.token, endpoint.tls_ca)) {}
 
 HttpApiClient::~HttpApiClient() = default;
 
@@ -129,7 +142,7 @@ bool HttpApiClient::FollowMovedHead(const std::string& tried) {
   if (*now == tried) return false;
   if (*now != address_) {
     address_ = *now;
-    client_ = NewConnection(address_, token_);
+    client_ = NewConnection(address_, token_, tls_ca_);
   }
   return true;
 }
@@ -372,7 +385,8 @@ absl::Status HttpApiClient::WatchEvents(EventCursor* from, const EventSelector& 
   const std::string path = absl::StrCat("/api/v0/events?watch=1&", EventQuery(*from, selector));
   // A connection of its own: the stream holds it, and the head sends a progress mark every 10 s.
   const std::string address = this->address();
-  httplib::Client stream("http://" + address);
+  std::shared_ptr<httplib::Client> connection = NewClient(address, tls_ca_);
+  httplib::Client& stream = *connection;
   stream.set_bearer_token_auth(token_.c_str());
   stream.set_connection_timeout(5, 0);
   stream.set_read_timeout(30, 0);

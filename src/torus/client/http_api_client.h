@@ -180,6 +180,7 @@ class HttpApiClient {
 
   const std::string token_;
   const std::string address_file_;
+  const std::string tls_ca_;  // "" = plain HTTP
   mutable absl::Mutex mu_;
   std::string address_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<httplib::Client> client_ ABSL_GUARDED_BY(mu_);

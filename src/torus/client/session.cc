@@ -72,9 +72,17 @@ absl::StatusOr<HeadEndpoint> ResolveHead(std::optional<std::string> address, std
   return endpoint;
 }
 
+std::string SessionTlsCa(const std::string& session) {
+  std::error_code ec;
+  const std::string ca = session + "/ca.crt";
+  return std::filesystem::exists(ca, ec) ? ca : "";
+}
+
 absl::StatusOr<HeadEndpoint> ResolveHttp(std::optional<std::string> address, std::optional<std::string> token,
                                          const std::string& root) {
   std::string address_file;
+  std::string tls_ca;
+  if (const char* ca = std::getenv("TORUS_TLS_CA"); ca != nullptr && ca[0] != '\0') tls_ca = ca;
   if (!address) {
     const char* env = std::getenv("TORUS_DASHBOARD_ADDRESS");
     if (env != nullptr && env[0] != '\0') address = env;
@@ -92,10 +100,12 @@ absl::StatusOr<HeadEndpoint> ResolveHttp(std::optional<std::string> address, std
     }
     address = *a;
     address_file = *session + "/dashboard_address";
+    std::error_code ec;
+    if (tls_ca.empty() && std::filesystem::exists(*session + "/ca.crt", ec)) tls_ca = *session + "/ca.crt";
   }
   auto head = ResolveHead(std::string("unused"), token, root);
   if (!head.ok()) return head.status();
-  return HeadEndpoint{*address, head->token, address_file};
+  return HeadEndpoint{.address = *address, .token = head->token, .address_file = address_file, .tls_ca = tls_ca};
 }
 
 }  // namespace torus::client

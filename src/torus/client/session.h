@@ -40,6 +40,9 @@ absl::StatusOr<HeadEndpoint> ResolveHead(std::optional<std::string> address, std
 absl::StatusOr<HeadEndpoint> ResolveHttp(std::optional<std::string> address, std::optional<std::string> token,
                                          const std::string& root);
 
+// The session's cluster CA (<session>/ca.crt, which a head with TLS writes), or "" when it has none.
+std::string SessionTlsCa(const std::string& session);
+
 // Reads a small text file and trims it; NotFound names the path.
 absl::StatusOr<std::string> ReadTrimmed(const std::string& path);
 

@@ -1,36 +1,46 @@
 #include "torus/core/channels.h"
+
+#include <cstdlib>
+
 #include "torus/common/head_target.h"
+#include "torus/tls/credentials.h"
 
 namespace torus::core {
 
+std::string Channels::TlsCaFromEnvironment() {
+  const char* ca = std::getenv("TORUS_TLS_CA");
+  return ca == nullptr ? "" : ca;
+}
+
 std::shared_ptr<grpc::Channel> Channels::Get(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
-  return GetLocked(address);
+  return GetLocked(address, true);
 }
 
 LeaseService::Stub* Channels::Leases(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = lease_stubs_[address];
-  if (!stub) stub = LeaseService::NewStub(GetLocked(address));
+  if (!stub) stub = LeaseService::NewStub(GetLocked(address, true));
   return stub.get();
 }
 
 CoreWorkerService::Stub* Channels::Worker(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = worker_stubs_[address];
-  if (!stub) stub = CoreWorkerService::NewStub(GetLocked(address));
+  if (!stub) stub = CoreWorkerService::NewStub(GetLocked(address, channels_.count({address, true}) > 0));
   return stub.get();
 }
 
 ObjectStoreService::Stub* Channels::Store(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = store_stubs_[address];
-  if (!stub) stub = ObjectStoreService::NewStub(GetLocked(address));
+  if (!stub) stub = ObjectStoreService::NewStub(GetLocked(address, true));
   return stub.get();
 }
 
-std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
-  auto& channel = channels_[address];
+std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address, bool tls) {
+  tls = tls && !tls_ca_.empty();
+  auto& channel = channels_[{address, tls}];
   if (!channel) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, -1);
@@ -38,7 +48,10 @@ std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, torus::kHeadConnectTimeoutMs);
-    channel = grpc::CreateCustomChannel(HeadTarget(address), grpc::InsecureChannelCredentials(), args);
+    channel = grpc::CreateCustomChannel(HeadTarget(address),
+                                        tls ? tls::ChannelCredentials({.ca = tls_ca_}, /*any member*/ "")
+                                            : grpc::InsecureChannelCredentials(),
+                                        args);
   }
   return channel;
 }

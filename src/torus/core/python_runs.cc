@@ -14,6 +14,7 @@
 #include "torus/client/run_follower.h"
 #include "torus/core/python_status.h"
 #include "torus/train/run_spec.h"
+#include "torus/core/channels.h"
 
 namespace py = pybind11;
 
@@ -21,7 +22,8 @@ namespace torus::core {
 namespace {
 
 std::unique_ptr<client::HttpApiClient> Http(const std::string& address, const std::string& token) {
-  auto http = client::HttpApiClient::Connect({.address = address, .token = token});
+  auto http = client::HttpApiClient::Connect(
+      {.address = address, .token = token, .tls_ca = core::Channels::TlsCaFromEnvironment()});
   if (!http.ok()) RaiseStatus(http.status());
   return *std::move(http);
 }
@@ -82,7 +84,8 @@ void AddRunFunctions(py::module_& m) {
   // The head's HTTP API (host:port), as its gRPC service says.
   m.def("head_http_address", [](const std::string& head, const std::string& token) {
     return Released<std::string>([&]() -> absl::StatusOr<std::string> {
-      auto c = client::Client::Connect({.address = head, .token = token});
+      auto c = client::Client::Connect(
+          {.address = head, .token = token, .tls_ca = core::Channels::TlsCaFromEnvironment()});
       if (!c.ok()) return c.status();
       auto status = (*c)->GetClusterStatus(/*include_dead=*/false);
       if (!status.ok()) return status.status();

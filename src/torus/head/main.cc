@@ -408,7 +408,9 @@ int Run(const HeadFlags& flags) {
   torus::head::ActorDirectory actors(&store, &clock);
   service.SetActorDirectory(&actors);
   // Detached actors are owned here (served as their owner on this port; started once it answers).
-  torus::head::DetachedActors detached(&actors, {.token = *token, .recover_delay_ms = 1000 + flags.heartbeat_period_ms});
+  torus::head::DetachedActors detached(&actors, {.token = *token,
+                                                 .tls_ca = authority ? authority->head_files().ca : "",
+                                                 .recover_delay_ms = 1000 + flags.heartbeat_period_ms});
   service.SetDetachedActors(&detached);
   torus::head::TaskTable tasks({.max_tasks = 10'000});
   service.SetTaskTable(&tasks);
@@ -556,6 +558,7 @@ int Run(const HeadFlags& flags) {
     }
     spdlog::info("ingress listening on {}", ingress_url);
   }
+  if (authority) http.SetTls(authority->head_files());
   auto http_port = http.Start(flags.host, flags.dashboard_port);
   if (!http_port.ok()) {
     spdlog::error("{} (is --dashboard-port in use?)", std::string(http_port.status().message()));
@@ -563,9 +566,10 @@ int Run(const HeadFlags& flags) {
   }
   std::string http_address = absl::StrCat(advertised, ":", *http_port);
   // Workers report to this head, or to another that leads after it.
-  std::string report_bases = "http://" + http_address;
+  const std::string scheme = authority ? "https://" : "http://";
+  std::string report_bases = scheme + http_address;
   for (absl::string_view other : absl::StrSplit(flags.head_dashboard_addresses, ',', absl::SkipEmpty())) {
-    if (other != http_address) absl::StrAppend(&report_bases, ",http://", other);
+    if (other != http_address) absl::StrAppend(&report_bases, ",", scheme, other);
   }
   driver.SetReportBaseUrl(report_bases);
   service.SetHttpAddress(http_address);
@@ -578,9 +582,9 @@ int Run(const HeadFlags& flags) {
     spdlog::error("cannot write addresses into {}", flags.session_dir);
     return 1;
   }
-  spdlog::info("torus-head {} listening on {} (gRPC{}) and http://{} (cluster {}, node timeout {} ms)", getpid(),
-               address, authority ? " over TLS, node certificates required" : ", plaintext", http_address,
-               cluster_id, flags.node_timeout_ms);
+  spdlog::info("torus-head {} listening on {} (gRPC{}) and {}{} (cluster {}, node timeout {} ms)", getpid(), address,
+               authority ? " over TLS, node certificates required" : ", plaintext", scheme, http_address, cluster_id,
+               flags.node_timeout_ms);
 
   auto check_period = std::chrono::microseconds(std::clamp<int64_t>(flags.node_timeout_ms * 100, 10'000, 100'000));
   torus::head::FailureDetector detector(&membership, check_period);

@@ -32,7 +32,7 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsFiles& files
 
 // Channel credentials that accept a server whose certificate chains to `files.ca` and whose identity (common name)
 // is `expected_identity`; with `expected_identity` ending in ':' (e.g. "torus-node:"), any identity with that
-// prefix. `files.cert`/`files.key`, when set, are presented as this side's identity.
+// prefix; with "", any identity the CA issued (the head or any node). `files.cert`/`files.key`, when set, are presented as this side's identity.
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const TlsFiles& files, const std::string& expected_identity,
                                                              unsigned int refresh_s = kDefaultRefreshSeconds);
 

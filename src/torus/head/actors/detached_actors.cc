@@ -100,7 +100,7 @@ class DetachedActors::Service final : public core::CoreWorkerService::CallbackSe
 DetachedActors::DetachedActors(ActorDirectory* directory, Options options)
     : directory_(directory),
       options_(std::move(options)),
-      channels_(std::make_unique<core::Channels>(options_.token)),
+      channels_(std::make_unique<core::Channels>(options_.token, options_.tls_ca)),
       service_(std::make_unique<Service>(this, options_.token)) {}
 
 void DetachedActors::Start(const std::string& self_address, const std::string& owner_address) {

@@ -43,6 +43,8 @@ class DetachedActors {
 
   struct Options {
     std::string token;
+    // The cluster CA's file when agents serve TLS ("" = plaintext).
+    std::string tls_ca;
     // A restarted head waits this long (for the agents to come back) before creating again the actors it had not
     // finished creating.
     int64_t recover_delay_ms = 2'000;

@@ -36,7 +36,12 @@ void HttpApi::AddMetricsSource(std::function<void(PrometheusWriter&)> source) {
 }
 
 absl::StatusOr<int> HttpApi::Start(const std::string& host, int port) {
-  server_ = std::make_unique<httplib::Server>();
+  if (tls_) {
+    if (absl::Status s = tls_->Load(); !s.ok()) return s;
+    server_ = std::make_unique<httplib::SSLServer>([this](SSL_CTX& ctx) { return tls_->Install(&ctx); });
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
   // Headers and body go out as separate writes; without this a small reply on a kept-alive connection waits for
   // the client's delayed acknowledgement (~40 ms).
   server_->set_tcp_nodelay(true);
@@ -191,7 +196,7 @@ void HttpApi::RegisterRoutes() {
         return httplib::Server::HandlerResponse::Handled;
       }
       res.set_header("Set-Cookie", absl::StrCat(kCookieName, "=", req.get_param_value("token"),
-                                                "; Path=/; HttpOnly; SameSite=Strict"));
+                                                "; Path=/; HttpOnly; SameSite=Strict", tls_ ? "; Secure" : ""));
       res.set_redirect("/", 303);
       return httplib::Server::HandlerResponse::Handled;
     }

@@ -18,6 +18,8 @@
 // a job's output may print its environment, which holds the cluster token); everything else still does. Errors are
 // JSON `{"error": "..."}` with 401, 404 or 400.
 //
+// TLS: with SetTls, HTTPS only (TLS 1.2 or later; the cookie is then also Secure).
+//
 // Connections: each open connection has a thread of its own (ConnectionThreads), up to kMaxHttpConnectionThreads;
 // beyond that, new connections wait for one to close. A connection silent for 5 s (between requests, or within one)
 // is closed.
@@ -38,6 +40,7 @@
 #include "torus/head/metrics/server_metrics.h"
 #include "torus/head/state/liveness.h"
 #include "torus/head/state/state_store.h"
+#include "torus/tls/server_certificate.h"
 
 namespace httplib {
 class Server;
@@ -67,6 +70,10 @@ class HttpApi {
   // Refuses request bodies larger than this with 413 (default 1 GiB). Call before Start.
   void SetMaxBodyBytes(size_t bytes) { max_body_bytes_ = bytes; }
 
+  // Serve HTTPS with the certificate and key of `files` (re-read when renewed); call before Start.
+  void SetTls(const tls::TlsFiles& files) { tls_ = std::make_unique<tls::ServerCertificate>(files); }
+  bool tls() const { return tls_ != nullptr; }
+
   // Lets another component add its routes (e.g. the Jobs API); call before Start.
   void AddRoutes(std::function<void(httplib::Server&)> add);
 
@@ -90,6 +97,7 @@ class HttpApi {
   size_t max_body_bytes_ = size_t{1} << 30;
   const MetricsStore* metrics_ = nullptr;
   RequestCounter http_requests_;
+  std::unique_ptr<tls::ServerCertificate> tls_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
 };

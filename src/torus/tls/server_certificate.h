@@ -1,0 +1,44 @@
+// ServerCertificate: the certificate and key an OpenSSL server context presents (the head's HTTPS API), read again
+// when either file changes — checked at a handshake at most once a second — so that a renewed certificate is served
+// without a restart.
+//
+// Thread-safety: thread-safe; the handshake callback runs on the server's connection threads.
+#pragma once
+
+#include <openssl/ssl.h>
+
+#include <ctime>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+#include "torus/tls/credentials.h"
+
+namespace torus::tls {
+
+class ServerCertificate {
+ public:
+  explicit ServerCertificate(TlsFiles files) : files_(std::move(files)) {}
+  ~ServerCertificate();
+  ServerCertificate(const ServerCertificate&) = delete;
+  ServerCertificate& operator=(const ServerCertificate&) = delete;
+
+  // Reads the files; the error names the one that does not load.
+  absl::Status Load();
+  // Makes `ctx` serve TLS 1.2 or later with this certificate. REQUIRES: Load() succeeded; this outlives `ctx`.
+  bool Install(SSL_CTX* ctx);
+
+ private:
+  static int OnHandshake(SSL* ssl, void* self);
+  void RefreshIfChanged();
+
+  const TlsFiles files_;
+  std::mutex mu_;
+  X509* cert_ = nullptr;       // guarded by mu_
+  EVP_PKEY* key_ = nullptr;    // guarded by mu_
+  time_t cert_mtime_ = 0;      // guarded by mu_
+  time_t key_mtime_ = 0;       // guarded by mu_
+  time_t checked_ = 0;         // guarded by mu_
+};
+
+}  // namespace torus::tls
