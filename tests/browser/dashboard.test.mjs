@@ -15,7 +15,9 @@
 // Exit status: 0 passed, 1 failed, 77 skipped (no Chromium or no node_modules: run `npm ci --prefix tests/browser`).
 
 import { spawn, execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,6 +28,9 @@ const BIN_DIR = process.env.TORUS_BIN_DIR || path.join(REPO, 'build', 'bin');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const OUTPUT_DIR = process.env.TORUS_TEST_OUTPUT_DIR || path.join(REPO, 'build', 'test-output', 'browser');
 const SERVE_WEB = process.argv.includes('--serve-web');
+// --tls: the cluster runs with TLS (`torus up --tls`): the API is HTTPS, checked against the cluster CA, and Chromium
+// trusts exactly the head's key (its SPKI hash).
+const TLS = process.argv.includes('--tls');
 const RUN_NAME = 'dash-e2e';
 const SKIP = 77;
 
@@ -79,6 +84,25 @@ function torus(...args) {
   return execFileSync(path.join(BIN_DIR, 'torus'), args, { env, encoding: 'utf8', timeout: 120000, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
+// fetch(), or with a CA a request over node:https that checks the server against it (fetch cannot be given a CA).
+function httpFetch(url, options = {}, ca = null) {
+  if (!ca) return fetch(url, options);
+  return new Promise((resolve, reject) => {
+    const req = https.request(url, { method: options.method || 'GET', headers: options.headers || {}, ca }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const body = Buffer.concat(chunks).toString('utf8');
+        resolve({ ok: res.statusCode >= 200 && res.statusCode < 300, status: res.statusCode,
+                  text: async () => body, json: async () => JSON.parse(body) });
+      });
+    });
+    req.on('error', reject);
+    if (options.body) req.write(options.body);
+    req.end();
+  });
+}
+
 function sleep(ms) {
   return new Promise((r) => setTimeout(r, ms));
 }
@@ -121,12 +145,15 @@ node_types:
     idle_timeout_s: 600
     capacity_classes: [{class: spot, provisioning_timeout_s: 60}]
 `);
-  torus('up', spec, '--port', '0', '--dashboard-port', '0', '--metrics-period-ms', '500');
+  torus('up', spec, '--port', '0', '--dashboard-port', '0', '--metrics-period-ms', '500', ...(TLS ? ['--tls'] : []));
   const session = path.join(torusDir, 'session_latest');
   const address = fs.readFileSync(path.join(session, 'dashboard_address'), 'utf8').trim();
   const token = fs.readFileSync(path.join(session, 'token'), 'utf8').trim();
+  const ca = TLS ? fs.readFileSync(path.join(session, 'ca.crt')) : null;
+  const scheme = TLS ? 'https' : 'http';
+  if (TLS) check(SERVE_WEB === false, '--serve-web and --tls do not go together');
   const api = async (route) => {
-    const res = await fetch(`http://${address}${route}`, { headers: { Authorization: `Bearer ${token}` } });
+    const res = await httpFetch(`${scheme}://${address}${route}`, { headers: { Authorization: `Bearer ${token}` } }, ca);
     if (!res.ok) throw new Error(`${route}: HTTP ${res.status} ${await res.text()}`);
     return res.json();
   };
@@ -155,17 +182,24 @@ node_types:
   const rank2Node = ranks.find((r) => r.rank === 2).node_id;
   log(`run ${run.run_id} on slice ${sliceName}; rank 2 on ${rank2Node}`);
 
-  let base = `http://${address}`;
+  let base = `${scheme}://${address}`;
   if (SERVE_WEB) {
     proxy = await serveWeb({ head: address, token });
     base = `http://127.0.0.1:${proxy.port}`;
     log(`serving web/ from the source tree at ${base}`);
   } else {
-    const res = await fetch(`${base}/static/app.js`, { headers: { Authorization: `Bearer ${token}` } });
+    const res = await httpFetch(`${base}/static/app.js`, { headers: { Authorization: `Bearer ${token}` } }, ca);
     check(res.ok, `the head does not serve the dashboard (GET /static/app.js: HTTP ${res.status}); is AddDashboardRoutes wired?`);
   }
 
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+  const chromiumArgs = ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'];
+  if (TLS) {
+    // Trust the head's own key, nothing else: the SPKI hash of the certificate it serves.
+    const headCert = new crypto.X509Certificate(fs.readFileSync(path.join(session, 'state', 'tls', 'head.crt')));
+    const spki = headCert.publicKey.export({ type: 'spki', format: 'der' });
+    chromiumArgs.push(`--ignore-certificate-errors-spki-list=${crypto.createHash('sha256').update(spki).digest('base64')}`);
+  }
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: chromiumArgs });
   const context = await browser.newContext({ viewport: { width: 1440, height: 1000 } });
   const page = await context.newPage();
   currentPage = page;
@@ -289,11 +323,11 @@ node_types:
     window.changeRefreshes = 0;
     document.addEventListener('torus-refresh', (e) => { if (e.detail.cause === 'change') window.changeRefreshes += 1; });
   });
-  const submitted = await fetch(`http://${address}/api/jobs/`, {
+  const submitted = await httpFetch(`${scheme}://${address}/api/jobs/`, {
     method: 'POST',
     headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
     body: JSON.stringify({ entrypoint: 'sleep 1', submission_id: 'dash-event-job' }),
-  });
+  }, ca);
   check(submitted.ok, `job submission: HTTP ${submitted.status}`);
   await page.waitForFunction(() => window.changeRefreshes > 0, null, { timeout: 15000 });
   await page.waitForSelector('#jobs-table tr[data-job="dash-event-job"]', { timeout: 15000 });

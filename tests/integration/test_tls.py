@@ -1,0 +1,183 @@
+"""A local cluster with TLS (`torus up --tls`, docs/security.md): agents join with the join token and talk TLS with
+node certificates; a real PyTorch gang, a job, tasks and actors from a Python driver and the HTTPS API all work as on
+a plaintext cluster; what crosses the loopback interface carries no token in clear text."""
+
+import json
+import os
+import socket
+import ssl
+import struct
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+PYTHON = "/usr/bin/python3"
+SPEC = REPO / "tests" / "integration" / "specs" / "two_v6e.yaml"
+TRAIN_TORCH = str(REPO / "examples" / "train_torch.py")
+
+DRIVER = """\
+import torus
+torus.init()
+
+@torus.remote
+def double(x):
+    return 2 * x
+
+@torus.remote
+class Counter:
+    def __init__(self):
+        self.n = 0
+    def add(self, k):
+        self.n += k
+        return self.n
+
+counter = Counter.remote()
+print("tasks", torus.get([double.remote(i) for i in range(5)]))
+print("actor", torus.get([counter.add.remote(k) for k in (1, 2, 3)]))
+"""
+
+
+@pytest.fixture
+def tls_cluster(torus):
+    torus.up("--tls", "--serve-port", "-1", spec=SPEC)
+    return torus
+
+
+def https_get(torus, path, context):
+    address = (torus.session / "dashboard_address").read_text().strip()
+    request = urllib.request.Request(f"https://{address}{path}", headers={"Authorization": f"Bearer {torus.token}"})
+    with urllib.request.urlopen(request, timeout=10, context=context) as response:
+        return json.loads(response.read())
+
+
+def test_agents_join_with_node_certificates(tls_cluster):
+    session = tls_cluster.session
+    assert (session / "ca.crt").read_text().startswith("-----BEGIN CERTIFICATE-----")
+    assert oct((session / "join_token").stat().st_mode & 0o777) == "0o600"
+    status = tls_cluster.status()
+    assert status["nodes_alive"] == 9
+    head_log = (session / "logs" / "head.log").read_text()
+    assert "gRPC over TLS, node certificates required" in head_log
+    for n in status["nodes"]:
+        assert f"node {n['node_id']} joined: certificate issued" in head_log
+    host_dir = session / "hosts" / "v6e-0-w0" / "work" / "tls"
+    assert oct((host_dir / "node.key").stat().st_mode & 0o777) == "0o600"
+    assert (host_dir / "node.crt").is_file()
+
+
+def test_torch_gang_job_and_python_driver_over_tls(tls_cluster, tmp_path):
+    torus = tls_cluster
+    train = torus.run("train", "--accelerator-type", "TPU-V6E", "--topology", "4x4", "--name", "tls-gang",
+                      "--storage-path", str(tmp_path / "runs"), "--", PYTHON, TRAIN_TORCH, "--steps", "10",
+                      "--sleep", "0.02", "--checkpoint-every", "5", timeout=180)
+    assert train.returncode == 0, f"stdout:\n{train.stdout}\nstderr:\n{train.stderr}"
+    assert "[rank 0] final loss:" in train.stdout
+    run = json.loads(torus.ok("train", "status", "tls-gang", "--json").stdout)
+    assert run["status"] == "SUCCEEDED"
+    # The workers' step reports and checkpoints reached the head over HTTPS.
+    assert [c["step"] for c in run["checkpoints"]] == [5, 10]
+
+    job = torus.run("job", "submit", "--", PYTHON, "-c", "print('job over tls')", timeout=60)
+    assert job.returncode == 0, job.stderr
+    assert "job over tls" in job.stdout
+
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    env = dict(torus.env, PYTHONPATH=os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([PYTHON, str(driver)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "tasks [0, 2, 4, 6, 8]" in out.stdout
+    assert "actor [1, 3, 6]" in out.stdout
+
+
+def test_https_api_verifies_against_the_cluster_ca(tls_cluster):
+    torus = tls_cluster
+    ca = ssl.create_default_context(cafile=str(torus.session / "ca.crt"))
+    assert https_get(torus, "/api/v0/cluster", ca)["nodes_alive"] == 9
+    # Without the CA the head's certificate is not trusted; plain HTTP gets no answer.
+    with pytest.raises(urllib.error.URLError) as refused:
+        https_get(torus, "/api/v0/cluster", ssl.create_default_context())
+    assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value)
+    address = (torus.session / "dashboard_address").read_text().strip()
+    with pytest.raises((urllib.error.URLError, ConnectionError, http_client_errors())):
+        urllib.request.urlopen(f"http://{address}/healthz", timeout=5)
+    # The browser's login sets a Secure cookie.
+    no_redirect = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ca), NoRedirect())
+    with pytest.raises(urllib.error.HTTPError) as login:
+        no_redirect.open(f"https://{address}/?token={torus.token}", timeout=10)
+    assert login.value.code == 303
+    cookie = login.value.headers["Set-Cookie"]
+    assert cookie.endswith("; Path=/; HttpOnly; SameSite=Strict; Secure"), cookie
+
+
+def http_client_errors():
+    import http.client
+    return http.client.HTTPException
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+class LoopbackCapture:
+    """TCP payloads to or from the given ports on lo, read from a raw packet socket (root only)."""
+
+    def __init__(self, ports):
+        self.ports = set(ports)
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.ntohs(0x0800))
+        self.sock.bind(("lo", 0x0800))
+        self.sock.settimeout(0.05)
+        self.payload = bytearray()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        while not self.stop.is_set():
+            try:
+                packet = self.sock.recv(70000)
+            except socket.timeout:
+                continue
+            if len(packet) < 20 or packet[9] != 6:  # not TCP
+                continue
+            ip_len = (packet[0] & 0x0F) * 4
+            src, dst = struct.unpack("!HH", packet[ip_len:ip_len + 4])
+            if src not in self.ports and dst not in self.ports:
+                continue
+            tcp_len = (packet[ip_len + 12] >> 4) * 4
+            self.payload += packet[ip_len + tcp_len:]
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        self.sock.close()
+        return bytes(self.payload)
+
+
+def test_captured_traffic_carries_no_token_or_body_in_clear_text(tls_cluster, tmp_path):
+    torus = tls_cluster
+    ports = [int((torus.session / name).read_text().strip().rsplit(":", 1)[1])
+             for name in ("head_address", "dashboard_address")]
+    try:
+        capture = LoopbackCapture(ports)
+    except PermissionError:
+        pytest.skip("capturing on lo needs root (CAP_NET_RAW)")
+    marker = "tls-marker-5d1c"
+    try:
+        job = torus.run("job", "submit", "--", "/bin/echo", marker, timeout=60)
+        pg = torus.run("pg", "create", "--name", marker + "-pg", "--bundles", '[{"CPU": 1}]', timeout=30)
+    finally:
+        seen = capture.close()
+    assert job.returncode == 0 and marker in job.stdout, job.stderr
+    assert pg.returncode == 0, pg.stderr
+    assert len(seen) > 2000, "nothing captured"
+    assert torus.token.encode() not in seen, "the token crossed in clear text"
+    assert marker.encode() not in seen, "a request or its output crossed in clear text"
+    assert b"Authorization" not in seen and b"/api/v0/" not in seen
