@@ -192,13 +192,18 @@ int CmdStart(const StartFlags& flags) {
     std::cout << "node " << node_id << " joined the cluster at " << address << "\n";
   }
   if (flags.head) {
-    std::cout << "torus head started at " << address << "\n"
+    const std::string tls_ca = client::SessionTlsCa(*session);
+    std::cout << "torus head started at " << address << (tls_ca.empty() ? " (plaintext)" : " (TLS)") << "\n"
               << "  session:  " << *session << "\n"
               << "  token:    " << token_file << " (mode 0600)\n"
-              << "  http:     http://" << client::ReadTrimmed(*session + "/dashboard_address").value_or("?")
-              << "/api/v0/cluster (Authorization: Bearer <token>)\n"
+              << "  http:     " << (tls_ca.empty() ? "http://" : "https://")
+              << client::ReadTrimmed(*session + "/dashboard_address").value_or("?")
+              << "/api/v0/cluster (Authorization: Bearer <token>" << (tls_ca.empty() ? "" : "; CA " + tls_ca)
+              << ")\n"
               << "  dashboard: " << DashboardLoginUrl(*session).value_or("?") << "\n"
-              << "  join:     torus start --address " << address << " --token-file " << token_file << "\n"
+              << "  join:     torus start --address " << address << " --token-file " << token_file
+              << (tls_ca.empty() ? "" : " --tls-ca " + tls_ca + " --join-token-file " + *session + "/join_token")
+              << "\n"
               << "  status:   torus status\n"
               << "  stop:     torus stop\n";
   }
