@@ -6,12 +6,16 @@ slices) it measures the time from submitting the run to every worker process run
 start time first thing), and, for 16 workers, the time from a worker's death (kill -9) to every worker of the next
 attempt running. Prints a table.
 
-    /usr/bin/python3 bench/gang.py [--repeats 5] [--no-journal]
+    /usr/bin/python3 bench/gang.py [--repeats 5] [--no-journal] [--tls off|on|both] [--rounds 1]
+
+`--tls both` measures a plaintext cluster and one with TLS (`torus up --tls`: gRPC and HTTPS, node certificates)
+alternately, `--rounds` times each, and prints both with the ratio of their medians.
 """
 
 import argparse
 import json
 import os
+import ssl
 import signal
 import statistics
 import subprocess
@@ -27,7 +31,10 @@ BIN = Path(os.environ.get("TORUS_BIN_DIR", REPO / "build" / "bin"))
 
 class Head:
     def __init__(self, session):
-        self.base = "http://" + (session / "dashboard_address").read_text().strip()
+        ca = session / "ca.crt"
+        self.context = ssl.create_default_context(cafile=str(ca)) if ca.exists() else None
+        scheme = "https://" if self.context else "http://"
+        self.base = scheme + (session / "dashboard_address").read_text().strip()
         self.token = (session / "token").read_text().strip()
 
     def call(self, method, path, body=None):
@@ -35,7 +42,7 @@ class Head:
         request = urllib.request.Request(self.base + path, data=data, method=method)
         request.add_header("Authorization", "Bearer " + self.token)
         request.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=30, context=self.context) as response:
             return json.loads(response.read())
 
 
@@ -106,25 +113,50 @@ def row(name, samples):
     print(f"{name:44s} {len(samples):6d} {p50:10.1f} {p99:10.1f} {max(samples):10.1f}", flush=True)
 
 
+MEASUREMENTS = ["launch 4 workers (1 slice, per host)", "launch 16 workers (1 slice, per chip)",
+                "launch 64 workers (4 slices, per chip)", "restart 16 workers after kill -9 of one"]
+
+
+def measure(args, tls):
+    """Every measurement on a fresh cluster (with TLS or not): {name: samples}."""
+    root = Path(tempfile.mkdtemp(prefix="torus_bench_gang_"))
+    env = dict(os.environ, TORUS_TEMP_DIR=str(root))
+    subprocess.run([str(BIN / "torus"), "up", str(REPO / "bench" / "gang_cluster.yaml"), "--port", "0",
+                    "--dashboard-port", "0", "--serve-port", "-1"] + (["--no-journal"] if args.no_journal else []) +
+                   (["--tls"] if tls else []), env=env, check=True, stdout=subprocess.DEVNULL)
+    try:
+        head = Head((root / "session_latest").resolve())
+        return {MEASUREMENTS[0]: launch(head, root, 4, False, 1, args.repeats),
+                MEASUREMENTS[1]: launch(head, root, 16, True, 1, args.repeats),
+                MEASUREMENTS[2]: launch(head, root, 64, True, 4, args.repeats),
+                MEASUREMENTS[3]: restart(head, root, 16, args.repeats)}
+    finally:
+        subprocess.run([str(BIN / "torus"), "down"], env=env, stdout=subprocess.DEVNULL)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-journal", action="store_true", help="the head keeps its state in memory only")
+    parser.add_argument("--tls", choices=["off", "on", "both"], default="off")
+    parser.add_argument("--rounds", type=int, default=1, help="with --tls both: alternations of off and on")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="torus_bench_gang_"))
-    env = dict(os.environ, TORUS_TEMP_DIR=str(root))
-    subprocess.run([str(BIN / "torus"), "up", str(REPO / "bench" / "gang_cluster.yaml"), "--port", "0",
-                    "--dashboard-port", "0"] + (["--no-journal"] if args.no_journal else []),
-                    env=env, check=True, stdout=subprocess.DEVNULL)
-    try:
-        head = Head((root / "session_latest").resolve())
+    if args.tls != "both":
+        samples = measure(args, args.tls == "on")
         print(f"{'measurement (ms)':44s} {'n':>6s} {'p50':>10s} {'p99':>10s} {'max':>10s}")
-        row("launch 4 workers (1 slice, per host)", launch(head, root, 4, False, 1, args.repeats))
-        row("launch 16 workers (1 slice, per chip)", launch(head, root, 16, True, 1, args.repeats))
-        row("launch 64 workers (4 slices, per chip)", launch(head, root, 64, True, 4, args.repeats))
-        row("restart 16 workers after kill -9 of one", restart(head, root, 16, args.repeats))
-    finally:
-        subprocess.run([str(BIN / "torus"), "down"], env=env, stdout=subprocess.DEVNULL)
+        for name in MEASUREMENTS:
+            row(name, samples[name])
+        return 0
+    off = {name: [] for name in MEASUREMENTS}
+    on = {name: [] for name in MEASUREMENTS}
+    for _ in range(args.rounds):
+        for tls, into in ((False, off), (True, on)):
+            for name, values in measure(args, tls).items():
+                into[name] += values
+    print(f"{'measurement (ms), p50':44s} {'n':>6s} {'plaintext':>10s} {'TLS':>10s} {'TLS/plain':>10s}")
+    for name in MEASUREMENTS:
+        a, b = statistics.median(off[name]), statistics.median(on[name])
+        print(f"{name:44s} {len(off[name]):6d} {a:10.1f} {b:10.1f} {b / a:10.2f}", flush=True)
     return 0
 
 

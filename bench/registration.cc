@@ -7,6 +7,10 @@
 // (`unary`, as agents did before streams); both modes run against a fresh head each, one after the other.
 //
 //   build/bin/bench_registration --nodes 1000,10000 --seconds 20 --mode stream,unary
+//
+// `--channels 0` gives every node a connection of its own, as real agents have. `--security plain,tls` runs each
+// size against a plaintext head and against a head with TLS (`torus-head --tls`), where every node heartbeats over
+// its own connection with a certificate of its own (issued here from the head's CA for "torus-node:bench-<i>").
 #include <unistd.h>
 
 #include <atomic>
@@ -23,6 +27,8 @@
 #include "bench_head.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/head.grpc.pb.h"
+#include "torus/tls/credentials.h"
+#include "torus/tls/pki.h"
 
 namespace {
 
@@ -144,8 +150,40 @@ struct Pinning {
   int load = -1;
 };
 
-Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count, bool stream, Pinning pin) {
-  auto started = StartHead("/tmp/torus_bench_reg_", {"--heartbeat-period-ms", std::to_string(period_ms)});
+// One stub per node, each on its own TLS connection with a certificate for that node, issued from the head's CA.
+std::vector<std::unique_ptr<torus::rpc::HeadService::Stub>> NodeTlsStubs(const HeadProcess& head, int n) {
+  const std::string dir = head.dir + "/state/tls";
+  auto ca_cert = torus::tls::ReadWholeFile(dir + "/ca.crt");
+  auto ca_key = torus::tls::ReadWholeFile(dir + "/ca.key");
+  if (!ca_cert.ok() || !ca_key.ok()) {
+    fprintf(stderr, "bench_registration: no CA in %s\n", dir.c_str());
+    exit(1);
+  }
+  const torus::tls::KeyAndCertificate ca{.key_pem = *ca_key, .cert_pem = *ca_cert};
+  const std::string key = *torus::tls::GeneratePrivateKey();
+  const std::string csr = *torus::tls::CreateSigningRequest(key, "bench");
+  const int64_t now = time(nullptr);
+  std::vector<std::unique_ptr<torus::rpc::HeadService::Stub>> stubs;
+  for (int i = 0; i < n; ++i) {
+    auto cert = torus::tls::IssueCertificate(
+        ca, csr, {.common_name = torus::tls::NodeIdentity("bench-" + std::to_string(i)), .now_s = now});
+    if (!cert.ok()) {
+      fprintf(stderr, "bench_registration: %s\n", std::string(cert.status().message()).c_str());
+      exit(1);
+    }
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.channel_id", i);
+    args.SetMaxReceiveMessageSize(512 << 20);
+    stubs.push_back(torus::rpc::HeadService::NewStub(grpc::CreateCustomChannel(
+        head.address, torus::tls::ChannelCredentialsFromPem(*ca_cert, *cert, key, torus::tls::kHeadIdentity), args)));
+  }
+  return stubs;
+}
+
+Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count, bool stream, Pinning pin, bool tls) {
+  std::vector<std::string> head_args = {"--heartbeat-period-ms", std::to_string(period_ms)};
+  if (tls) head_args.push_back("--tls");
+  auto started = StartHead("/tmp/torus_bench_reg_", head_args);
   if (!started.ok()) {
     fprintf(stderr, "bench_registration: %s\n", std::string(started.status().message()).c_str());
     exit(1);
@@ -153,7 +191,8 @@ Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count, bool s
   HeadProcess head = *std::move(started);
   if (pin.head >= 0 && !PinToCpu(head.pid, pin.head)) fprintf(stderr, "bench_registration: cannot pin the head\n");
   if (pin.load >= 0 && !PinToCpu(getpid(), pin.load)) fprintf(stderr, "bench_registration: cannot pin myself\n");
-  auto stubs = MakeStubs(head.address, channels_count, 0);
+  // Connections: `channels_count`, or one per node (0, and always with TLS: a node's certificate is its own).
+  auto stubs = tls ? NodeTlsStubs(head, n) : MakeStubs(head.address, channels_count > 0 ? channels_count : n, 0);
   const std::string bearer = "Bearer " + head.token;
   std::vector<Node> nodes(n);
   std::atomic<int64_t> failed{0};
@@ -229,20 +268,23 @@ int main(int argc, char** argv) {
   int64_t period_ms = 500;
   int channels = 4;
   std::string modes = "stream,unary";
+  std::string security = "plain";
   Pinning pin;
   CLI::App app{"Registration and heartbeat load on torus-head"};
   app.add_option("--nodes", nodes_list, "Comma-separated node counts")->capture_default_str();
   app.add_option("--seconds", seconds, "Measurement window per size")->capture_default_str();
   app.add_option("--period-ms", period_ms, "Heartbeat period")->capture_default_str();
-  app.add_option("--channels", channels, "Client connections")->capture_default_str();
+  app.add_option("--channels", channels, "Client connections (0: one per node)")->capture_default_str();
+  app.add_option("--security", security, "plain, tls (a head with --tls, node certificates), or plain,tls")
+      ->capture_default_str();
   app.add_option("--mode", modes, "Heartbeats as streams (stream), unary calls (unary), or both")
       ->capture_default_str();
   app.add_option("--head-cpu", pin.head, "Pin the head to this CPU (-1: not pinned)")->capture_default_str();
   app.add_option("--load-cpu", pin.load, "Pin the load generator to this CPU (-1: not pinned)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  printf("%8s  %7s  %12s  %12s  %10s  %9s  %12s  %8s  %8s\n", "nodes", "mode", "register_s", "register/s", "head_cpu%",
-         "head_MB", "heartbeat/s", "failed", "alive");
+  printf("%8s  %7s  %6s  %12s  %12s  %10s  %9s  %12s  %8s  %8s\n", "nodes", "mode", "wire", "register_s",
+         "register/s", "head_cpu%", "head_MB", "heartbeat/s", "failed", "alive");
   std::stringstream list(nodes_list);
   std::string item;
   while (std::getline(list, item, ',')) {
@@ -254,11 +296,19 @@ int main(int argc, char** argv) {
         fprintf(stderr, "--mode: '%s' is not stream or unary\n", mode.c_str());
         return 2;
       }
-      Result r = RunOnce(n, seconds, period_ms, channels, mode == "stream", pin);
-      printf("%8d  %7s  %12.3f  %12.0f  %10.1f  %9.1f  %12.0f  %8lld  %8d\n", r.nodes, mode.c_str(), r.register_s,
-             r.nodes / r.register_s, r.cpu_percent, r.rss_mb, r.heartbeats_per_s, static_cast<long long>(r.failed),
-             r.alive_at_end);
-      fflush(stdout);
+      std::stringstream wires(security);
+      std::string wire;
+      while (std::getline(wires, wire, ',')) {
+        if (wire != "plain" && wire != "tls") {
+          fprintf(stderr, "--security: '%s' is not plain or tls\n", wire.c_str());
+          return 2;
+        }
+        Result r = RunOnce(n, seconds, period_ms, channels, mode == "stream", pin, wire == "tls");
+        printf("%8d  %7s  %6s  %12.3f  %12.0f  %10.1f  %9.1f  %12.0f  %8lld  %8d\n", r.nodes, mode.c_str(),
+               wire.c_str(), r.register_s, r.nodes / r.register_s, r.cpu_percent, r.rss_mb, r.heartbeats_per_s,
+               static_cast<long long>(r.failed), r.alive_at_end);
+        fflush(stdout);
+      }
     }
   }
   return 0;

@@ -172,7 +172,7 @@ def test_kill_of_the_leader_during_a_storm_of_8_clients_loses_nothing_and_runs_n
                            for j in jobs_acked) else None
     jobs = wait_until(jobs_ended, 120, interval=0.5, message="every acknowledged job to end")
     for job_id in jobs_acked:
-        assert jobs[job_id]["status"] == "SUCCEEDED", jobs[job_id]
+        assert jobs[job_id]["status"] == "SUCCEEDED", (jobs[job_id].get("message"), jobs[job_id])
 
     def runs_ended():
         views = {name: run_view(torus, name) for name in runs_acked}

@@ -94,6 +94,11 @@ int CmdUp(const UpFlags& flags) {
     std::cerr << "torus up: " << flags.spec_path << ": " << spec.status().message() << "\n";
     return 2;
   }
+  if (flags.tls && flags.ha) {
+    std::cerr << "torus up: --tls with --ha is not supported yet (each head would make a CA of its own; heads "
+                 "started by hand share one with --tls-ca and --tls-ca-key)\n";
+    return 2;
+  }
   if (!spec->node_types.empty() && flags.netns) {
     std::cerr << "torus up: node_types (autoscaled slices) cannot be used with --netns yet\n";
     return 2;

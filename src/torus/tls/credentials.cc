@@ -68,6 +68,24 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const TlsFiles& fil
   return grpc::experimental::TlsCredentials(options);
 }
 
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFromPem(const std::string& ca_pem,
+                                                                    const std::string& cert_pem,
+                                                                    const std::string& key_pem,
+                                                                    const std::string& expected_identity) {
+  std::vector<grpc::experimental::IdentityKeyCertPair> pairs;
+  if (!cert_pem.empty()) pairs.push_back({.private_key = key_pem, .certificate_chain = cert_pem});
+  grpc::experimental::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(
+      std::make_shared<grpc::experimental::StaticDataCertificateProvider>(ca_pem, pairs));
+  options.watch_root_certs();
+  if (!cert_pem.empty()) options.watch_identity_key_cert_pairs();
+  options.set_verify_server_certs(true);
+  options.set_check_call_host(false);
+  options.set_certificate_verifier(
+      grpc::experimental::ExternalCertificateVerifier::Create<IdentityVerifier>(expected_identity));
+  return grpc::experimental::TlsCredentials(options);
+}
+
 std::string PeerIdentity(const grpc::ServerContextBase* ctx) {
   std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
   if (!auth || !auth->IsPeerAuthenticated()) return "";

@@ -36,6 +36,12 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsFiles& files
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const TlsFiles& files, const std::string& expected_identity,
                                                              unsigned int refresh_s = kDefaultRefreshSeconds);
 
+// The same from PEM text held in memory (not watched: for many short-lived identities, e.g. a load generator's).
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFromPem(const std::string& ca_pem,
+                                                                    const std::string& cert_pem,
+                                                                    const std::string& key_pem,
+                                                                    const std::string& expected_identity);
+
 // The identity (certificate common name) the peer of a call presented and the server verified; "" when the call is
 // not over TLS or the peer presented no certificate.
 std::string PeerIdentity(const grpc::ServerContextBase* ctx);
