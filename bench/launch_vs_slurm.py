@@ -57,6 +57,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--no-slurm", action="store_true", help="measure torus alone")
+    parser.add_argument("--tls", action="store_true", help="a torus cluster with TLS (torus up --tls)")
     args = parser.parse_args()
     srun = shutil.which("srun")
     if not args.no_slurm and (srun is None or subprocess.run(["sinfo", "-h"], capture_output=True).returncode != 0):
@@ -64,8 +65,8 @@ def main():
     root = Path(tempfile.mkdtemp(prefix="torus_bench_launch_"))
     env = dict(os.environ, TORUS_TEMP_DIR=str(root))
     torus = str(BIN / "torus")
-    subprocess.run([torus, "up", str(REPO / "bench" / "gang_cluster.yaml"), "--port", "0", "--dashboard-port", "0"],
-                   env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([torus, "up", str(REPO / "bench" / "gang_cluster.yaml"), "--port", "0", "--dashboard-port", "0"] +
+                   (["--tls"] if args.tls else []), env=env, check=True, stdout=subprocess.DEVNULL)
     try:
         samples = {name: {"torus": [], "srun": []} for name, _, _ in CASES}
         for name, torus_args, srun_args in CASES:  # one of each first, not counted

@@ -136,6 +136,7 @@ class BenchStreams {
 
 struct Result {
   int nodes = 0;
+  double connect_s = 0;   // connections (and TLS handshakes) before registering
   double register_s = 0;
   double cpu_percent = 0;
   double rss_mb = 0;
@@ -150,38 +151,64 @@ struct Pinning {
   int load = -1;
 };
 
-// One stub per node, each on its own TLS connection with a certificate for that node, issued from the head's CA.
-std::vector<std::unique_ptr<torus::rpc::HeadService::Stub>> NodeTlsStubs(const HeadProcess& head, int n) {
+// One stub per node, each on its own connection — with TLS, with a certificate for that node issued from the head's
+// CA — connected (handshakes done) before it returns, as agents are before they register; `connect_s` is how long
+// connecting took.
+std::vector<std::unique_ptr<torus::rpc::HeadService::Stub>> NodeStubs(HeadProcess& head, int n, bool tls,
+                                                                      double* connect_s) {
   const std::string dir = head.dir + "/state/tls";
   auto ca_cert = torus::tls::ReadWholeFile(dir + "/ca.crt");
   auto ca_key = torus::tls::ReadWholeFile(dir + "/ca.key");
-  if (!ca_cert.ok() || !ca_key.ok()) {
+  if (tls && (!ca_cert.ok() || !ca_key.ok())) {
     fprintf(stderr, "bench_registration: no CA in %s\n", dir.c_str());
     exit(1);
   }
-  const torus::tls::KeyAndCertificate ca{.key_pem = *ca_key, .cert_pem = *ca_cert};
+  const torus::tls::KeyAndCertificate ca{.key_pem = tls ? *ca_key : "", .cert_pem = tls ? *ca_cert : ""};
   const std::string key = *torus::tls::GeneratePrivateKey();
   const std::string csr = *torus::tls::CreateSigningRequest(key, "bench");
   const int64_t now = time(nullptr);
-  std::vector<std::unique_ptr<torus::rpc::HeadService::Stub>> stubs;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int i = 0; i < n; ++i) {
-    auto cert = torus::tls::IssueCertificate(
-        ca, csr, {.common_name = torus::tls::NodeIdentity("bench-" + std::to_string(i)), .now_s = now});
-    if (!cert.ok()) {
-      fprintf(stderr, "bench_registration: %s\n", std::string(cert.status().message()).c_str());
-      exit(1);
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+    if (tls) {
+      auto cert = torus::tls::IssueCertificate(
+          ca, csr, {.common_name = torus::tls::NodeIdentity("bench-" + std::to_string(i)), .now_s = now});
+      if (!cert.ok()) {
+        fprintf(stderr, "bench_registration: %s\n", std::string(cert.status().message()).c_str());
+        exit(1);
+      }
+      credentials = torus::tls::ChannelCredentialsFromPem(*ca_cert, *cert, key, torus::tls::kHeadIdentity);
     }
     grpc::ChannelArguments args;
     args.SetInt("grpc.channel_id", i);
     args.SetMaxReceiveMessageSize(512 << 20);
-    stubs.push_back(torus::rpc::HeadService::NewStub(grpc::CreateCustomChannel(
-        head.address, torus::tls::ChannelCredentialsFromPem(*ca_cert, *cert, key, torus::tls::kHeadIdentity), args)));
+    channels.push_back(grpc::CreateCustomChannel(head.address, credentials, args));
   }
+  // In batches, as agents come up over time: 10,000 handshakes at once outlast gRPC's handshake timeout.
+  const auto t0 = Clock::now();
+  constexpr size_t kBatch = 250;
+  for (size_t begin = 0; begin < channels.size(); begin += kBatch) {
+    const size_t end = std::min(channels.size(), begin + kBatch);
+    for (size_t i = begin; i < end; ++i) channels[i]->GetState(/*try_to_connect=*/true);
+    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(60);
+    for (size_t i = begin; i < end; ++i) {
+      if (!channels[i]->WaitForConnected(deadline)) {
+        fprintf(stderr, "bench_registration: connection %zu did not come up in 60 s\n", i);
+        StopHead(head);
+        exit(1);
+      }
+    }
+  }
+  *connect_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::vector<std::unique_ptr<torus::rpc::HeadService::Stub>> stubs;
+  for (auto& channel : channels) stubs.push_back(torus::rpc::HeadService::NewStub(channel));
   return stubs;
 }
 
-Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count, bool stream, Pinning pin, bool tls) {
-  std::vector<std::string> head_args = {"--heartbeat-period-ms", std::to_string(period_ms)};
+Result RunOnce(int n, int seconds, int64_t period_ms, int64_t node_timeout_ms, int channels_count, bool stream,
+               Pinning pin, bool tls) {
+  std::vector<std::string> head_args = {"--heartbeat-period-ms", std::to_string(period_ms), "--node-timeout-ms",
+                                        std::to_string(node_timeout_ms)};
   if (tls) head_args.push_back("--tls");
   auto started = StartHead("/tmp/torus_bench_reg_", head_args);
   if (!started.ok()) {
@@ -192,7 +219,9 @@ Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count, bool s
   if (pin.head >= 0 && !PinToCpu(head.pid, pin.head)) fprintf(stderr, "bench_registration: cannot pin the head\n");
   if (pin.load >= 0 && !PinToCpu(getpid(), pin.load)) fprintf(stderr, "bench_registration: cannot pin myself\n");
   // Connections: `channels_count`, or one per node (0, and always with TLS: a node's certificate is its own).
-  auto stubs = tls ? NodeTlsStubs(head, n) : MakeStubs(head.address, channels_count > 0 ? channels_count : n, 0);
+  double connect_s = 0;
+  auto stubs = tls || channels_count == 0 ? NodeStubs(head, n, tls, &connect_s)
+                                          : MakeStubs(head.address, channels_count, 0);
   const std::string bearer = "Bearer " + head.token;
   std::vector<Node> nodes(n);
   std::atomic<int64_t> failed{0};
@@ -207,6 +236,7 @@ Result RunOnce(int n, int seconds, int64_t period_ms, int channels_count, bool s
   Result r;
   r.nodes = n;
   r.register_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.connect_s = connect_s;
 
   // Heartbeats: every node once per period, spread evenly over 10 ms ticks.
   std::atomic<int64_t> sent{0};
@@ -266,6 +296,7 @@ int main(int argc, char** argv) {
   std::string nodes_list = "1000,10000";
   int seconds = 20;
   int64_t period_ms = 500;
+  int64_t node_timeout_ms = 3000;
   int channels = 4;
   std::string modes = "stream,unary";
   std::string security = "plain";
@@ -274,6 +305,7 @@ int main(int argc, char** argv) {
   app.add_option("--nodes", nodes_list, "Comma-separated node counts")->capture_default_str();
   app.add_option("--seconds", seconds, "Measurement window per size")->capture_default_str();
   app.add_option("--period-ms", period_ms, "Heartbeat period")->capture_default_str();
+  app.add_option("--node-timeout-ms", node_timeout_ms, "The head's node timeout")->capture_default_str();
   app.add_option("--channels", channels, "Client connections (0: one per node)")->capture_default_str();
   app.add_option("--security", security, "plain, tls (a head with --tls, node certificates), or plain,tls")
       ->capture_default_str();
@@ -283,8 +315,8 @@ int main(int argc, char** argv) {
   app.add_option("--load-cpu", pin.load, "Pin the load generator to this CPU (-1: not pinned)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  printf("%8s  %7s  %6s  %12s  %12s  %10s  %9s  %12s  %8s  %8s\n", "nodes", "mode", "wire", "register_s",
-         "register/s", "head_cpu%", "head_MB", "heartbeat/s", "failed", "alive");
+  printf("%8s  %7s  %6s  %10s  %12s  %12s  %10s  %9s  %12s  %8s  %8s\n", "nodes", "mode", "wire", "connect_s",
+         "register_s", "register/s", "head_cpu%", "head_MB", "heartbeat/s", "failed", "alive");
   std::stringstream list(nodes_list);
   std::string item;
   while (std::getline(list, item, ',')) {
@@ -303,10 +335,10 @@ int main(int argc, char** argv) {
           fprintf(stderr, "--security: '%s' is not plain or tls\n", wire.c_str());
           return 2;
         }
-        Result r = RunOnce(n, seconds, period_ms, channels, mode == "stream", pin, wire == "tls");
-        printf("%8d  %7s  %6s  %12.3f  %12.0f  %10.1f  %9.1f  %12.0f  %8lld  %8d\n", r.nodes, mode.c_str(),
-               wire.c_str(), r.register_s, r.nodes / r.register_s, r.cpu_percent, r.rss_mb, r.heartbeats_per_s,
-               static_cast<long long>(r.failed), r.alive_at_end);
+        Result r = RunOnce(n, seconds, period_ms, node_timeout_ms, channels, mode == "stream", pin, wire == "tls");
+        printf("%8d  %7s  %6s  %10.3f  %12.3f  %12.0f  %10.1f  %9.1f  %12.0f  %8lld  %8d\n", r.nodes, mode.c_str(),
+               wire.c_str(), r.connect_s, r.register_s, r.nodes / r.register_s, r.cpu_percent, r.rss_mb,
+               r.heartbeats_per_s, static_cast<long long>(r.failed), r.alive_at_end);
         fflush(stdout);
       }
     }

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <thread>
 
 #include "torus/node.grpc.pb.h"
 #include "torus/tls/pki.h"
@@ -118,6 +119,38 @@ TEST_F(CredentialsTest, ClientCertificateOfAnotherAuthorityIsRefused) {
   auto [status, seen] = Call(ChannelCredentials(forged, "torus-node:s1"));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(seen, "(none)");
+}
+
+TEST_F(CredentialsTest, ARenewedServerCertificateIsServedWithoutARestart) {
+  // A server watching its files every second; its certificate is then replaced by one for another identity.
+  TlsFiles files = Identity("renewed", "torus-node:before", ca_);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", ServerCredentials(files, /*refresh_s=*/1), &port);
+  EchoIdentity service;
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  auto call = [&](const std::string& expected) {
+    auto stub = rpc::NodeService::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(port), ChannelCredentials({.ca = dir_ + "/ca.crt"}, expected)));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    rpc::FreePortReply reply;
+    return stub->FreePort(&ctx, rpc::FreePortRequest(), &reply);
+  };
+  ASSERT_TRUE(call("torus-node:before").ok());
+  const TlsFiles next = Identity("next", "torus-node:after", ca_);
+  // The key first, then the certificate, as a renewal with a new key would write them.
+  ASSERT_TRUE(WritePrivateFile(files.key, *ReadWholeFile(next.key), 0600).ok());
+  ASSERT_TRUE(WritePrivateFile(files.cert, *ReadWholeFile(next.cert), 0644).ok());
+  bool renewed = false;
+  for (int i = 0; i < 50 && !renewed; ++i) {
+    renewed = call("torus-node:after").ok();
+    if (!renewed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(renewed);
+  EXPECT_FALSE(call("torus-node:before").ok());
+  server->Shutdown();
 }
 
 TEST_F(CredentialsTest, PlaintextClientIsRefused) {

@@ -11,9 +11,12 @@
 namespace torus::tls {
 namespace {
 
-time_t ModifiedAt(const std::string& path) {
+// The file's identity and modification time: a file replaced by rename (a new inode) or rewritten shows a change,
+// however soon after the last.
+std::string Version(const std::string& path) {
   struct stat st {};
-  return stat(path.c_str(), &st) == 0 ? st.st_mtime : 0;
+  if (stat(path.c_str(), &st) != 0) return "";
+  return absl::StrCat(st.st_ino, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, ":", st.st_size);
 }
 
 }  // namespace
@@ -42,8 +45,8 @@ absl::Status ServerCertificate::Load() {
   EVP_PKEY_free(key_);
   cert_ = cert;
   key_ = key;
-  cert_mtime_ = ModifiedAt(files_.cert);
-  key_mtime_ = ModifiedAt(files_.key);
+  cert_version_ = Version(files_.cert);
+  key_version_ = Version(files_.key);
   return absl::OkStatus();
 }
 
@@ -53,7 +56,7 @@ void ServerCertificate::RefreshIfChanged() {
     const time_t now = time(nullptr);
     if (now == checked_) return;
     checked_ = now;
-    if (ModifiedAt(files_.cert) == cert_mtime_ && ModifiedAt(files_.key) == key_mtime_) return;
+    if (Version(files_.cert) == cert_version_ && Version(files_.key) == key_version_) return;
   }
   Load().IgnoreError();  // a half-written pair keeps the previous one until both files agree
 }

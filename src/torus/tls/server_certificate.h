@@ -1,6 +1,7 @@
 // ServerCertificate: the certificate and key an OpenSSL server context presents (the head's HTTPS API), read again
-// when either file changes — checked at a handshake at most once a second — so that a renewed certificate is served
-// without a restart.
+// when either file changes (a new inode, modification time or size) — checked at a handshake at most once a second —
+// so that a renewed certificate is served without a restart. A key and certificate that do not match (one of the
+// pair written, not yet the other) keep the previous pair.
 //
 // Thread-safety: thread-safe; the handshake callback runs on the server's connection threads.
 #pragma once
@@ -36,8 +37,8 @@ class ServerCertificate {
   std::mutex mu_;
   X509* cert_ = nullptr;       // guarded by mu_
   EVP_PKEY* key_ = nullptr;    // guarded by mu_
-  time_t cert_mtime_ = 0;      // guarded by mu_
-  time_t key_mtime_ = 0;       // guarded by mu_
+  std::string cert_version_;   // guarded by mu_: inode, modification time and size of the file loaded
+  std::string key_version_;    // guarded by mu_
   time_t checked_ = 0;         // guarded by mu_
 };
 
