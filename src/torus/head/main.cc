@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -266,6 +267,13 @@ int Run(const HeadFlags& flags) {
   } else {
     std::filesystem::remove(flags.session_dir + "/ca.crt", ec);
     std::filesystem::remove(flags.session_dir + "/join_token", ec);
+  }
+  const bool loopback = absl::StartsWith(flags.host, "127.") || flags.host == "localhost" || flags.host == "::1";
+  if (!authority && !loopback) {
+    spdlog::warn("serving in plaintext on {}, not a loopback address: the cluster token and every request cross the "
+                 "network in clear text, and any holder of the token can act as a node; start the head with --tls "
+                 "(docs/security.md)",
+                 flags.host);
   }
   torus::head::NodeCallers node_callers(*token, authority != nullptr);
   store.Read([&node_callers](const torus::head::ClusterState& s) {
