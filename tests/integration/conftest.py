@@ -34,6 +34,18 @@ def ephemeral_ports(binary_name, *command):
     return ["--port", "0", "--dashboard-port", "0"]
 
 
+def can_make_namespaces():
+    """True when this process may create network namespaces (root and iproute2), as `torus up --netns` does."""
+    if os.geteuid() != 0:
+        return False
+    probe = f"torus-probe-{os.getpid()}-{time.monotonic_ns() % 1000000}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True)
+    if made.returncode != 0:
+        return False
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return True
+
+
 def wait_until(predicate, timeout, interval=0.05, message="condition"):
     """Polls predicate() until it returns something truthy, and returns that; fails the test after timeout s."""
     deadline = time.monotonic() + timeout

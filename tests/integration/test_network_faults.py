@@ -5,13 +5,11 @@ again and its stale worker is stopped, so no rank is left with two live copies. 
 node timeout marks them DEAD and takes them back when the links heal. Needs root and iproute2."""
 
 import os
-import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, node, pid_alive, slice_of, wait_until
+from conftest import REPO, can_make_namespaces, node, pid_alive, slice_of, wait_until
 from test_gang_runs import PYTHON, TORCH_ARGS, TRAIN_TORCH, V6E_4X4, final_loss, finish, run_status, run_view, \
     start_train, train_ok
 
@@ -19,16 +17,7 @@ SPEC = REPO / "tests" / "integration" / "specs" / "two_v6e.yaml"
 FAST = ("--node-timeout-ms", "1500")
 
 
-def _can_make_namespaces():
-    probe = f"torus-probe-{uuid.uuid4().hex[:6]}"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True)
-    if made.returncode != 0:
-        return False
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return True
-
-
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not _can_make_namespaces(),
+pytestmark = pytest.mark.skipif(not can_make_namespaces(),
                                 reason="network namespaces need root and iproute2 (ip netns add)")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, can_make_namespaces
 
 PYTHON = "/usr/bin/python3"
 SPEC = REPO / "tests" / "integration" / "specs" / "two_v6e.yaml"
@@ -185,16 +185,7 @@ def test_captured_traffic_carries_no_token_or_body_in_clear_text(tls_cluster, tm
     assert b"Authorization" not in seen and b"/api/v0/" not in seen
 
 
-def _can_make_namespaces():
-    probe = f"torus-tls-probe-{os.getpid()}"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True)
-    if made.returncode != 0:
-        return False
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return True
-
-
-@pytest.mark.skipif(os.geteuid() != 0 or not _can_make_namespaces(),
+@pytest.mark.skipif(not can_make_namespaces(),
                     reason="network namespaces and capturing need root and iproute2 (ip netns add)")
 def test_hosts_in_network_namespaces_talk_tls_and_the_bridge_carries_no_token(torus, tmp_path):
     """`torus up --netns --tls`: every simulated host has an address of its own behind a bridge, so agents, the head
