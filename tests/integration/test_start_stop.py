@@ -73,7 +73,7 @@ def test_start_head_and_join_second_agent(torus):
     head_session = torus.session
     address = torus.address
     token = torus.token
-    assert f"torus head started at {address}\n" in started.stdout
+    assert f"torus head started at {address} (plaintext)\n" in started.stdout
     assert oct((head_session / "token").stat().st_mode & 0o777) == "0o600"
     first = node(torus.status(), head_node)
     local_cpus = first["resources_total"]["CPU"]

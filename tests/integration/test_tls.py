@@ -4,6 +4,7 @@ a plaintext cluster; what crosses the loopback interface carries no token in cle
 
 import json
 import os
+import re
 import socket
 import ssl
 import struct
@@ -213,3 +214,23 @@ def test_hosts_in_network_namespaces_talk_tls_and_the_bridge_carries_no_token(to
     assert marker.encode() not in seen, "a command or its output crossed the bridge in clear text"
     # TLS 1.3 encrypts the certificates too: no node's identity is readable on the wire.
     assert b"torus-node:" not in seen
+
+
+def test_start_head_with_tls_and_join_a_second_agent_with_the_printed_command(torus):
+    """`torus start --head --tls` prints a join command with --tls-ca and --join-token-file; an agent started with it
+    joins with a certificate of its own, and later commands on that machine check the head against the CA."""
+    started = torus.start_head("--tls")
+    address = torus.address
+    assert f"torus head started at {address} (TLS)\n" in started.stdout
+    join = re.search(r"^  join:     torus start (.*)$", started.stdout, re.M)
+    assert join, started.stdout
+    join_args = join.group(1).split()
+    assert join_args[:2] == ["--address", address] and "--tls-ca" in join_args and "--join-token-file" in join_args
+    joined = torus.ok("start", *join_args, "--num-cpus", "3")
+    second = re.search(r"^node (\S+) joined the cluster at ", joined.stdout, re.M).group(1)
+    # The latest session is now the joining agent's: it holds the CA, so the CLI talks TLS to the head.
+    assert (torus.session / "ca.crt").is_file()
+    status = torus.status()
+    assert status["nodes_alive"] == 2
+    head_log = next(torus.root.glob("session_*/logs/head.log")).read_text()
+    assert f"node {second} joined: certificate issued" in head_log
