@@ -10,6 +10,18 @@
 namespace torus::head {
 namespace {
 
+// The caller's IP address from gRPC's peer string ("ipv4:10.0.0.5:41234", "ipv6:[::1]:5000"), or "".
+std::string PeerAddress(const grpc::CallbackServerContext* ctx) {
+  const std::string peer = ctx->peer();
+  for (const std::string prefix : {"ipv4:", "ipv6:"}) {
+    if (peer.rfind(prefix, 0) != 0) continue;
+    std::string host = peer.substr(prefix.size(), peer.rfind(':') - prefix.size());
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    return host;
+  }
+  return "";
+}
+
 grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, absl::StatusOr<NodeCertificate> issued,
                                 rpc::NodeCertificateReply* reply) {
   if (!issued.ok()) return rpc::FinishCall(ctx, rpc::ToGrpc(issued.status()));
@@ -36,7 +48,8 @@ grpc::ServerUnaryReactor* NodeAdmissionServiceImpl::JoinCluster(grpc::CallbackSe
     return n != nullptr && n->alive() ? Standing::kAlive : Standing::kNone;
   });
   // The token first: without it, nothing is said about the node.
-  auto issued = authority_->IssueForJoin(request->join_token(), request->node_id(), request->csr_pem());
+  auto issued =
+      authority_->IssueForJoin(request->join_token(), request->node_id(), request->csr_pem(), PeerAddress(ctx));
   if (issued.ok() && standing == Standing::kRevoked) {
     issued = absl::PermissionDeniedError(
         absl::StrCat("node ", node.str(), " is revoked; the host may join again under another --node-id"));
@@ -66,7 +79,7 @@ grpc::ServerUnaryReactor* NodeAdmissionServiceImpl::RenewNodeCertificate(
     return rpc::FinishCall(ctx, grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                                              absl::StrCat("node ", node_id, " is revoked")));
   }
-  return Reply(ctx, authority_->IssueForNode(node_id, request->csr_pem()), reply);
+  return Reply(ctx, authority_->IssueForNode(node_id, request->csr_pem(), PeerAddress(ctx)), reply);
 }
 
 }  // namespace torus::head

@@ -161,7 +161,8 @@ absl::StatusOr<std::string> ClusterAuthority::RotateJoinToken() {
 }
 
 absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForJoin(std::string_view join_token, std::string_view node_id,
-                                                              std::string_view csr_pem) const {
+                                                              std::string_view csr_pem,
+                                                              const std::string& address) const {
   {
     absl::MutexLock lock(&mu_);
     if (join_token.empty() || !tls::SecretsEqual(join_token, join_token_)) {
@@ -172,20 +173,22 @@ absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForJoin(std::string_view 
           "join_token: expired; the head writes a new one to its state directory's tls/join_token when it restarts");
     }
   }
-  return Issue(node_id, csr_pem);
+  return Issue(node_id, csr_pem, address);
 }
 
-absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForNode(std::string_view node_id,
-                                                              std::string_view csr_pem) const {
-  return Issue(node_id, csr_pem);
+absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForNode(std::string_view node_id, std::string_view csr_pem,
+                                                              const std::string& address) const {
+  return Issue(node_id, csr_pem, address);
 }
 
-absl::StatusOr<NodeCertificate> ClusterAuthority::Issue(std::string_view node_id, std::string_view csr_pem) const {
+absl::StatusOr<NodeCertificate> ClusterAuthority::Issue(std::string_view node_id, std::string_view csr_pem,
+                                                       const std::string& address) const {
   if (absl::Status s = ValidateNodeId(node_id); !s.ok()) return s;
-  auto cert = tls::IssueCertificate(ca_, csr_pem,
-                                    {.common_name = tls::NodeIdentity(node_id),
-                                     .now_s = NowSeconds(),
-                                     .validity_s = options_.node_validity_s});
+  tls::IssueOptions issue{.common_name = tls::NodeIdentity(node_id),
+                          .now_s = NowSeconds(),
+                          .validity_s = options_.node_validity_s};
+  if (IsIpAddress(address)) issue.ip_addresses.push_back(address);
+  auto cert = tls::IssueCertificate(ca_, csr_pem, issue);
   if (!cert.ok()) {
     if (cert.status().code() == absl::StatusCode::kInvalidArgument) {
       return absl::InvalidArgumentError(absl::StrCat("csr_pem: ", cert.status().message()));

@@ -56,10 +56,13 @@ class ClusterAuthority {
 
   // A certificate for node `node_id`, for the current join token: PERMISSION_DENIED for another token or an expired
   // one, INVALID_ARGUMENT for a bad node id or signing request.
+  // `address`, when an IP address, goes in as a subject alternative name (the host the node called from), so that
+  // TLS clients dialling it by that address find their server name in its certificate.
   absl::StatusOr<NodeCertificate> IssueForJoin(std::string_view join_token, std::string_view node_id,
-                                               std::string_view csr_pem) const;
+                                               std::string_view csr_pem, const std::string& address = "") const;
   // A certificate for node `node_id` (the caller proved it holds one): INVALID_ARGUMENT for a bad request.
-  absl::StatusOr<NodeCertificate> IssueForNode(std::string_view node_id, std::string_view csr_pem) const;
+  absl::StatusOr<NodeCertificate> IssueForNode(std::string_view node_id, std::string_view csr_pem,
+                                               const std::string& address = "") const;
 
   // Issues the head a new certificate (same key) once two thirds of the current one's life have passed; true when
   // it did. Servers and channels built from head_files() take it up when they next read the files.
@@ -72,7 +75,8 @@ class ClusterAuthority {
   ClusterAuthority(AuthorityOptions options, const Clock* clock, tls::KeyAndCertificate ca);
   int64_t NowSeconds() const { return clock_->WallMillis() / 1000; }
   absl::Status IssueHead();
-  absl::StatusOr<NodeCertificate> Issue(std::string_view node_id, std::string_view csr_pem) const;
+  absl::StatusOr<NodeCertificate> Issue(std::string_view node_id, std::string_view csr_pem,
+                                        const std::string& address) const;
 
   const AuthorityOptions options_;
   const Clock* const clock_;

@@ -73,6 +73,12 @@ TEST_F(ClusterAuthorityTest, JoinTokenBuysANodeCertificateForTheNodeNamed) {
   EXPECT_EQ(issued->not_after_s, Now() + 600);
   EXPECT_EQ(issued->ca_pem, a->ca_pem());
   EXPECT_TRUE(tls::VerifyCertificate(a->ca_pem(), issued->cert_pem, Now()).ok());
+  EXPECT_TRUE(info->ip_addresses.empty());
+  // The address the node called from is a subject alternative name; anything else is not.
+  auto from = a->IssueForJoin(JoinToken(*a), "host-2", Csr(), "10.1.2.3");
+  EXPECT_EQ(tls::ReadCertificate(from->cert_pem)->ip_addresses, std::vector<std::string>{"10.1.2.3"});
+  auto unix_peer = a->IssueForNode("host-2", Csr(), "unix:/tmp/sock");
+  EXPECT_TRUE(tls::ReadCertificate(unix_peer->cert_pem)->ip_addresses.empty());
 }
 
 TEST_F(ClusterAuthorityTest, WrongExpiredOrRotatedJoinTokensAreRefused) {
