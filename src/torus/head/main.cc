@@ -768,10 +768,11 @@ int main(int argc, char** argv) {
                  "More DNS names or addresses of the head for its certificate, \"A,B\" (the advertised host, "
                  "localhost and 127.0.0.1 are always in it)")
       ->needs(tls);
+  // At least 10 minutes: renewals are checked every 30 s and certificate files read again every 60 s.
   app.add_option("--node-cert-validity-s", flags.node_cert_validity_s,
                  "Life of the certificates the head issues (agents and the head renew theirs at two thirds)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{60}, int64_t{365} * 86'400));
+      ->check(CLI::Range(int64_t{600}, int64_t{365} * 86'400));
   app.add_option("--join-token-ttl-s", flags.join_token_ttl_s,
                  "How long a join token is good for (a new one is made when the head starts after it expired)")
       ->capture_default_str()

@@ -49,7 +49,8 @@ absl::StatusOr<std::unique_ptr<NodeCertificateKeeper>> NodeCertificateKeeper::Ob
     keeper->key_pem_ = *std::move(generated);
     if (absl::Status s = tls::WritePrivateFile(files.key, keeper->key_pem_, 0600); !s.ok()) return s;
   }
-  // The certificate we hold, when it is still good for us.
+  // The certificate we hold, when it is still good for us. One past two thirds of its life is used too (the renewal
+  // thread renews it at once, with the certificate itself): the join token may have expired since.
   if (auto cert = tls::ReadWholeFile(files.cert); cert.ok()) {
     auto info = tls::ReadCertificate(*cert);
     const bool ours = info.ok() && info->common_name == tls::NodeIdentity(options.node_id) &&
@@ -61,7 +62,7 @@ absl::StatusOr<std::unique_ptr<NodeCertificateKeeper>> NodeCertificateKeeper::Ob
       keeper->not_after_s_ = info->not_after_s;
     }
   }
-  if (keeper->not_after_s_ == 0 || keeper->Due()) {
+  if (keeper->not_after_s_ == 0) {
     if (options.join_token.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "no valid certificate in ", options.dir, " and no join token: pass --join-token or --join-token-file"));
@@ -149,8 +150,7 @@ void NodeCertificateKeeper::StartRenewal(std::shared_ptr<grpc::Channel> head, in
   renewer_ = std::thread([this, head = std::move(head), check_ms] {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stopping_) {
-      cv_.wait_for(lock, std::chrono::milliseconds(check_ms), [this] { return stopping_; });
-      if (stopping_) return;
+      // First at once: a certificate kept from before a restart may be due already.
       lock.unlock();
       if (Due()) {
         if (absl::Status s = RenewNow(head); !s.ok()) {
@@ -158,6 +158,7 @@ void NodeCertificateKeeper::StartRenewal(std::shared_ptr<grpc::Channel> head, in
         }
       }
       lock.lock();
+      cv_.wait_for(lock, std::chrono::milliseconds(check_ms), [this] { return stopping_; });
     }
   });
 }

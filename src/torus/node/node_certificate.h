@@ -33,8 +33,8 @@ struct NodeCertificateOptions {
 
 class NodeCertificateKeeper {
  public:
-  // Uses the certificate in `dir` when it is this node's, chains to the CA and has a third of its life left;
-  // otherwise joins (retrying while the head is unreachable or still knows the node as ALIVE, until `give_up_ms`).
+  // Uses the certificate in `dir` when it is this node's, chains to the CA and has not expired (one past two thirds
+  // of its life is renewed as soon as StartRenewal runs); otherwise joins (retrying while the head is unreachable or still knows the node as ALIVE, until `give_up_ms`).
   // PERMISSION_DENIED when the head refuses the join token or the node is revoked.
   static absl::StatusOr<std::unique_ptr<NodeCertificateKeeper>> Obtain(const NodeCertificateOptions& options,
                                                                       const Clock* clock, int64_t give_up_ms);
@@ -43,8 +43,8 @@ class NodeCertificateKeeper {
   tls::TlsFiles files() const;
   int64_t not_after_s() const;
 
-  // Renews the certificate through `head` (a channel that presents this node's certificate) when due, checking every
-  // `check_ms`.
+  // Renews the certificate through `head` (a channel that presents this node's certificate) when due: at once, then
+  // checking every `check_ms`.
   void StartRenewal(std::shared_ptr<grpc::Channel> head, int64_t check_ms = 60'000);
   void Stop();
   // One renewal now, whatever the certificate's age.

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -222,7 +223,9 @@ absl::StatusOr<std::string> IssueCertificate(const KeyAndCertificate& authority,
   Cert cert(X509_new());
   if (!cert || !X509_set_version(cert.get(), 2)) return Failed("new certificate");
   if (absl::Status s = SetRandomSerial(cert.get()); !s.ok()) return s;
-  if (absl::Status s = SetValidity(cert.get(), options.now_s - 300, options.now_s + options.validity_s); !s.ok()) {
+  // Valid from a little before now, for clocks behind the issuer's: 5 minutes, or a tenth of a short validity.
+  const int64_t skew_s = std::min<int64_t>(300, options.validity_s / 10);
+  if (absl::Status s = SetValidity(cert.get(), options.now_s - skew_s, options.now_s + options.validity_s); !s.ok()) {
     return s;
   }
   if (absl::Status s = SetCommonName(X509_get_subject_name(cert.get()), options.common_name); !s.ok()) return s;

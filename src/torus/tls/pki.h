@@ -49,7 +49,8 @@ struct IssueOptions {
 };
 
 // A certificate for the public key of `csr_pem` (whose signature must verify), issued by `authority`: usable as a TLS
-// server and client certificate, valid from now - 5 min (clock skew) for `validity_s`, a random 128-bit serial.
+// server and client certificate, valid from now - 5 min (clock skew; a tenth of `validity_s` when that is less)
+// until now + `validity_s`, a random 128-bit serial.
 // Errors: a malformed request, a bad signature, an IP that does not parse, or an authority whose key and
 // certificate do not match (each named).
 absl::StatusOr<std::string> IssueCertificate(const KeyAndCertificate& authority, std::string_view csr_pem,
