@@ -8,9 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <thread>
-#include <mutex>
-#include <condition_variable>
 #include <sstream>
 
 #include "CLI/CLI.hpp"
@@ -256,12 +253,8 @@ int Run(const HeadFlags& flags) {
       return 1;
     }
     authority = *std::move(opened);
-    // Clients of this session find the CA and agents the join token beside the head's addresses.
-    auto join_token = torus::tls::ReadWholeFile(authority->join_token_path());
-    if (!join_token.ok() ||
-        !torus::tls::WritePrivateFile(flags.session_dir + "/ca.crt", authority->ca_pem(), 0644).ok() ||
-        !torus::tls::WritePrivateFile(flags.session_dir + "/join_token", *join_token, 0600).ok()) {
-      spdlog::error("cannot write the CA and the join token into {}", flags.session_dir);
+    if (absl::Status s = authority->Publish(flags.session_dir); !s.ok()) {
+      spdlog::error("cannot write the CA and the join token into {}: {}", flags.session_dir, std::string(s.message()));
       return 1;
     }
   } else {
@@ -598,30 +591,10 @@ int Run(const HeadFlags& flags) {
   torus::head::FailureDetector detector(&membership, check_period);
   detector.Start();
   // The head's own certificate is renewed in place (servers and channels watch its files).
-  std::mutex renew_mu;
-  std::condition_variable renew_cv;
-  bool renew_stop = false;
-  std::thread head_renewal;
-  if (authority) {
-    head_renewal = std::thread([&] {
-      std::unique_lock<std::mutex> lock(renew_mu);
-      while (!renew_cv.wait_for(lock, std::chrono::seconds(30), [&] { return renew_stop; })) {
-        auto renewed = authority->RenewHeadIfDue();
-        if (!renewed.ok()) spdlog::warn("renewing the head's certificate: {}", std::string(renewed.status().message()));
-        if (renewed.ok() && *renewed) spdlog::info("the head's certificate was renewed");
-      }
-    });
-  }
+  if (authority) authority->StartRenewal();
 
   const int signal_number = torus::WaitForTerminationSignal();
-  if (head_renewal.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(renew_mu);
-      renew_stop = true;
-    }
-    renew_cv.notify_all();
-    head_renewal.join();
-  }
+  if (authority) authority->Stop();
   spdlog::info("signal {}: shutting down", signal_number);
   detector.Stop();
   owner_monitor.Stop();

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "spdlog/spdlog.h"
 #include "torus/head/nodes/membership.h"
 #include "torus/rpc/auth.h"
 
@@ -35,6 +37,37 @@ absl::StatusOr<tls::KeyAndCertificate> LoadAuthority(const std::string& cert_fil
 
 ClusterAuthority::ClusterAuthority(AuthorityOptions options, const Clock* clock, tls::KeyAndCertificate ca)
     : options_(std::move(options)), clock_(clock), ca_(std::move(ca)) {}
+
+ClusterAuthority::~ClusterAuthority() { Stop(); }
+
+absl::Status ClusterAuthority::Publish(const std::string& dir) const {
+  auto join_token = tls::ReadWholeFile(join_token_path());
+  if (!join_token.ok()) return join_token.status();
+  if (absl::Status s = tls::WritePrivateFile(dir + "/ca.crt", ca_.cert_pem, 0644); !s.ok()) return s;
+  return tls::WritePrivateFile(dir + "/join_token", *join_token, 0600);
+}
+
+void ClusterAuthority::StartRenewal(std::chrono::milliseconds check) {
+  renewer_ = std::thread([this, check] {
+    const absl::Duration period = absl::FromChrono(check);
+    absl::MutexLock lock(&stop_mu_);
+    while (!stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
+      stop_mu_.Unlock();
+      auto renewed = RenewHeadIfDue();
+      if (!renewed.ok()) spdlog::warn("renewing the head's certificate: {}", std::string(renewed.status().message()));
+      if (renewed.ok() && *renewed) spdlog::info("the head's certificate was renewed");
+      stop_mu_.Lock();
+    }
+  });
+}
+
+void ClusterAuthority::Stop() {
+  {
+    absl::MutexLock lock(&stop_mu_);
+    stopping_ = true;
+  }
+  if (renewer_.joinable()) renewer_.join();
+}
 
 absl::StatusOr<std::unique_ptr<ClusterAuthority>> ClusterAuthority::Open(AuthorityOptions options,
                                                                          const Clock* clock) {

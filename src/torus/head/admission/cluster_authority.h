@@ -8,11 +8,13 @@
 //   head.crt, head.key the head's certificate ("torus-head", with the head's hosts as subject alternative names)
 //   join_token         the join token on its first line; "expires <unix seconds>" on the second
 //
-// Thread-safety: thread-safe.
+// Thread-safety: thread-safe; StartRenewal and Stop from one thread.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <string_view>
 #include <vector>
 
@@ -71,6 +73,15 @@ class ClusterAuthority {
   // A new join token valid for the configured time, written to join_token_path(); the old one stops working.
   absl::StatusOr<std::string> RotateJoinToken();
 
+  // Copies the CA certificate (ca.crt) and the join token (join_token, 0600) into `dir`, a session directory where
+  // clients find the CA and `torus up`/`torus start` find both for the agents they start.
+  absl::Status Publish(const std::string& dir) const;
+
+  // Checks every `check` on a thread of its own whether the head's certificate is due (RenewHeadIfDue) until Stop.
+  void StartRenewal(std::chrono::milliseconds check = std::chrono::seconds(30));
+  void Stop();
+  ~ClusterAuthority();  // Stop()
+
  private:
   ClusterAuthority(AuthorityOptions options, const Clock* clock, tls::KeyAndCertificate ca);
   int64_t NowSeconds() const { return clock_->WallMillis() / 1000; }
@@ -81,6 +92,9 @@ class ClusterAuthority {
   const AuthorityOptions options_;
   const Clock* const clock_;
   const tls::KeyAndCertificate ca_;
+  std::thread renewer_;
+  absl::Mutex stop_mu_;
+  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
   mutable absl::Mutex mu_;
   std::string join_token_ ABSL_GUARDED_BY(mu_);
   int64_t join_token_expires_s_ ABSL_GUARDED_BY(mu_) = 0;

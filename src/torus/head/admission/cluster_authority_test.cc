@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <thread>
 
 namespace torus::head {
 namespace cluster_authority_test {
@@ -123,6 +124,30 @@ TEST_F(ClusterAuthorityTest, TheHeadCertificateIsRenewedAfterTwoThirdsOfItsLifeW
   EXPECT_EQ(*tls::ReadWholeFile(a->head_files().key), key);
   EXPECT_TRUE(tls::CheckKeyMatches(key, after).ok());
   EXPECT_FALSE(*a->RenewHeadIfDue());
+}
+
+TEST_F(ClusterAuthorityTest, PublishCopiesTheCaAndThePrivateJoinTokenIntoASession) {
+  auto a = Open();
+  ASSERT_TRUE(a->Publish(root_).ok());
+  EXPECT_EQ(*tls::ReadWholeFile(root_ + "/ca.crt"), a->ca_pem());
+  EXPECT_EQ(*tls::ReadWholeFile(root_ + "/join_token"), *tls::ReadWholeFile(a->join_token_path()));
+  struct stat st {};
+  ASSERT_EQ(stat((root_ + "/join_token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+}
+
+TEST_F(ClusterAuthorityTest, TheRenewalThreadRenewsTheHeadCertificateWhenDue) {
+  auto a = Open({.head_validity_s = 3000});
+  const std::string before = *tls::ReadWholeFile(a->head_files().cert);
+  a->StartRenewal(std::chrono::milliseconds(10));
+  clock_.AdvanceMillis(2500 * 1000);
+  std::string after = before;
+  for (int i = 0; i < 500 && after == before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    after = *tls::ReadWholeFile(a->head_files().cert);
+  }
+  a->Stop();
+  EXPECT_NE(tls::ReadCertificate(after)->serial_hex, tls::ReadCertificate(before)->serial_hex);
 }
 
 TEST_F(ClusterAuthorityTest, AGivenCaIsUsedAndItsKeyMustMatch) {
