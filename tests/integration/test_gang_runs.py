@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -88,10 +89,12 @@ def run_status(torus, name):
 def run_view(torus, name):
     """GET /api/v0/runs/NAME, or None while the run does not exist yet (cheaper than the CLI, for polling)."""
     address = (torus.session / "dashboard_address").read_text().strip()
-    request = urllib.request.Request(f"http://{address}/api/v0/runs/{name}",
+    ca = torus.session / "ca.crt"  # a head off loopback serves HTTPS (`torus up --netns`)
+    context = ssl.create_default_context(cafile=str(ca)) if ca.exists() else None
+    request = urllib.request.Request(f"{'https' if context else 'http'}://{address}/api/v0/runs/{name}",
                                      headers={"Authorization": f"Bearer {torus.token}"})
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as error:
         if error.code == 404:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, can_make_namespaces
+from conftest import REPO, can_make_namespaces, wait_until
 
 PYTHON = "/usr/bin/python3"
 SPEC = REPO / "tests" / "integration" / "specs" / "two_v6e.yaml"
@@ -188,10 +188,12 @@ def test_captured_traffic_carries_no_token_or_body_in_clear_text(tls_cluster, tm
 
 @pytest.mark.skipif(not can_make_namespaces(),
                     reason="network namespaces and capturing need root and iproute2 (ip netns add)")
-def test_hosts_in_network_namespaces_talk_tls_and_the_bridge_carries_no_token(torus, tmp_path):
-    """`torus up --netns --tls`: every simulated host has an address of its own behind a bridge, so agents, the head
-    and the CLI talk as across a network; what crosses the bridge carries no token, no command and no output."""
-    torus.up("--netns", "--tls", "--serve-port", "-1", spec=SPEC)
+def test_hosts_in_network_namespaces_talk_tls_by_default_and_the_bridge_carries_no_token(torus, tmp_path):
+    """`torus up --netns` (no --tls: a head off loopback serves TLS by default): every simulated host has an address
+    of its own behind a bridge, so agents, the head and the CLI talk as across a network; what crosses the bridge
+    carries no token, no command and no output."""
+    torus.up("--netns", "--serve-port", "-1", spec=SPEC)
+    assert "gRPC over TLS, node certificates required" in (torus.session / "logs" / "head.log").read_text()
     head_host = torus.address.rsplit(":", 1)[0]
     bridges = [line.split()[0] for line in subprocess.run(["ip", "-br", "addr"], capture_output=True,
                                                           text=True).stdout.splitlines()
@@ -234,3 +236,30 @@ def test_start_head_with_tls_and_join_a_second_agent_with_the_printed_command(to
     assert status["nodes_alive"] == 2
     head_log = next(torus.root.glob("session_*/logs/head.log")).read_text()
     assert f"node {second} joined: certificate issued" in head_log
+
+
+def test_two_heads_of_an_ha_cluster_share_one_ca_and_join_token_and_agents_follow_a_failover(torus):
+    """`torus up --ha --tls`: both heads are given the session's tls/ca.crt, ca.key and join_token (as `torus tls
+    init` writes them); after kill -9 of the leader, every agent heartbeats the standby with the certificate the
+    first head issued, and a job runs; the restarted head comes back as a standby with the same CA."""
+    from test_ha import FAST, fail_over, standing_by
+    torus.up("--ha", "--tls", *FAST, "--serve-port", "-1", spec=SPEC)
+    secrets = torus.session / "tls"
+    assert oct((secrets / "ca.key").stat().st_mode & 0o777) == "0o600"
+    assert (torus.session / "ca.crt").read_text() == (secrets / "ca.crt").read_text()
+    assert (torus.session / "join_token").read_text() == (secrets / "join_token").read_text()
+    for name in ("head-a", "head-b"):
+        args = json.loads((torus.session / f"{name}.json").read_text())["args"]
+        assert args[args.index("--tls-ca") + 1] == str(secrets / "ca.crt"), args
+        assert args[args.index("--join-token-file") + 1] == str(secrets / "join_token"), args
+    assert torus.status()["nodes_alive"] == 9
+    killed, successor = fail_over(torus)
+    log = (torus.session / "logs" / f"{successor}.log").read_text()
+    assert "gRPC over TLS, node certificates required" in log
+    time.sleep(2)  # longer than the node timeout (1.5 s): agents that could not reach the new leader would be dead
+    status = torus.status()
+    assert status["nodes_alive"] == 9 and status["nodes_dead"] == 0, status
+    job = torus.run("job", "submit", "--", "/bin/echo", "after-failover", timeout=60)
+    assert job.returncode == 0 and "after-failover" in job.stdout, job.stderr
+    torus.ok("head", "restart")
+    wait_until(lambda: standing_by(torus, killed), 15, message="the restarted head to stand by")

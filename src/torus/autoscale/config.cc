@@ -214,13 +214,13 @@ absl::StatusOr<AutoscalerConfig> ParseAutoscalerConfig(const std::string& text) 
     } else if (type == "kubernetes") {
       TORUS_RETURN_IF_ERROR(CheckKeys(provider, "provider",
                                       {"type", "api_server", "service_account_dir", "namespace", "image",
-                                       "image_pull_policy", "head_address", "token_secret"}));
+                                       "image_pull_policy", "head_address", "token_secret", "tls_secret"}));
       config.provider = ProviderKind::kKubernetes;
       KubernetesProvider& k = config.kubernetes;
       const std::pair<const char*, std::string*> fields[] = {
           {"api_server", &k.api_server}, {"service_account_dir", &k.service_account_dir}, {"namespace", &k.ns},
           {"image", &k.image}, {"image_pull_policy", &k.image_pull_policy}, {"head_address", &k.head_address},
-          {"token_secret", &k.token_secret}};
+          {"token_secret", &k.token_secret}, {"tls_secret", &k.tls_secret}};
       for (const auto& [key, value] : fields) {
         if (provider[key]) {
           const std::string field = absl::StrCat("provider.", key);
@@ -234,7 +234,7 @@ absl::StatusOr<AutoscalerConfig> ParseAutoscalerConfig(const std::string& text) 
         }
       }
       for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"namespace", &k.ns},
-                                       {"token_secret", &k.token_secret}}) {
+                                       {"token_secret", &k.token_secret}, {"tls_secret", &k.tls_secret}}) {
         if (!value->empty() && !DnsLabel(*value)) {
           return FieldError(absl::StrCat("provider.", key),
                             absl::StrCat("\"", *value, "\" is not a Kubernetes name (1-63 of a-z, 0-9 and '-')"));

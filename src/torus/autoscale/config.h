@@ -22,7 +22,7 @@
 //
 // The kubernetes provider instead:
 //   provider: {type: kubernetes, image: REGISTRY/torus:TAG, head_address: torus-head.torus.svc:6380,
-//              namespace: torus, token_secret: torus-token, image_pull_policy: IfNotPresent,
+//              namespace: torus, token_secret: torus-token, tls_secret: torus-tls, image_pull_policy: IfNotPresent,
 //              api_server: https://kubernetes.default.svc,
 //              service_account_dir: /var/run/secrets/kubernetes.io/serviceaccount}
 //
@@ -89,6 +89,11 @@ struct KubernetesProvider {
   std::string image_pull_policy = "IfNotPresent";
   std::string head_address;                        // what agents join, e.g. torus-head.torus.svc:6380; required
   std::string token_secret = "torus-token";        // a Secret whose key `token` is the cluster token
+  // A Secret whose keys `ca.crt` and `join_token` the pods mount (not `ca.key`, which only the head mounts) to join a
+  // head that serves TLS: `torus tls init` writes all three (docs/gke.md).
+  std::string tls_secret = "torus-tls";
+  // Not read from the file: set by the head when it serves TLS (its pods' agents then join with tls_secret).
+  bool tls = false;
 };
 
 struct AutoscalerConfig {

@@ -100,11 +100,29 @@ SliceObjects KubernetesSliceObjects(const KubernetesProvider& provider, const st
                                      "--node-ip",    "$(POD_IP)",
                                      "--num-cpus",   CpuQuantity(type.num_cpus),
                                      "--memory",     absl::StrCat(type.memory_bytes)};
+    if (provider.tls) {
+      for (const char* arg : {"--tls-ca", "ca.crt", "--join-token-file", "join_token"}) {
+        args.push_back(arg[0] == '-' ? std::string(arg) : absl::StrCat(std::string(kTlsMountPath), "/", arg));
+      }
+    }
     if (!type.labels.empty()) {
       std::vector<std::string> pairs;
       for (const auto& [k, v] : type.labels) pairs.push_back(absl::StrCat(k, "=", v));
       args.push_back("--labels");
       args.push_back(absl::StrJoin(pairs, ","));
+    }
+    json mounts =
+        json::array({{{"name", "torus-token"}, {"mountPath", std::string(kTokenMountPath)}, {"readOnly", true}}});
+    json volumes = json::array(
+        {{{"name", "torus-token"}, {"secret", {{"secretName", provider.token_secret}, {"defaultMode", 0400}}}}});
+    if (provider.tls) {
+      mounts.push_back({{"name", "torus-tls"}, {"mountPath", std::string(kTlsMountPath)}, {"readOnly", true}});
+      volumes.push_back({{"name", "torus-tls"},
+                         {"secret",
+                          {{"secretName", provider.tls_secret},
+                           {"defaultMode", 0400},
+                           {"items", json::array({{{"key", "ca.crt"}, {"path", "ca.crt"}},
+                                                  {{"key", "join_token"}, {"path", "join_token"}}})}}}});
     }
     json pod_labels = labels;
     pod_labels["torus.io/worker-id"] = absl::StrCat(h.worker_id);
@@ -119,8 +137,7 @@ SliceObjects KubernetesSliceObjects(const KubernetesProvider& provider, const st
          {{"requests",
            {{"google.com/tpu", chips}, {"cpu", CpuQuantity(type.num_cpus)}, {"memory", absl::StrCat(type.memory_bytes)}}},
           {"limits", {{"google.com/tpu", chips}}}}},
-        {"volumeMounts",
-         json::array({{{"name", "torus-token"}, {"mountPath", std::string(kTokenMountPath)}, {"readOnly", true}}})}};
+        {"volumeMounts", mounts}};
     out.pods.push_back(
         {{"apiVersion", "v1"},
          {"kind", "Pod"},
@@ -134,8 +151,7 @@ SliceObjects KubernetesSliceObjects(const KubernetesProvider& provider, const st
            {"tolerations", tolerations},
            {"affinity", affinity},
            {"containers", json::array({container})},
-           {"volumes", json::array({{{"name", "torus-token"},
-                                     {"secret", {{"secretName", provider.token_secret}, {"defaultMode", 0400}}}}})}}}});
+           {"volumes", volumes}}}});
   }
   return out;
 }

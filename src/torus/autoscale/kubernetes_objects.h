@@ -10,7 +10,9 @@
 //   - required pod affinity to the slice's other pods and anti-affinity to other slices' pods, both on
 //     cloud.google.com/gke-nodepool: a slice's hosts are one node pool, which GKE creates and removes whole;
 //   - the torus-node agent of the torus image, with the environment GKE's webhook would give a TPU pod of a slice
-//     (TPU_NAME, TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, ...) and the cluster token from a Secret.
+//     (TPU_NAME, TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, ...) and the cluster token from a Secret; when the head serves
+//     TLS (provider.tls), the cluster CA and the join token from provider.tls_secret (its keys ca.crt and join_token
+//     only: the CA's key never leaves the head).
 // Labels: app.kubernetes.io/managed-by: torus-autoscaler, torus.io/slice, torus.io/node-type,
 // torus.io/capacity-class (and torus.io/worker-id on pods); annotation torus.io/launched-ms.
 //
@@ -35,6 +37,8 @@ inline constexpr std::string_view kCapacityClassLabel = "torus.io/capacity-class
 inline constexpr std::string_view kLaunchedAnnotation = "torus.io/launched-ms";
 // Where a pod finds the cluster token (the Secret's key `token`).
 inline constexpr std::string_view kTokenMountPath = "/var/run/torus";
+// Where a pod finds the cluster CA (ca.crt) and the join token (join_token) when the head serves TLS.
+inline constexpr std::string_view kTlsMountPath = "/var/run/torus-tls";
 
 struct SliceObjects {
   nlohmann::json service;            // headless Service <slice>

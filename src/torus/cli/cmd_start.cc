@@ -134,7 +134,8 @@ int CmdStart(const StartFlags& flags) {
                                     .state_store = flags.state_store,
                                     .package_unused_grace_s = flags.package_unused_grace_s,
                                     .serve_port = flags.serve_port,
-                                    .tls = flags.tls});
+                                    .tls = flags.tls,
+                                    .plaintext = flags.plaintext});
     if (!head_address.ok()) {
       std::cerr << "torus start: " << head_address.status().message() << "\n";
       return 1;

@@ -1,6 +1,7 @@
 // torus up | down | node restart: a local simulated cluster. Each simulated TPU host also gets torus-tpu-sim, a
 // simulator of libtpu's metrics service (unless --no-tpu-sim), whose port its agent finds in
 // TPU_RUNTIME_METRICS_PORTS.
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "torus/client/client.h"
 #include "torus/common/resources.h"
 #include "torus/rpc/auth.h"
+#include "torus/tls/cluster_secrets.h"
 
 namespace torus::cli {
 namespace {
@@ -36,7 +38,8 @@ std::vector<ProcessRecord> LiveProcesses(const std::string& session) {
 // `torus up --ha`: a 3-member etcd on loopback, then two heads on its journal, each standing by while the other
 // leads; both know both addresses. The first leads (on `base.port` and `base.dashboard_port`, or free ports), the
 // second stands by (on the next ports). With `bridge` (--netns) each head runs in a namespace of its own, at the
-// subnet's .2 and .3, and etcd serves its clients on the bridge. Returns the session's head_address, "A,B".
+// subnet's .2 and .3, and etcd serves its clients on the bridge. With TLS both heads are given one CA and join token
+// (<session>/tls, as `torus tls init` writes them) and both hosts as names. Returns the session's head_address, "A,B".
 absl::StatusOr<std::string> LaunchHeadPair(const HeadLaunch& base, const std::optional<SessionBridge>& bridge) {
   auto endpoints = StartLocalEtcd(base.session, 3, std::chrono::seconds(30), bridge ? bridge->address : "127.0.0.1");
   if (!endpoints.ok()) return endpoints.status();
@@ -57,11 +60,20 @@ absl::StatusOr<std::string> LaunchHeadPair(const HeadLaunch& base, const std::op
     ports.push_back(*port);
     http_ports.push_back(*http);
   }
+  HeadLaunch shared = base;
+  if (base.tls) {
+    auto secrets = tls::WriteClusterSecrets(base.session + "/tls", time(nullptr));
+    if (!secrets.ok()) return secrets.status();
+    shared.tls_ca = secrets->ca_cert;
+    shared.tls_ca_key = secrets->ca_key;
+    shared.join_token_file = secrets->join_token;
+    shared.tls_san = absl::StrCat(hosts[0], ",", hosts[1]);
+  }
   const std::string addresses = absl::StrCat(hosts[0], ":", ports[0], ",", hosts[1], ":", ports[1]);
   const std::string http_addresses = absl::StrCat(hosts[0], ":", http_ports[0], ",", hosts[1], ":", http_ports[1]);
   absl::StatusOr<std::string> address;
   for (int i = 0; i < 2; ++i) {
-    HeadLaunch head = base;
+    HeadLaunch head = shared;
     head.name = names[i];
     head.host = hosts[i];
     head.port = ports[i];
@@ -92,11 +104,6 @@ int CmdUp(const UpFlags& flags) {
   auto spec = ParseClusterSpec(text.str());
   if (!spec.ok()) {
     std::cerr << "torus up: " << flags.spec_path << ": " << spec.status().message() << "\n";
-    return 2;
-  }
-  if (flags.tls && flags.ha) {
-    std::cerr << "torus up: --tls with --ha is not supported yet (each head would make a CA of its own; heads "
-                 "started by hand share one with --tls-ca and --tls-ca-key)\n";
     return 2;
   }
   if (!spec->node_types.empty() && flags.netns) {
@@ -149,7 +156,8 @@ int CmdUp(const UpFlags& flags) {
                   .package_unused_grace_s = flags.package_unused_grace_s,
                   .autoscaler_config = spec->node_types.empty() ? "" : *session + "/autoscaler.yaml",
                   .serve_port = flags.serve_port,
-                  .tls = flags.tls};
+                  .tls = flags.UseTls(),
+                  .plaintext = !flags.UseTls()};
   absl::StatusOr<std::string> address;
   if (flags.ha) {
     address = LaunchHeadPair(head, bridge);

@@ -84,7 +84,8 @@ struct StartFlags {
   std::string state_dir;             // head: its journal (an existing one brings the cluster's state back)
   std::string state_store;           // head: its journal in etcd instead (etcd://...)
   std::optional<int64_t> package_unused_grace_s;  // head: when unused packages are removed
-  bool tls = false;                  // head: gRPC and HTTPS with a cluster CA (docs/security.md)
+  bool tls = false;                  // head: gRPC and HTTPS with a cluster CA (docs/security.md), even on loopback
+  bool plaintext = false;            // head: no TLS on a --host that is not loopback (where TLS is the default)
   std::string tls_ca;                // joining: the cluster CA's certificate (TLS with a node certificate)
   std::string join_token_file;       // joining with --tls-ca: the join token's file
   AgentFlags agent;
@@ -108,7 +109,11 @@ struct UpFlags {
   bool dashboard_read_only = false;
   std::optional<int64_t> metrics_period_ms;  // agents' sampling period (their default when unset)
   std::optional<int64_t> package_unused_grace_s;  // the head's default when unset
-  bool tls = false;  // the head serves gRPC and HTTPS with a cluster CA; agents join with node certificates
+  // TLS (the head serves gRPC and HTTPS with a cluster CA; agents join with node certificates): with --tls, and by
+  // default with --netns (hosts talk across a bridge), unless --plaintext.
+  bool tls = false;
+  bool plaintext = false;
+  bool UseTls() const { return tls || (netns && !plaintext); }
 };
 
 struct PgCreateFlags {
@@ -162,6 +167,11 @@ int CmdNodeRemoveSlice(const std::string& slice, const std::string& session);
 // torus autoscaler check FILE: parses an autoscaler config (torus-head --autoscaler-config) and prints its node types,
 // or the error (exit 2).
 int CmdAutoscalerCheck(const std::string& path);
+
+// torus tls init DIR: writes a new cluster CA (ca.crt, ca.key) and join token (join_token) into DIR for heads given
+// them (--tls-ca, --tls-ca-key, --join-token-file) and their agents, e.g. as a Kubernetes Secret. Exit 1 when DIR
+// already holds one of them (never replaced), 2 for another error.
+int CmdTlsInit(const std::string& dir);
 
 // torus serve deploy FILE [--wait] | status NAME [--json] | list [--json] | delete NAME
 int CmdServeDeploy(const HeadFlags& head, const std::string& path, bool wait, int timeout_s);

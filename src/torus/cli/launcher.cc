@@ -78,6 +78,15 @@ absl::StatusOr<std::string> LaunchHead(const HeadLaunch& launch) {
                                    "--prepare-ttl-ms",       absl::StrCat(launch.prepare_ttl_ms)};
   if (launch.dashboard_read_only) args.push_back("--dashboard-read-only");
   if (launch.tls) args.push_back("--tls");
+  if (launch.plaintext) args.push_back("--plaintext");
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"--tls-ca", &launch.tls_ca},
+                                    {"--tls-ca-key", &launch.tls_ca_key},
+                                    {"--join-token-file", &launch.join_token_file},
+                                    {"--tls-san", &launch.tls_san}}) {
+    if (value->empty()) continue;
+    args.push_back(flag);
+    args.push_back(*value);
+  }
   if (launch.serve_port) {
     args.push_back("--serve-port");
     args.push_back(absl::StrCat(*launch.serve_port));

@@ -42,7 +42,15 @@ struct HeadLaunch {
   std::string head_dashboard_addresses;  // every head's HTTP address; "" for a lone head
   std::string autoscaler_config;         // --autoscaler-config: "" = no autoscaler
   std::optional<int> serve_port;         // --serve-port: unset = the head's default
-  bool tls = false;                      // --tls: gRPC and HTTPS with the cluster CA (the session gets ca.crt)
+  // TLS: on with `tls`, off with `plaintext`, otherwise the head's default (on unless `host` is loopback). The
+  // session gets ca.crt and join_token when it is on.
+  bool tls = false;
+  bool plaintext = false;
+  // Secrets several heads share (tls/cluster_secrets.h): --tls-ca, --tls-ca-key, --join-token-file; "" = the head's.
+  std::string tls_ca;
+  std::string tls_ca_key;
+  std::string join_token_file;
+  std::string tls_san;  // more names for the head's certificate, "A,B"
 };
 
 // The flags that make an agent of `session` talk TLS with node certificates (--tls-ca, --join-token-file), when the

@@ -69,9 +69,13 @@ int main(int argc, char** argv) {
   cmd_start->add_option("--node-timeout-ms", start.node_timeout_ms, "Head: a node silent this long is DEAD")
       ->capture_default_str();
   cmd_start->add_flag("--no-local-node", start.no_local_node, "Head: do not start an agent on this machine");
-  cmd_start->add_flag("--tls", start.tls,
-                      "Head: TLS for gRPC and the HTTP API, with a cluster CA in the state directory; agents join "
-                      "with node certificates (docs/security.md)");
+  auto* start_tls = cmd_start->add_flag(
+      "--tls", start.tls,
+      "Head: TLS for gRPC and the HTTP API even on a loopback --host (on any other it is the default), with a "
+      "cluster CA in the state directory; agents join with node certificates (docs/security.md)");
+  cmd_start->add_flag("--plaintext", start.plaintext,
+                      "Head: no TLS on a --host that is not loopback: the token and every request in clear text")
+      ->excludes(start_tls);
   cmd_start->add_option("--tls-ca", start.tls_ca,
                         "Joining a cluster with TLS: the cluster CA's certificate (the head's <session>/ca.crt)");
   cmd_start->add_option("--join-token-file", start.join_token_file,
@@ -160,6 +164,15 @@ int main(int argc, char** argv) {
       cmd_autoscaler->add_subcommand("check", "Check an autoscaler config (torus-head --autoscaler-config FILE)");
   cmd_autoscaler_check->add_option("FILE", autoscaler_file, "YAML or JSON")->required();
   cmd_autoscaler_check->callback([&] { rc = torus::cli::CmdAutoscalerCheck(autoscaler_file); });
+
+  std::string tls_dir;
+  auto* cmd_tls = app.add_subcommand("tls", "The cluster's TLS secrets");
+  cmd_tls->require_subcommand(1);
+  auto* cmd_tls_init = cmd_tls->add_subcommand(
+      "init", "Write a new cluster CA (ca.crt, ca.key) and join token (join_token) into DIR: for heads given them "
+              "(--tls-ca, --tls-ca-key, --join-token-file) and their agents, e.g. a Kubernetes Secret (docs/gke.md)");
+  cmd_tls_init->add_option("DIR", tls_dir, "Directory (created 0700; existing secrets are never replaced)")->required();
+  cmd_tls_init->callback([&] { rc = torus::cli::CmdTlsInit(tls_dir); });
 
   std::string serve_file, serve_name;
   bool serve_wait = false, serve_json = false;
@@ -430,9 +443,12 @@ int main(int argc, char** argv) {
   auto* up_state_store = cmd_up->add_option("--state-store", up.state_store,
                      "The head keeps its journal in etcd: etcd://HOST:PORT[,HOST:PORT...][/PREFIX]")
       ->excludes(up_no_journal);
-  cmd_up->add_flag("--tls", up.tls,
-                   "TLS for gRPC and the HTTP API: the head makes a cluster CA, each agent joins with the join token "
-                   "for a node certificate (docs/security.md); a loopback cluster is plaintext without it");
+  auto* up_tls = cmd_up->add_flag(
+      "--tls", up.tls,
+      "TLS for gRPC and the HTTP API: the head makes a cluster CA, each agent joins with the join token for a node "
+      "certificate (docs/security.md); the default with --netns, a loopback cluster is plaintext without it");
+  cmd_up->add_flag("--plaintext", up.plaintext, "With --netns: no TLS (the token and every request in clear text)")
+      ->excludes(up_tls);
   cmd_up->add_flag("--netns", up.netns,
                    "Each simulated host but the head's in a network namespace of its own, linked to a bridge the "
                    "head listens on, so that `torus node cut|heal NAME` can partition it (needs root and iproute2)");

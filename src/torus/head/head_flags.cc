@@ -3,11 +3,20 @@
 #include <filesystem>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
 namespace torus::head {
+
+bool IsLoopbackHost(const std::string& host) {
+  return absl::StartsWith(host, "127.") || host == "::1" || host == "localhost";
+}
+
+bool HeadFlags::UseTls() const {
+  return tls || !tls_ca.empty() || !join_token_file.empty() || (!plaintext && !IsLoopbackHost(host));
+}
 namespace {
 
 // The python/ directory with torus_train.py: beside the source tree of a build (build/bin/../../python), in an
@@ -134,17 +143,28 @@ std::optional<int> ParseHeadFlags(int argc, char** argv, HeadFlags* flags) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{100}, int64_t{100'000'000}));
   auto* tls = app.add_flag("--tls", flags->tls,
-                           "Serve gRPC over TLS: a cluster CA in the state directory's tls/ (created on first start), a "
+                           "Serve gRPC and HTTP over TLS even on a loopback --host (on any other host it is the "
+                           "default): a cluster CA in the state directory's tls/ (created on first start), a "
                            "certificate for each agent issued for the join token, node calls only with the node's "
                            "certificate (docs/security.md)");
-  app.add_option("--tls-ca", flags->tls_ca, "With --tls: the CA certificate to issue certificates with, instead of "
-                                           "the one in tls/ (e.g. from a Kubernetes secret)")
-      ->needs(tls);
-  app.add_option("--tls-ca-key", flags->tls_ca_key, "The key of --tls-ca")->needs(tls);
+  auto* plaintext = app.add_flag("--plaintext", flags->plaintext,
+                                 "Serve without TLS on a --host that is not loopback: the cluster token and every "
+                                 "request cross the network in clear text, and any holder of the token can act as a "
+                                 "node")
+                        ->excludes(tls);
+  app.add_option("--tls-ca", flags->tls_ca, "The CA certificate to issue certificates with, instead of the one in "
+                                           "tls/ (e.g. from a Kubernetes secret; `torus tls init` makes one)")
+      ->excludes(plaintext);
+  app.add_option("--tls-ca-key", flags->tls_ca_key, "The key of --tls-ca")->excludes(plaintext);
+  app.add_option("--join-token-file", flags->join_token_file,
+                 "A join token given in a file (e.g. a Kubernetes secret shared with the agents' pods; `torus tls "
+                 "init` makes one): read at each join, so that rewriting it rotates it, and never expiring. "
+                 "Default: the head makes its own in tls/join_token, valid --join-token-ttl-s")
+      ->excludes(plaintext);
   app.add_option("--tls-san", flags->tls_san,
                  "More DNS names or addresses of the head for its certificate, \"A,B\" (the advertised host, "
                  "localhost and 127.0.0.1 are always in it)")
-      ->needs(tls);
+      ->excludes(plaintext);
   // At least 10 minutes: renewals are checked every 30 s and certificate files read again every 60 s.
   app.add_option("--node-cert-validity-s", flags->node_cert_validity_s,
                  "Life of the certificates the head issues (agents and the head renew theirs at two thirds)")

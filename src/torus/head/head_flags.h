@@ -41,14 +41,24 @@ struct HeadFlags {
   // The ingress of services: 8000, or an ephemeral port when --dashboard-port is 0 (every port ephemeral, as tests
   // and benchmarks run heads side by side); -1 = none.
   std::optional<int> serve_port;
-  // TLS (docs/security.md): the cluster CA and certificates in the state directory's tls/.
+  // TLS (docs/security.md): the cluster CA and certificates in the state directory's tls/. On unless --host is a
+  // loopback address; --tls forces it on, --plaintext off (UseTls).
   bool tls = false;
+  bool plaintext = false;
   std::string tls_ca;
   std::string tls_ca_key;
   std::string tls_san;  // more names of the head, "A,B"
   int64_t node_cert_validity_s = 86'400;
   int64_t join_token_ttl_s = 86'400;
+  std::string join_token_file;  // a given join token (e.g. a Kubernetes Secret): "" = the head makes its own
+
+  // Whether the head serves TLS: --tls (or a given CA or join token), or --host not a loopback address (127.x, ::1,
+  // localhost) without --plaintext.
+  bool UseTls() const;
 };
+
+// 127.0.0.0/8, ::1 or localhost.
+bool IsLoopbackHost(const std::string& host);
 
 // Parses the command line into `flags` (defaults applied). Returns an exit code when the process should exit now
 // (--help: 0; a bad flag: 2, after CLI11 printed why), nullopt to run the head.

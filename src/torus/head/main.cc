@@ -184,14 +184,15 @@ int Run(const HeadFlags& flags) {
   const std::string advertised = torus::rpc::AdvertisedHost(flags.host, flags.advertise_host);
   // TLS: the cluster CA, the head's certificate and the join token; agents and clients then talk TLS only.
   std::unique_ptr<torus::head::ClusterAuthority> authority;
-  if (flags.tls) {
+  if (flags.UseTls()) {
     torus::head::AuthorityOptions options{.dir = (flags.no_journal ? flags.session_dir : state_dir) + "/tls",
                                           .ca_cert_file = flags.tls_ca,
                                           .ca_key_file = flags.tls_ca_key,
                                           .head_hosts = {advertised, flags.host},
                                           .node_validity_s = flags.node_cert_validity_s,
                                           .head_validity_s = flags.node_cert_validity_s,
-                                          .join_token_ttl_s = flags.join_token_ttl_s};
+                                          .join_token_ttl_s = flags.join_token_ttl_s,
+                                          .join_token_file = flags.join_token_file};
     for (absl::string_view san : absl::StrSplit(flags.tls_san, ',', absl::SkipEmpty())) {
       options.head_hosts.emplace_back(san);
     }
@@ -209,10 +210,9 @@ int Run(const HeadFlags& flags) {
     std::filesystem::remove(flags.session_dir + "/ca.crt", ec);
     std::filesystem::remove(flags.session_dir + "/join_token", ec);
   }
-  const bool loopback = absl::StartsWith(flags.host, "127.") || flags.host == "localhost" || flags.host == "::1";
-  if (!authority && !loopback) {
-    spdlog::warn("serving in plaintext on {}, not a loopback address: the cluster token and every request cross the "
-                 "network in clear text, and any holder of the token can act as a node; start the head with --tls "
+  if (!authority && !torus::head::IsLoopbackHost(flags.host)) {
+    spdlog::warn("serving in plaintext on {}, not a loopback address (--plaintext): the cluster token and every "
+                 "request cross the network in clear text, and any holder of the token can act as a node "
                  "(docs/security.md)",
                  flags.host);
   }
@@ -240,6 +240,16 @@ int Run(const HeadFlags& flags) {
     if (config->provider == torus::autoscale::ProviderKind::kLocal) {
       slice_provider = std::make_unique<torus::head::LocalProvider>(config->local_session, "");
     } else {
+      // Pods join with the CA and join token of the provider's tls_secret: the head must issue with that CA and
+      // accept that join token, not ones of its own making.
+      config->kubernetes.tls = authority != nullptr;
+      if (authority && (flags.tls_ca.empty() || flags.join_token_file.empty())) {
+        spdlog::error("--autoscaler-config {}: the kubernetes provider's pods join a TLS head with the CA and join "
+                      "token of the Secret {}; start the head with --tls-ca, --tls-ca-key and --join-token-file from "
+                      "that Secret (`torus tls init`, docs/gke.md), or --plaintext",
+                      flags.autoscaler_config, config->kubernetes.tls_secret);
+        return 2;
+      }
       auto kubernetes = torus::head::KubernetesSliceProvider::Create(config->kubernetes, &clock);
       if (!kubernetes.ok()) {
         spdlog::error("--autoscaler-config {}: {}", flags.autoscaler_config,

@@ -11,7 +11,7 @@
 #include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 #include "torus/head/nodes/membership.h"
-#include "torus/rpc/auth.h"
+#include "torus/tls/cluster_secrets.h"
 
 namespace torus::head {
 namespace {
@@ -106,6 +106,11 @@ absl::StatusOr<std::unique_ptr<ClusterAuthority>> ClusterAuthority::Open(Authori
   std::unique_ptr<ClusterAuthority> authority(new ClusterAuthority(std::move(options), clock, std::move(ca)));
   if (absl::Status s = authority->IssueHead(); !s.ok()) return s;
 
+  if (!authority->options_.join_token_file.empty()) {
+    auto given = tls::ReadJoinToken(authority->options_.join_token_file);
+    if (!given.ok()) return given.status();
+    return authority;
+  }
   // The join token survives restarts while it is valid, so that agents given it keep joining.
   auto text = tls::ReadWholeFile(authority->join_token_path());
   if (text.ok()) {
@@ -179,9 +184,13 @@ absl::StatusOr<bool> ClusterAuthority::RenewHeadIfDue() {
 }
 
 absl::StatusOr<std::string> ClusterAuthority::RotateJoinToken() {
-  auto secret = rpc::GenerateToken();
-  if (!secret.ok()) return secret.status();
-  const std::string token = absl::StrCat("join-", secret->substr(0, 40));
+  if (!options_.join_token_file.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the join token is given in ", options_.join_token_file, "; rewrite that file to rotate it"));
+  }
+  auto new_token = tls::NewJoinToken();
+  if (!new_token.ok()) return new_token.status();
+  const std::string& token = *new_token;
   const int64_t expires = NowSeconds() + options_.join_token_ttl_s;
   if (absl::Status s = tls::WritePrivateFile(join_token_path(), absl::StrCat(token, "\nexpires ", expires, "\n"), 0600);
       !s.ok()) {
@@ -196,6 +205,17 @@ absl::StatusOr<std::string> ClusterAuthority::RotateJoinToken() {
 absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForJoin(std::string_view join_token, std::string_view node_id,
                                                               std::string_view csr_pem,
                                                               const std::string& address) const {
+  if (!options_.join_token_file.empty()) {
+    auto given = tls::ReadJoinToken(options_.join_token_file);
+    if (!given.ok()) {
+      spdlog::warn("join token: {}", std::string(given.status().message()));
+      return absl::UnavailableError("join_token: the head cannot read its join token file; see its log");
+    }
+    if (join_token.empty() || !tls::SecretsEqual(join_token, *given)) {
+      return absl::PermissionDeniedError("join_token: not this cluster's join token");
+    }
+    return Issue(node_id, csr_pem, address);
+  }
   {
     absl::MutexLock lock(&mu_);
     if (join_token.empty() || !tls::SecretsEqual(join_token, join_token_)) {

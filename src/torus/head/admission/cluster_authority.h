@@ -6,7 +6,8 @@
 // Files in `dir` (keys 0600):
 //   ca.crt, ca.key     the cluster CA (unless --tls-ca/--tls-ca-key name another)
 //   head.crt, head.key the head's certificate ("torus-head", with the head's hosts as subject alternative names)
-//   join_token         the join token on its first line; "expires <unix seconds>" on the second
+//   join_token         the join token on its first line; "expires <unix seconds>" on the second (unless the join
+//                      token is given: --join-token-file, read at each join and never expiring; see cluster_secrets.h)
 //
 // Thread-safety: thread-safe; StartRenewal and Stop from one thread.
 #pragma once
@@ -37,6 +38,9 @@ struct AuthorityOptions {
   int64_t node_validity_s = 86'400;
   int64_t head_validity_s = 86'400;
   int64_t join_token_ttl_s = 86'400;
+  // A join token given in a file (e.g. from a Kubernetes Secret, shared by several heads): read at each join, so that
+  // rewriting the file rotates it; it does not expire. "": the head makes its own, valid join_token_ttl_s.
+  std::string join_token_file;
 };
 
 struct NodeCertificate {
@@ -54,7 +58,9 @@ class ClusterAuthority {
   // The head's files: CA, certificate, key (for its server and its calls to agents).
   tls::TlsFiles head_files() const;
   const std::string& ca_pem() const { return ca_.cert_pem; }
-  std::string join_token_path() const { return options_.dir + "/join_token"; }
+  std::string join_token_path() const {
+    return options_.join_token_file.empty() ? options_.dir + "/join_token" : options_.join_token_file;
+  }
 
   // A certificate for node `node_id`, for the current join token: PERMISSION_DENIED for another token or an expired
   // one, INVALID_ARGUMENT for a bad node id or signing request.
@@ -71,6 +77,7 @@ class ClusterAuthority {
   absl::StatusOr<bool> RenewHeadIfDue();
 
   // A new join token valid for the configured time, written to join_token_path(); the old one stops working.
+  // FAILED_PRECONDITION when the join token is given (whoever gave the file rotates it).
   absl::StatusOr<std::string> RotateJoinToken();
 
   // Copies the CA certificate (ca.crt) and the join token (join_token, 0600) into `dir`, a session directory where

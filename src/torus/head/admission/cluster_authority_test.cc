@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
+
+#include "torus/tls/cluster_secrets.h"
 
 namespace torus::head {
 namespace cluster_authority_test {
@@ -168,6 +171,37 @@ TEST_F(ClusterAuthorityTest, AGivenCaIsUsedAndItsKeyMustMatch) {
   auto missing = ClusterAuthority::Open(
       {.dir = root_ + "/tls4", .ca_cert_file = root_ + "/nope.pem", .ca_key_file = root_ + "/ca-key.pem"}, &clock_);
   EXPECT_EQ(missing.status().message(), root_ + "/nope.pem does not exist");
+}
+
+TEST_F(ClusterAuthorityTest, AGivenJoinTokenFileIsReadAtEachJoinNeverExpiresAndIsRotatedByRewritingIt) {
+  auto secrets = tls::WriteClusterSecrets(root_ + "/secret", Now());
+  ASSERT_TRUE(secrets.ok()) << secrets.status();
+  auto a = Open({.ca_cert_file = secrets->ca_cert,
+                 .ca_key_file = secrets->ca_key,
+                 .join_token_ttl_s = 60,
+                 .join_token_file = secrets->join_token});
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->join_token_path(), secrets->join_token);
+  const std::string first = *tls::ReadJoinToken(secrets->join_token);
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/tls/join_token"));
+  clock_.AdvanceMillis(int64_t{30} * 86'400'000);  // far past join_token_ttl_s: a given token does not expire
+  auto issued = a->IssueForJoin(first, "n1", Csr());
+  ASSERT_TRUE(issued.ok()) << issued.status();
+  EXPECT_TRUE(tls::VerifyCertificate(*tls::ReadWholeFile(secrets->ca_cert), issued->cert_pem, Now()).ok());
+
+  ASSERT_TRUE(tls::WritePrivateFile(secrets->join_token, "join-rotated-by-the-secret-owner\n", 0600).ok());
+  EXPECT_EQ(a->IssueForJoin(first, "n2", Csr()).status().message(), "join_token: not this cluster's join token");
+  EXPECT_TRUE(a->IssueForJoin("join-rotated-by-the-secret-owner", "n2", Csr()).ok());
+  EXPECT_EQ(a->RotateJoinToken().status().code(), absl::StatusCode::kFailedPrecondition);
+
+  ASSERT_TRUE(a->Publish(root_).ok());
+  EXPECT_EQ(*tls::ReadWholeFile(root_ + "/join_token"), "join-rotated-by-the-secret-owner\n");
+
+  ASSERT_TRUE(tls::WritePrivateFile(secrets->join_token, "\n", 0600).ok());
+  EXPECT_EQ(a->IssueForJoin("", "n3", Csr()).status().code(), absl::StatusCode::kUnavailable);
+  auto refused = ClusterAuthority::Open({.dir = root_ + "/tls5", .join_token_file = secrets->join_token}, &clock_);
+  EXPECT_EQ(refused.status().message(),
+            secrets->join_token + ": a join token is one line of at least 16 characters (`torus tls init` writes one)");
 }
 
 }  // namespace cluster_authority_test
