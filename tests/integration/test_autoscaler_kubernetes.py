@@ -4,6 +4,7 @@ slice, and every object sent checked against the Kubernetes API's own schemas (k
 
 import http.server
 import json
+import subprocess
 import threading
 import urllib.parse
 import urllib.request
@@ -118,7 +119,7 @@ def api_server():
     server.server_close()
 
 
-def start_head(torus, tmp_path, api_server, classes):
+def write_config(tmp_path, api_server, classes):
     account = tmp_path / "serviceaccount"
     account.mkdir()
     (account / "token").write_text("service-account-token\n")
@@ -141,17 +142,25 @@ node_types:
     reservation: tpu-reservation
     capacity_classes: {classes}
 """)
+    return config
+
+
+def start_head(torus, tmp_path, api_server, classes, head_args=()):
+    config = write_config(tmp_path, api_server, classes)
     session = tmp_path / "session"
     torus.spawn([binary("torus-head"), "--session-dir", session, "--port", "0", "--dashboard-port", "0",
-                 "--autoscaler-config", config], tmp_path / "head.log")
+                 "--autoscaler-config", config, *head_args], tmp_path / "head.log")
     wait_until(lambda: (session / "head_address").exists() and (session / "dashboard_address").exists(), 15,
                message="the head serving")
     return session
 
 
 def cli_env(session):
-    return {"TORUS_ADDRESS": (session / "head_address").read_text().strip(),
-            "TORUS_TOKEN": (session / "token").read_text().strip()}
+    env = {"TORUS_ADDRESS": (session / "head_address").read_text().strip(),
+           "TORUS_TOKEN": (session / "token").read_text().strip()}
+    if (session / "ca.crt").exists():
+        env["TORUS_TLS_CA"] = str(session / "ca.crt")
+    return env
 
 
 def autoscaler(session):
@@ -275,3 +284,38 @@ def test_a_restarted_head_takes_up_the_slices_it_launched(torus, tmp_path, api_s
     wait_until(lambda: [s["name"] for s in autoscaler(session)["slices"]] == launched, 20,
                message="the launched slice taken up")
     assert len(api_server.requests_of("POST")) == 5, "nothing launched again"
+
+
+def test_a_tls_head_gives_its_pods_the_ca_and_join_token_of_the_tls_secret_and_never_the_ca_key(torus, tmp_path,
+                                                                                                  api_server):
+    secrets = tmp_path / "secrets"
+    torus.ok("tls", "init", secrets)
+    session = start_head(torus, tmp_path, api_server, "[on-demand]",
+                         ("--tls-ca", secrets / "ca.crt", "--tls-ca-key", secrets / "ca.key",
+                          "--join-token-file", secrets / "join_token"))
+    assert (session / "ca.crt").read_text() == (secrets / "ca.crt").read_text()
+    torus.ok("slice", "reserve", *V6E_SLICE, "--name", "g", env=cli_env(session))
+    wait_until(lambda: len(api_server.pods) == 4, 15, message="four pods")
+    for pod in api_server.pods.values():
+        assert problems_of(pod) == [], pod
+        container = pod["spec"]["containers"][0]
+        args = container["args"]
+        assert args[args.index("--tls-ca") + 1] == "/var/run/torus-tls/ca.crt", args
+        assert args[args.index("--join-token-file") + 1] == "/var/run/torus-tls/join_token", args
+        assert {"name": "torus-tls", "mountPath": "/var/run/torus-tls", "readOnly": True} in container["volumeMounts"]
+        tls_volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "torus-tls")
+        assert tls_volume["secret"]["secretName"] == "torus-tls"
+        assert tls_volume["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"},
+                                                 {"key": "join_token", "path": "join_token"}]
+
+
+def test_a_tls_head_that_makes_its_own_ca_refuses_the_kubernetes_provider(torus, tmp_path, api_server):
+    """Its pods could not join: they hold the Secret's CA and join token, not ones the head made."""
+    config = write_config(tmp_path, api_server, "[on-demand]")
+    result = subprocess.run([binary("torus-head"), "--session-dir", tmp_path / "session", "--port", "0",
+                             "--dashboard-port", "0", "--tls", "--autoscaler-config", config],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert ("the kubernetes provider's pods join a TLS head with the CA and join token of the Secret torus-tls; start "
+            "the head with --tls-ca, --tls-ca-key and --join-token-file from that Secret") in result.stdout + \
+        result.stderr

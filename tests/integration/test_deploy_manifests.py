@@ -71,6 +71,42 @@ def test_the_head_and_agents_are_given_flags_they_have():
             assert arg.split("=", 1)[0] in node_help, arg
 
 
+def _mounted_secrets(pod_spec):
+    """{mount path: (secret name, keys mounted or None for all)} of the pod's first container."""
+    volumes = {v["name"]: v["secret"] for v in pod_spec["volumes"] if "secret" in v}
+    out = {}
+    for mount in pod_spec["containers"][0]["volumeMounts"]:
+        if mount["name"] in volumes:
+            secret = volumes[mount["name"]]
+            keys = [item["key"] for item in secret["items"]] if "items" in secret else None
+            out[mount["mountPath"]] = (secret["secretName"], keys)
+    return out
+
+
+def _file_flags(args):
+    return {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}
+
+
+def test_the_head_serves_tls_with_the_secret_whose_ca_and_join_token_its_hosts_mount_without_the_ca_key():
+    head = next(doc for _, doc in manifests() if doc["kind"] == "StatefulSet")["spec"]["template"]["spec"]
+    flags = _file_flags(head["containers"][0]["args"])
+    assert flags["--host"] == "0.0.0.0" and "--plaintext" not in head["containers"][0]["args"]
+    secrets = _mounted_secrets(head)
+    for flag, key in (("--tls-ca", "ca.crt"), ("--tls-ca-key", "ca.key"), ("--join-token-file", "join_token")):
+        directory, name = flags[flag].rsplit("/", 1)
+        assert name == key and secrets[directory] == ("torus-tls", None), (flag, secrets)
+    assert head["containers"][0]["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    config = yaml.safe_load((DEPLOY / "head" / "autoscaler.yaml").read_text())
+    assert config["provider"]["tls_secret"] == "torus-tls"
+    for _, job in ((n, d) for n, d in manifests() if d["kind"] == "Job"):
+        pod = job["spec"]["template"]["spec"]
+        flags = _file_flags(pod["containers"][0]["args"])
+        secrets = _mounted_secrets(pod)
+        for flag, key in (("--tls-ca", "ca.crt"), ("--join-token-file", "join_token")):
+            directory, name = flags[flag].rsplit("/", 1)
+            assert name == key and secrets[directory] == ("torus-tls", ["ca.crt", "join_token"]), (flag, secrets)
+
+
 def test_the_image_builds_with_the_setup_script_and_the_targets_exist():
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     assert "scripts/setup.sh" in dockerfile and (DEPLOY.parent / "scripts" / "setup.sh").is_file()
