@@ -14,33 +14,33 @@ std::string Channels::TlsCaFromEnvironment() {
 
 std::shared_ptr<grpc::Channel> Channels::Get(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
-  return GetLocked(address, true);
+  return GetLocked(address);
 }
 
 LeaseService::Stub* Channels::Leases(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = lease_stubs_[address];
-  if (!stub) stub = LeaseService::NewStub(GetLocked(address, true));
+  if (!stub) stub = LeaseService::NewStub(GetLocked(address));
   return stub.get();
 }
 
 CoreWorkerService::Stub* Channels::Worker(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = worker_stubs_[address];
-  if (!stub) stub = CoreWorkerService::NewStub(GetLocked(address, channels_.count({address, true}) > 0));
+  if (!stub) stub = CoreWorkerService::NewStub(GetLocked(address));
   return stub.get();
 }
 
 ObjectStoreService::Stub* Channels::Store(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = store_stubs_[address];
-  if (!stub) stub = ObjectStoreService::NewStub(GetLocked(address, true));
+  if (!stub) stub = ObjectStoreService::NewStub(GetLocked(address));
   return stub.get();
 }
 
-std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address, bool tls) {
-  tls = tls && !tls_ca_.empty();
-  auto& channel = channels_[{address, tls}];
+std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
+  const bool tls = !tls_ca_.empty();
+  auto& channel = channels_[address];
   if (!channel) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, -1);

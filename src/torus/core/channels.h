@@ -1,8 +1,8 @@
 // Channels: gRPC channels and stubs of the core worker, one per address and kept, with the cluster token for each call.
 //
-// On a cluster with TLS (`tls_ca`, by default the file TORUS_TLS_CA names: agents give it to their workers) the head
-// and agents are reached over TLS, checked against the cluster CA: Get, Leases and Store. Other core workers serve
-// plaintext (Worker), except an address already reached through Get — the head, which owns detached actors.
+// On a cluster with TLS (`tls_ca`, by default the file TORUS_TLS_CA names: agents give it to their workers) every
+// address is reached over TLS, checked against the cluster CA: the head, agents and other core workers (which serve
+// with certificates the head issued them, worker_certificate.h).
 //
 // Thread-safety: thread-safe.
 #pragma once
@@ -23,6 +23,7 @@ class Channels {
       : token_(std::move(token)), tls_ca_(std::move(tls_ca)) {}
   // $TORUS_TLS_CA, or "".
   static std::string TlsCaFromEnvironment();
+  const std::string& tls_ca() const { return tls_ca_; }
   std::shared_ptr<grpc::Channel> Get(const std::string& address);
   LeaseService::Stub* Leases(const std::string& address);
   CoreWorkerService::Stub* Worker(const std::string& address);
@@ -30,12 +31,12 @@ class Channels {
   void Authorize(grpc::ClientContext& ctx) const;
 
  private:
-  // A channel to `address`: over TLS with `tls` (and a CA), plaintext otherwise.
-  std::shared_ptr<grpc::Channel> GetLocked(const std::string& address, bool tls);
+  // A channel to `address`: over TLS with a CA, plaintext otherwise.
+  std::shared_ptr<grpc::Channel> GetLocked(const std::string& address);
   const std::string token_;
   const std::string tls_ca_;
   std::mutex mu_;
-  std::map<std::pair<std::string, bool>, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;                // guarded by mu_
   std::map<std::string, std::unique_ptr<LeaseService::Stub>> lease_stubs_;         // guarded by mu_
   std::map<std::string, std::unique_ptr<CoreWorkerService::Stub>> worker_stubs_;  // guarded by mu_
   std::map<std::string, std::unique_ptr<ObjectStoreService::Stub>> store_stubs_;   // guarded by mu_

@@ -51,9 +51,18 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
   if (options.local_agent.empty()) return absl::InvalidArgumentError("the local agent's address is required");
   std::unique_ptr<CoreWorker> w(new CoreWorker(std::move(options)));
   w->service_ = NewCoreWorkerService(w.get(), w->options_.token);
+  // With TLS, this process's port serves a certificate of its own from the head (worker_certificate.h).
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!w->channels_.tls_ca().empty()) {
+    auto certificate = WorkerCertificate::Obtain(&w->channels_, w->options_.head_address, w->channels_.tls_ca());
+    if (!certificate.ok()) return certificate.status();
+    w->certificate_ = *std::move(certificate);
+    w->certificate_->StartRenewal();
+    credentials = tls::ServerCredentials(w->certificate_->files());
+  }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(absl::StrCat(w->options_.node_ip, ":0"), grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(absl::StrCat(w->options_.node_ip, ":0"), credentials, &port);
   builder.RegisterService(w->service_.get());
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);

@@ -33,6 +33,7 @@
 #include "torus/core/store_client.h"
 #include "torus/core/task_pipe.h"
 #include "torus/core/task_submitter.h"
+#include "torus/core/worker_certificate.h"
 
 namespace torus::core {
 
@@ -196,6 +197,7 @@ class CoreWorker {
 
   const CoreWorkerOptions options_;
   Channels channels_;
+  std::unique_ptr<WorkerCertificate> certificate_;  // with TLS: what server_ serves with (outlives it)
   ObjectTable table_;
   std::string address_;
   std::unique_ptr<StoreClient> store_;  // this node's object store

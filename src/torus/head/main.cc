@@ -359,7 +359,7 @@ int Run(const HeadFlags& flags) {
                            &bound_port);
   std::unique_ptr<torus::head::NodeAdmissionServiceImpl> admission;
   if (authority) {
-    admission = std::make_unique<torus::head::NodeAdmissionServiceImpl>(authority.get(), &store);
+    admission = std::make_unique<torus::head::NodeAdmissionServiceImpl>(authority.get(), &store, *token);
     builder.RegisterService(admission.get());
   }
   service.SetMetricsStore(&metrics);
@@ -383,7 +383,10 @@ int Run(const HeadFlags& flags) {
       [&actors, &tasks, &clock](const std::string& owner, const std::string& cause) {
         return actors.OwnerGone(owner, cause) + tasks.OwnerGone(owner, cause, clock.WallMillis());
       },
-      torus::head::GrpcOwnerProbe(*token, std::chrono::seconds(2)), std::chrono::seconds(2));
+      torus::head::GrpcOwnerProbe(*token, std::chrono::seconds(2),
+                                  authority ? torus::tls::ChannelCredentials({.ca = authority->head_files().ca}, "")
+                                            : nullptr),
+      std::chrono::seconds(2));
   builder.RegisterService(&service);
   torus::head::EventServiceImpl event_service(&events, *token);
   builder.RegisterService(&event_service);

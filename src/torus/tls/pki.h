@@ -4,6 +4,8 @@
 // Keys are ECDSA P-256; certificates X.509 v3, signed with SHA-256. Identities are the subject's common name:
 //   "torus-head"           the head (it is also a server: its certificate names the hosts clients reach it at)
 //   "torus-node:<node id>" an agent (server for the head and other agents, client of the head)
+//   "torus-worker:<id>"    a core worker's port (a driver's or a task worker's: task calls, object ownership); it
+//                          grants nothing a holder of the cluster token could not do
 // Every PEM string here is text as OpenSSL writes it ("-----BEGIN ...").
 //
 // Thread-safety: pure functions (OpenSSL 3 is thread-safe for these calls).
@@ -20,6 +22,7 @@ namespace torus::tls {
 
 inline constexpr char kHeadIdentity[] = "torus-head";
 inline constexpr char kNodeIdentityPrefix[] = "torus-node:";
+inline constexpr char kWorkerIdentityPrefix[] = "torus-worker:";
 
 // "torus-node:<node_id>".
 std::string NodeIdentity(std::string_view node_id);

@@ -33,8 +33,16 @@ grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, absl::StatusOr
 
 }  // namespace
 
-NodeAdmissionServiceImpl::NodeAdmissionServiceImpl(const ClusterAuthority* authority, const StateStore* store)
-    : authority_(authority), store_(store) {}
+NodeAdmissionServiceImpl::NodeAdmissionServiceImpl(const ClusterAuthority* authority, const StateStore* store,
+                                                   std::string token)
+    : authority_(authority), store_(store), token_(std::move(token)) {}
+
+grpc::ServerUnaryReactor* NodeAdmissionServiceImpl::IssueWorkerCertificate(
+    grpc::CallbackServerContext* ctx, const rpc::IssueWorkerCertificateRequest* request,
+    rpc::NodeCertificateReply* reply) {
+  if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return rpc::FinishCall(ctx, s);
+  return Reply(ctx, authority_->IssueForWorker(request->csr_pem(), PeerAddress(ctx)), reply);
+}
 
 grpc::ServerUnaryReactor* NodeAdmissionServiceImpl::JoinCluster(grpc::CallbackServerContext* ctx,
                                                                const rpc::JoinClusterRequest* request,

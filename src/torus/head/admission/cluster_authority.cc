@@ -1,9 +1,11 @@
 #include "torus/head/admission/cluster_authority.h"
 
 #include <arpa/inet.h>
+#include <openssl/rand.h>
 
 #include <filesystem>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -234,10 +236,24 @@ absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForNode(std::string_view 
   return Issue(node_id, csr_pem, address);
 }
 
+absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForWorker(std::string_view csr_pem,
+                                                                const std::string& address) const {
+  unsigned char bytes[8];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) return absl::InternalError("no random bytes for a worker identity");
+  return IssueAs(absl::StrCat(tls::kWorkerIdentityPrefix,
+                              absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)))),
+                 csr_pem, address);
+}
+
 absl::StatusOr<NodeCertificate> ClusterAuthority::Issue(std::string_view node_id, std::string_view csr_pem,
                                                        const std::string& address) const {
   if (absl::Status s = ValidateNodeId(node_id); !s.ok()) return s;
-  tls::IssueOptions issue{.common_name = tls::NodeIdentity(node_id),
+  return IssueAs(tls::NodeIdentity(node_id), csr_pem, address);
+}
+
+absl::StatusOr<NodeCertificate> ClusterAuthority::IssueAs(const std::string& identity, std::string_view csr_pem,
+                                                         const std::string& address) const {
+  tls::IssueOptions issue{.common_name = identity,
                           .now_s = NowSeconds(),
                           .validity_s = options_.node_validity_s};
   if (IsIpAddress(address)) issue.ip_addresses.push_back(address);

@@ -72,6 +72,10 @@ class ClusterAuthority {
   absl::StatusOr<NodeCertificate> IssueForNode(std::string_view node_id, std::string_view csr_pem,
                                                const std::string& address = "") const;
 
+  // A certificate for a core worker's port, identity "torus-worker:<random id>" (the caller holds the cluster token):
+  // INVALID_ARGUMENT for a bad request.
+  absl::StatusOr<NodeCertificate> IssueForWorker(std::string_view csr_pem, const std::string& address = "") const;
+
   // Issues the head a new certificate (same key) once two thirds of the current one's life have passed; true when
   // it did. Servers and channels built from head_files() take it up when they next read the files.
   absl::StatusOr<bool> RenewHeadIfDue();
@@ -95,6 +99,8 @@ class ClusterAuthority {
   absl::Status IssueHead();
   absl::StatusOr<NodeCertificate> Issue(std::string_view node_id, std::string_view csr_pem,
                                         const std::string& address) const;
+  absl::StatusOr<NodeCertificate> IssueAs(const std::string& identity, std::string_view csr_pem,
+                                          const std::string& address) const;
 
   const AuthorityOptions options_;
   const Clock* const clock_;

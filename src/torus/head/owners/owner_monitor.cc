@@ -50,15 +50,17 @@ void OwnerMonitor::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-OwnerMonitor::Probe GrpcOwnerProbe(std::string token, std::chrono::milliseconds deadline) {
+OwnerMonitor::Probe GrpcOwnerProbe(std::string token, std::chrono::milliseconds deadline,
+                                   std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  if (!credentials) credentials = grpc::InsecureChannelCredentials();
   // One channel per owner, reused between rounds (owners are few: drivers and the workers that create actors); the
   // cache starts over once it holds kMaxChannels, so owners long gone do not accumulate.
   constexpr size_t kMaxChannels = 1024;
   auto channels = std::make_shared<std::map<std::string, std::shared_ptr<grpc::Channel>>>();
-  return [token = std::move(token), deadline, channels](const std::string& owner) -> absl::Status {
+  return [token = std::move(token), deadline, channels, credentials](const std::string& owner) -> absl::Status {
     if (channels->size() >= kMaxChannels && !channels->contains(owner)) channels->clear();
     auto& channel = (*channels)[owner];
-    if (!channel) channel = grpc::CreateChannel(owner, grpc::InsecureChannelCredentials());
+    if (!channel) channel = grpc::CreateChannel(owner, credentials);
     auto stub = core::CoreWorkerService::NewStub(channel);
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer " + token);

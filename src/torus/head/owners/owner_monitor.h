@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "grpcpp/grpcpp.h"
 
 namespace torus::head {
 
@@ -57,7 +58,9 @@ class OwnerMonitor {
 };
 
 // A Probe over gRPC: CoreWorkerService.ResolveActor of an empty id at the owner, with the cluster token and
-// `deadline`. Any answer (NOT_FOUND included) means the owner is there.
-OwnerMonitor::Probe GrpcOwnerProbe(std::string token, std::chrono::milliseconds deadline);
+// `deadline`, over `credentials` (the cluster's TLS; nullptr: plaintext). Any answer (NOT_FOUND included) means the
+// owner is there.
+OwnerMonitor::Probe GrpcOwnerProbe(std::string token, std::chrono::milliseconds deadline,
+                                   std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
 }  // namespace torus::head

@@ -1,0 +1,58 @@
+// WorkerCertificate: the certificate a core worker serves its port with in a cluster with TLS (task and actor calls,
+// object ownership and borrows). The core worker asks the head for it with the cluster token
+// (NodeAdmissionService.IssueWorkerCertificate; identity "torus-worker:<random id>", which grants nothing the token
+// does not) and asks again once two thirds of its life have passed. Its key never leaves the process's private
+// directory; an agent's node key is never given to the processes it starts.
+//
+// Files in a directory of its own under $TMPDIR (or /tmp), 0700, removed by the destructor: worker.key (0600),
+// worker.crt, ca.crt. A server built from files() watches them and takes a renewed certificate up.
+//
+// Thread-safety: Obtain on one thread; the renewal thread runs on its own until destruction.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "torus/core/channels.h"
+#include "torus/tls/credentials.h"
+
+namespace torus::core {
+
+class WorkerCertificate {
+ public:
+  // A certificate from the head at `head_address` (through `channels`, over TLS checked against `ca_file`).
+  // UNAVAILABLE when the head cannot be reached; the head's error otherwise (UNAUTHENTICATED for a wrong token).
+  static absl::StatusOr<std::unique_ptr<WorkerCertificate>> Obtain(Channels* channels, const std::string& head_address,
+                                                                   const std::string& ca_file);
+  ~WorkerCertificate();  // stops renewing and removes the directory
+
+  tls::TlsFiles files() const;
+  std::string identity() const;
+  // Asks for a new certificate now (the renewal thread's step); the files are rewritten in place.
+  absl::Status Renew();
+  // Renews at two thirds of the current certificate's life, checking every `check_ms`.
+  void StartRenewal(int64_t check_ms = 30'000);
+
+ private:
+  WorkerCertificate(Channels* channels, std::string head_address, std::string dir)
+      : channels_(channels), head_address_(std::move(head_address)), dir_(std::move(dir)) {}
+  bool Due() const;
+
+  Channels* const channels_;
+  const std::string head_address_;
+  const std::string dir_;
+  std::string key_pem_;
+  std::string identity_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t not_before_s_ = 0;  // guarded by mu_
+  int64_t not_after_s_ = 0;   // guarded by mu_
+  bool stopping_ = false;     // guarded by mu_
+  std::thread renewer_;
+};
+
+}  // namespace torus::core
