@@ -216,6 +216,50 @@ TEST_F(TlsClusterTest, TheJoinTokenIsCheckedAndCannotTakeOverALiveNode) {
   EXPECT_TRUE(join(join_token, "n9").ok());
 }
 
+TEST_F(TlsClusterTest, AWorkerCertificateNeedsTheTokenAndGrantsNoNodeOrHeadCalls) {
+  auto admission = torus::rpc::NodeAdmissionService::NewStub(
+      grpc::CreateChannel(address_, torus::tls::ChannelCredentials({.ca = Ca()}, torus::tls::kHeadIdentity)));
+  const std::string key = *torus::tls::GeneratePrivateKey();
+  torus::rpc::IssueWorkerCertificateRequest request;
+  request.set_csr_pem(*torus::tls::CreateSigningRequest(key, "torus-head"));  // asks for more than it gets
+  torus::rpc::NodeCertificateReply reply;
+  grpc::ClientContext no_token;
+  no_token.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  EXPECT_EQ(admission->IssueWorkerCertificate(&no_token, request, &reply).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext ctx;
+  grpc::Status s = admission->IssueWorkerCertificate(Prepare(&ctx), request, &reply);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  auto info = torus::tls::ReadCertificate(reply.cert_pem());
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->common_name.rfind(torus::tls::kWorkerIdentityPrefix, 0), 0u) << info->common_name;
+  EXPECT_EQ(info->common_name.size(), std::string(torus::tls::kWorkerIdentityPrefix).size() + 16);
+
+  // With it: no control call on an agent, no node call on the head.
+  const std::string ca_pem = ReadFile(Ca());
+  auto agent = torus::rpc::NodeService::NewStub(grpc::CreateChannel(
+      AgentAddress("n1"), torus::tls::ChannelCredentialsFromPem(ca_pem, reply.cert_pem(), key, "torus-node:n1")));
+  grpc::ClientContext start_ctx;
+  torus::rpc::StartWorkerRequest start;
+  start.set_worker_id("w-intruder");
+  start.add_argv("/bin/true");
+  torus::rpc::StartWorkerReply started;
+  s = agent->StartWorker(Prepare(&start_ctx), start, &started);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_EQ(s.error_message(), "only the head may reserve bundles or start and stop workers here, not '" +
+                                   info->common_name + "'");
+  auto head = torus::rpc::HeadService::NewStub(grpc::CreateChannel(
+      address_, torus::tls::ChannelCredentialsFromPem(ca_pem, reply.cert_pem(), key, torus::tls::kHeadIdentity)));
+  grpc::ClientContext beat_ctx;
+  torus::rpc::HeartbeatRequest beat;
+  beat.set_node_id("n1");
+  beat.set_incarnation(1);
+  torus::rpc::HeartbeatReply beat_reply;
+  s = head->Heartbeat(Prepare(&beat_ctx), beat, &beat_reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  EXPECT_EQ(s.error_message(), "'" + info->common_name + "' is not a node; a node's calls need the node's certificate");
+}
+
 TEST_F(TlsClusterTest, APlaintextClientIsRefused) {
   auto head = torus::rpc::HeadService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
