@@ -204,12 +204,26 @@ class Keeper:
 keeper = Keeper.remote()
 print(torus.get([echo.remote(MARKER + str(i)) for i in range(8)]))
 print(torus.get(keeper.keep.remote(MARKER)))
+
+# A value past the inline limit, read on another node: agent to agent over the object transfer port.
+from torus.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+big = torus.put((MARKER * 40000).encode())
+here = torus.get_runtime_context().get_node_id()
+there = [n["NodeID"] for n in torus.nodes() if n["NodeID"] != here][0]
+
+@torus.remote
+def count(data):
+    return data.count(MARKER.encode()), torus.get_runtime_context().get_node_id()
+
+print("big", torus.get(count.options(scheduling_strategy=NodeAffinitySchedulingStrategy(there, soft=False))
+                       .remote(big)) == (40000, there))
 """
 
 
-def test_task_and_actor_calls_between_processes_cross_loopback_encrypted(tls_cluster, tmp_path):
+def test_task_and_actor_calls_and_objects_between_processes_cross_loopback_encrypted(tls_cluster, tmp_path):
     """A driver's tasks and actor calls go from its own port to task workers' ports: each serves TLS with a
-    certificate the head issued it ("torus-worker:..."), so no argument or result crosses in clear text."""
+    certificate the head issued it ("torus-worker:..."), and a large value read on another node crosses between the
+    agents' transfer ports over mutual TLS: no argument, result or object crosses in clear text."""
     torus = tls_cluster
     try:
         capture = LoopbackCapture(None)
@@ -224,6 +238,7 @@ def test_task_and_actor_calls_between_processes_cross_loopback_encrypted(tls_clu
         seen = capture.close()
     assert out.returncode == 0, out.stderr
     assert "core-marker-7f3a0-back" in out.stdout and "core-marker-7f3a-kept" in out.stdout, out.stdout
+    assert "big True" in out.stdout, out.stdout
     assert len(seen) > 10000, "nothing captured"
     assert b"core-marker-7f3a" not in seen, "a task's argument or result crossed in clear text"
     assert torus.token.encode() not in seen

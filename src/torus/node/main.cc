@@ -366,7 +366,7 @@ int Run(const NodeFlags& flags) {
   }
   torus::node::ObjectStoreServiceImpl object_service(object_store->get(), token, torus::node::ReadBootId());
   if (certificate) {
-    object_service.SetAgentCredentials(torus::tls::ChannelCredentials(certificate->files(), "torus-node:"));
+    object_service.SetTls(certificate->files());
   }
   builder.RegisterService(&object_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -13,6 +13,7 @@
 #include "spdlog/spdlog.h"
 #include "torus/rpc/convert.h"
 #include "torus/rpc/server_auth.h"
+#include "torus/tls/pki.h"
 
 namespace torus::node {
 namespace {
@@ -35,8 +36,14 @@ grpc::Status StoreStarting() { return grpc::Status(grpc::StatusCode::UNAVAILABLE
 ObjectStoreServiceImpl::ObjectStoreServiceImpl(ObjectStore* store, std::string token, std::string boot_id)
     : store_(store), token_(std::move(token)), boot_id_(std::move(boot_id)) {}
 
+void ObjectStoreServiceImpl::SetTls(tls::TlsFiles files) {
+  agent_credentials_ = tls::ChannelCredentials(files, tls::kNodeIdentityPrefix);
+  owner_credentials_ = tls::ChannelCredentials({.ca = files.ca}, "");
+  tls_ = std::move(files);
+}
+
 absl::Status ObjectStoreServiceImpl::Start(std::string self_address) {
-  auto transfer = TransferServer::Start(self_address.substr(0, self_address.rfind(':')));
+  auto transfer = TransferServer::Start(self_address.substr(0, self_address.rfind(':')), tls_ ? &*tls_ : nullptr);
   if (!transfer.ok()) return transfer.status();
   transfer_ = *std::move(transfer);
   self_ = std::move(self_address);
@@ -67,9 +74,8 @@ std::shared_ptr<grpc::Channel> ObjectStoreServiceImpl::ChannelTo(const std::stri
   if (!channel) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
-    channel = grpc::CreateCustomChannel(address, agent && agent_credentials_ ? agent_credentials_
-                                                                             : grpc::InsecureChannelCredentials(),
-                                        args);
+    std::shared_ptr<grpc::ChannelCredentials> credentials = agent ? agent_credentials_ : owner_credentials_;
+    channel = grpc::CreateCustomChannel(address, credentials ? credentials : grpc::InsecureChannelCredentials(), args);
   }
   return channel;
 }
@@ -147,7 +153,7 @@ absl::Status ObjectStoreServiceImpl::Pull(const std::string& id, const std::stri
   int fd = open(path->c_str(), O_RDWR | O_CLOEXEC);
   absl::Status fetched = fd < 0 ? absl::InternalError(absl::StrCat("cannot open ", *path, ": ", std::strerror(errno)))
                                 : FetchTransfer(source.substr(0, source.rfind(':')), opened.port(), opened.ticket(),
-                                                fd, size);
+                                                fd, size, tls_ ? &*tls_ : nullptr);
   if (fd >= 0) close(fd);
   if (!fetched.ok()) {
     store_->Abort(id);

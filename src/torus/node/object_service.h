@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -24,6 +25,7 @@
 #include "torus/core.grpc.pb.h"
 #include "torus/node/object_store.h"
 #include "torus/node/object_transfer.h"
+#include "torus/tls/credentials.h"
 
 namespace torus::node {
 
@@ -34,11 +36,10 @@ class ObjectStoreServiceImpl final : public core::ObjectStoreService::Service {
   ObjectStoreServiceImpl(ObjectStore* store, std::string token, std::string boot_id);
   ~ObjectStoreServiceImpl() override;
 
-  // Credentials of calls to other agents' stores (TLS with this node's certificate); plaintext without. Call
-  // before serving.
-  void SetAgentCredentials(std::shared_ptr<grpc::ChannelCredentials> credentials) {
-    agent_credentials_ = std::move(credentials);
-  }
+  // TLS with this node's certificate files: calls to other agents' stores present it (and check theirs), calls to
+  // owners check theirs against the CA, and the transfer port is mutual TLS between agents. Plaintext without.
+  // Call before Start.
+  void SetTls(tls::TlsFiles files);
   // Serves from now on; `self_address` is this agent's host:port (what other agents pull from). Starts the transfer
   // port (on the same host) and the owner watch. Call once; Unavailable when the transfer port cannot listen.
   absl::Status Start(std::string self_address);
@@ -78,7 +79,9 @@ class ObjectStoreServiceImpl final : public core::ObjectStoreService::Service {
   std::condition_variable stop_cv_;
   bool stopping_ = false;                                           // guarded by mu_
   std::map<std::pair<std::string, bool>, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
-  std::shared_ptr<grpc::ChannelCredentials> agent_credentials_;  // set before serving
+  std::optional<tls::TlsFiles> tls_;                              // set before Start
+  std::shared_ptr<grpc::ChannelCredentials> agent_credentials_;  // likewise
+  std::shared_ptr<grpc::ChannelCredentials> owner_credentials_;  // likewise
   std::map<std::string, int> failed_probes_;                        // remote owner -> probes refused in a row; mu_
   std::thread watch_;
 };

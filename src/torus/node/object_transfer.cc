@@ -14,8 +14,10 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "torus/tls/pki.h"
 
 namespace torus::node {
 namespace {
@@ -56,7 +58,14 @@ absl::StatusOr<addrinfo*> Resolve(const std::string& host, int port, bool passiv
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TransferServer>> TransferServer::Start(const std::string& host) {
+absl::StatusOr<std::unique_ptr<TransferServer>> TransferServer::Start(const std::string& host,
+                                                                      const tls::TlsFiles* tls) {
+  std::unique_ptr<tls::TlsSocketContext> context;
+  if (tls != nullptr) {
+    auto made = tls::TlsSocketContext::ForServer(*tls);
+    if (!made.ok()) return made.status();
+    context = *std::move(made);
+  }
   auto found = Resolve(host, 0, /*passive=*/true);
   if (!found.ok()) return found.status();
   int fd = socket((*found)->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -74,7 +83,7 @@ absl::StatusOr<std::unique_ptr<TransferServer>> TransferServer::Start(const std:
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   const int port = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                                               : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  std::unique_ptr<TransferServer> server(new TransferServer(fd, port));
+  std::unique_ptr<TransferServer> server(new TransferServer(fd, port, std::move(context)));
   server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
@@ -120,26 +129,50 @@ void TransferServer::AcceptLoop() {
   }
 }
 
-void TransferServer::Serve(int fd) {
+std::optional<TransferServer::Grant> TransferServer::Redeem(int fd, tls::TlsSocket* session) {
   std::string ticket(kTicketBytes, '\0');
+  const bool read = session != nullptr ? session->ReadAll(ticket.data(), ticket.size())
+                                       : RecvAll(fd, ticket.data(), ticket.size());
+  if (!read) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = grants_.find(ticket);
+  if (it == grants_.end()) return std::nullopt;
   std::optional<Grant> grant;
-  if (RecvAll(fd, ticket.data(), ticket.size())) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = grants_.find(ticket); it != grants_.end()) {
-      if (it->second.expires >= std::chrono::steady_clock::now()) grant = it->second;
-      grants_.erase(it);
-    }
+  if (it->second.expires >= std::chrono::steady_clock::now()) grant = it->second;
+  grants_.erase(it);
+  return grant;
+}
+
+void TransferServer::Serve(int fd) {
+  std::unique_ptr<tls::TlsSocket> session;
+  bool refused = false;
+  if (tls_) {
+    auto accepted = tls_->Accept(fd, tls::kNodeIdentityPrefix);  // only agents pull objects
+    refused = !accepted.ok();
+    if (accepted.ok()) session = *std::move(accepted);
   }
-  if (grant) {
-    int file = open(grant->path.c_str(), O_RDONLY | O_CLOEXEC);
+  std::optional<Grant> grant = refused ? std::nullopt : Redeem(fd, session.get());
+  int file = grant ? open(grant->path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+  if (file >= 0 && session) {
+    std::vector<char> piece(std::min<uint64_t>(grant->size, 1 << 20));
+    uint64_t offset = 0;
+    while (offset < grant->size) {
+      const ssize_t n = pread(file, piece.data(), std::min<uint64_t>(grant->size - offset, piece.size()),
+                              static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0 || !session->WriteAll(piece.data(), static_cast<size_t>(n))) break;
+      offset += static_cast<uint64_t>(n);
+    }
+  } else if (file >= 0) {
     off_t offset = 0;
-    while (file >= 0 && static_cast<uint64_t>(offset) < grant->size) {
+    while (static_cast<uint64_t>(offset) < grant->size) {
       ssize_t n = sendfile(fd, file, &offset, std::min<uint64_t>(grant->size - offset, 1 << 30));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
     }
-    if (file >= 0) close(file);
   }
+  if (file >= 0) close(file);
+  session.reset();  // the TLS session ends before its socket is closed
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = connections_.find(fd); it != connections_.end()) {
     finished_.push_back(std::move(it->second));
@@ -168,8 +201,15 @@ void TransferServer::Stop() {
   for (auto& t : threads) t.join();
 }
 
-absl::Status FetchTransfer(const std::string& host, int port, const std::string& ticket, int fd, uint64_t size) {
+absl::Status FetchTransfer(const std::string& host, int port, const std::string& ticket, int fd, uint64_t size,
+                           const tls::TlsFiles* tls) {
   const std::string peer = absl::StrCat(host, ":", port);
+  std::unique_ptr<tls::TlsSocketContext> context;
+  if (tls != nullptr) {
+    auto made = tls::TlsSocketContext::ForClient(*tls);  // the certificate as it is now (renewals rewrite it)
+    if (!made.ok()) return made.status();
+    context = *std::move(made);
+  }
   auto found = Resolve(host, port, /*passive=*/false);
   if (!found.ok()) return found.status();
   int sock = socket((*found)->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -181,8 +221,26 @@ absl::Status FetchTransfer(const std::string& host, int port, const std::string&
     return absl::UnavailableError(absl::StrCat("cannot connect to the object transfer port ", peer, ": ", why));
   }
   SetTimeouts(sock);
+  std::unique_ptr<tls::TlsSocket> session;
+  if (context) {
+    auto connected_tls = context->Connect(sock, tls::kNodeIdentityPrefix);
+    if (!connected_tls.ok()) {
+      close(sock);
+      return absl::Status(connected_tls.status().code(), absl::StrCat("the object transfer port ", peer, ": ",
+                                                                      connected_tls.status().message()));
+    }
+    session = *std::move(connected_tls);
+  }
+  // Reads up to `n` bytes into `out`: 0 at the end, negative on an error.
+  auto receive = [&](char* out, size_t n) -> ssize_t {
+    if (session) return static_cast<ssize_t>(session->Read(out, n));
+    return recv(sock, out, n, 0);
+  };
+  const bool sent = session ? session->WriteAll(ticket.data(), ticket.size())
+                            : send(sock, ticket.data(), ticket.size(), MSG_NOSIGNAL) ==
+                                  static_cast<ssize_t>(ticket.size());
   absl::Status status;
-  if (send(sock, ticket.data(), ticket.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(ticket.size())) {
+  if (!sent) {
     status = absl::UnavailableError(absl::StrCat("cannot send the transfer ticket to ", peer));
   } else if (size > 0) {
     // Received straight into the store's file.
@@ -192,7 +250,7 @@ absl::Status FetchTransfer(const std::string& host, int port, const std::string&
     } else {
       uint64_t got = 0;
       while (got < size) {
-        ssize_t r = recv(sock, static_cast<char*>(map) + got, std::min<uint64_t>(size - got, 1 << 30), 0);
+        ssize_t r = receive(static_cast<char*>(map) + got, std::min<uint64_t>(size - got, 1 << 30));
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) break;
         got += static_cast<uint64_t>(r);
@@ -204,6 +262,7 @@ absl::Status FetchTransfer(const std::string& host, int port, const std::string&
       }
     }
   }
+  session.reset();
   close(sock);
   return status;
 }

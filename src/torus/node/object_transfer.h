@@ -1,5 +1,8 @@
-// Object transfer between agents: the bytes of a stored object over a plain TCP connection, sent from the store's
-// file with sendfile(2) and received straight into the reader's mapped file (one copy on each side, no framing).
+// Object transfer between agents: the bytes of a stored object over a TCP connection, received straight into the
+// reader's mapped file (no framing). On a plaintext cluster they are sent from the store's file with sendfile(2)
+// (one copy on each side); on a cluster with TLS the connection is mutual TLS between the two agents' node
+// certificates (tls_socket.h: either side refuses a peer that is not "torus-node:...") and the file is read and
+// encrypted in pieces.
 //
 // The holder's agent issues a one-time ticket (16 random bytes, valid for 60 s) to a caller that its gRPC service
 // authenticated with the cluster token; the reader connects to the holder's transfer port, writes the ticket, and
@@ -13,11 +16,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "torus/tls/tls_socket.h"
 
 namespace torus::node {
 
@@ -25,8 +30,9 @@ inline constexpr size_t kTicketBytes = 16;
 
 class TransferServer {
  public:
-  // Listens on `host` (an address of this machine), on any free port.
-  static absl::StatusOr<std::unique_ptr<TransferServer>> Start(const std::string& host);
+  // Listens on `host` (an address of this machine), on any free port; over TLS with `tls` (this node's files).
+  static absl::StatusOr<std::unique_ptr<TransferServer>> Start(const std::string& host,
+                                                               const tls::TlsFiles* tls = nullptr);
   ~TransferServer();
   TransferServer(const TransferServer&) = delete;
   TransferServer& operator=(const TransferServer&) = delete;
@@ -38,7 +44,8 @@ class TransferServer {
   void Stop();
 
  private:
-  TransferServer(int listen_fd, int port) : listen_fd_(listen_fd), port_(port) {}
+  TransferServer(int listen_fd, int port, std::unique_ptr<tls::TlsSocketContext> tls)
+      : listen_fd_(listen_fd), port_(port), tls_(std::move(tls)) {}
   struct Grant {
     std::string path;
     uint64_t size = 0;
@@ -46,9 +53,12 @@ class TransferServer {
   };
   void AcceptLoop();
   void Serve(int fd);
+  // The ticket read from `fd` (over `session` with TLS), or nullopt.
+  std::optional<Grant> Redeem(int fd, tls::TlsSocket* session);
 
   const int listen_fd_;
   const int port_;
+  const std::unique_ptr<tls::TlsSocketContext> tls_;  // null: plaintext
   std::thread acceptor_;
   std::mutex mu_;
   bool stopping_ = false;                    // guarded by mu_
@@ -58,7 +68,9 @@ class TransferServer {
 };
 
 // Reads the object behind `ticket` from the transfer server at host:port into the file `fd`, which is `size` bytes
-// long (allocated). Unavailable naming the peer when the connection fails or ends early.
-absl::Status FetchTransfer(const std::string& host, int port, const std::string& ticket, int fd, uint64_t size);
+// long (allocated); over TLS with `tls` (this node's files). Unavailable naming the peer when the connection fails
+// or ends early; PERMISSION_DENIED when the peer is not an agent of the cluster.
+absl::Status FetchTransfer(const std::string& host, int port, const std::string& ticket, int fd, uint64_t size,
+                           const tls::TlsFiles* tls = nullptr);
 
 }  // namespace torus::node
