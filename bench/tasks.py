@@ -13,8 +13,15 @@ processes as the machine has cores (one thread each), then measures, for each:
     as the peer of the pull, what one loopback TCP connection carries on this machine.
 Prints a table with torus/Dask ratios (for times lower is better; for throughput higher is better).
 
-Usage: /usr/bin/python3 bench/tasks.py [--sync 300] [--async-tasks 3000] [--array-mb 1024]
+With --tls both: the torus part twice in one run, plaintext then TLS (`torus start --head --tls`; the second agent
+joins with the join token; every core worker serves a certificate of its own; the pull between nodes is mutual TLS),
+and a table of TLS/plain instead of Dask. `torus.init()` (connect, start the driver's core worker: with TLS, its
+certificate from the head) is timed too.
+
+Usage: /usr/bin/python3 bench/tasks.py [--sync 300] [--async-tasks 3000] [--array-mb 1024] [--tls off|both [--rounds 2]]
 """
+
+import glob
 
 import argparse
 import os
@@ -79,20 +86,24 @@ def raw_tcp_rate(nbytes):
     return rate
 
 
-def bench_torus(args):
+def bench_torus(args, tls=False):
     import numpy as np
     import torus
 
     root = tempfile.mkdtemp(prefix="bench-tasks-")
+    for stale in ("TORUS_ADDRESS", "TORUS_TOKEN", "TORUS_TLS_CA"):  # an earlier cluster's, which its init exported
+        os.environ.pop(stale, None)
     env = dict(os.environ, TORUS_TEMP_DIR=root)
     binary = os.path.join(REPO, "build", "bin", "torus")
     env_b = dict(os.environ, TORUS_TEMP_DIR=tempfile.mkdtemp(prefix="bench-tasks-b-"))
     store = str(args.array_mb * 2 + 256) + "Mi"
-    subprocess.run([binary, "start", "--head", "--port", "0", "--dashboard-port", "0", "--object-store-memory", store],
-                   env=env, check=True, capture_output=True)
+    subprocess.run([binary, "start", "--head", "--port", "0", "--dashboard-port", "0", "--object-store-memory", store]
+                   + (["--tls"] if tls else []), env=env, check=True, capture_output=True)
     os.environ["TORUS_TEMP_DIR"] = root
     try:
+        t0 = time.perf_counter()
         torus.init()
+        init_s = time.perf_counter() - t0
         head = torus.get_runtime_context().get_node_id()
         address = os.environ["TORUS_ADDRESS"]
 
@@ -148,8 +159,13 @@ def bench_torus(args):
 
         # A second node for the pull between nodes (only now: the rows above are of a one-node cluster, as Dask's).
         # It keeps its session in a root of its own, so that each `torus down` stops its own.
+        join = []
+        if tls:
+            session = os.path.dirname(glob.glob(os.path.join(root, "**", "ca.crt"), recursive=True)[0])
+            join = ["--tls-ca", os.path.join(session, "ca.crt"),
+                    "--join-token-file", os.path.join(session, "join_token")]
         subprocess.run([binary, "start", "--address", address, "--node-ip", "127.0.1.9", "--node-id", "bench-b",
-                        "--num-cpus", "1", "--object-store-memory", store],
+                        "--num-cpus", "1", "--object-store-memory", store] + join,
                        env=dict(env_b, TORUS_TOKEN=torus._runtime._state.token), check=True, capture_output=True)
         deadline = time.time() + 30
         while len(torus.nodes()) < 2 and time.time() < deadline:
@@ -168,7 +184,8 @@ def bench_torus(args):
                 files = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join("/dev/shm", d)) for f in fs]
                 held[node] = held.get(node, 0) + sum(os.path.getsize(f) for f in files)
         torus.shutdown()
-        return {"sync_p50": pct(sync, 50), "sync_p99": pct(sync, 99), "async": async_rate, "put": put_s, "get": get_s,
+        return {"init": init_s, "sync_p50": pct(sync, 50), "sync_p99": pct(sync, 99), "async": async_rate,
+                "put": put_s, "get": get_s,
                 "actor_sync_p50": pct(actor_sync, 50), "actor_async": actor_async,
                 "put_rate": arr.nbytes / put_s / 1e9, "get_other": local_s, "pull": remote_s,
                 "pull_rate": arr.nbytes / remote_s / 1e9, "tcp_rate": raw_tcp_rate(arr.nbytes),
@@ -281,7 +298,12 @@ def main():
     parser.add_argument("--sync", type=int, default=300)
     parser.add_argument("--async-tasks", type=int, default=3000)
     parser.add_argument("--array-mb", type=int, default=1024)
+    parser.add_argument("--tls", choices=["off", "both"], default="off")
+    parser.add_argument("--rounds", type=int, default=2, help="with --tls both: clusters of each kind, alternated")
     args = parser.parse_args()
+    if args.tls == "both":
+        compare_tls(args)
+        return
     t = bench_torus(args)
     t["tpu_async"] = bench_tpu_tasks(args)
     try:
@@ -313,6 +335,32 @@ def main():
         print(f"| {label:42} | {f'{tv:,.2f} {unit}':>18} | {dtext:>18} | {ratio:>10} |")
     for label, key, unit, scale in torus_only:
         print(f"| {label:42} | {f'{t[key] * scale:,.2f} {unit}':>18} | {'-':>18} | {'-':>10} |")
+
+
+def compare_tls(args):
+    """Plaintext and TLS alternately, `--rounds` times each (the one that goes first changes every round: on this VM
+    the first cluster of a run is the slower); the median of each row."""
+    runs = {False: [], True: []}
+    for r in range(args.rounds):
+        for tls_on in ((False, True) if r % 2 == 0 else (True, False)):
+            runs[tls_on].append(bench_torus(args, tls=tls_on))
+    plain, tls = ({k: statistics.median(run[k] for run in runs[mode]) for k in runs[mode][0]}
+                  for mode in (False, True))
+    rows = [("torus.init() (connect, start the core worker)", "init", "ms", 1e3),
+            ("sync task round trip p50", "sync_p50", "ms", 1e3), ("sync task round trip p99", "sync_p99", "ms", 1e3),
+            ("async tasks, submit -> all gathered", "async", "tasks/s", 1),
+            ("actor call round trip p50", "actor_sync_p50", "ms", 1e3),
+            ("async actor calls, submit -> all gathered", "actor_async", "calls/s", 1),
+            (f"put of a {args.array_mb} MB numpy array", "put", "ms", 1e3),
+            ("get of it by a task on the same node", "get_other", "ms", 1e3),
+            ("get of it by a task on another node", "pull", "ms", 1e3),
+            ("  that is, pulled between nodes at", "pull_rate", "GB/s", 1),
+            ("  one loopback TCP connection carries", "tcp_rate", "GB/s", 1)]
+    print(f"| {'measure (torus)':46} | {'plaintext':>18} | {'TLS':>18} | TLS/plain |")
+    print(f"|{'-' * 48}|{'-' * 20}|{'-' * 20}|----------:|")
+    for label, key, unit, scale in rows:
+        pv, tv = plain[key] * scale, tls[key] * scale
+        print(f"| {label:46} | {f'{pv:,.2f} {unit}':>18} | {f'{tv:,.2f} {unit}':>18} | {tv / pv:>9.2f} |")
 
 
 if __name__ == "__main__":

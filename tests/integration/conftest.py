@@ -143,10 +143,12 @@ class Torus:
     def nodes(self, *flags):
         return json.loads(self.ok("nodes", "--json", *flags).stdout)
 
-    def spawn(self, argv, log_path):
-        """Starts a daemon owned by the test (stopped at teardown); returns its Popen."""
+    def spawn(self, argv, log_path, env=None):
+        """Starts a daemon owned by the test (stopped at teardown), with `env` added to the test's environment;
+        returns its Popen."""
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen([str(a) for a in argv], env=self.env, stdin=subprocess.DEVNULL, stdout=log,
+            proc = subprocess.Popen([str(a) for a in argv], env=dict(self.env, **(env or {})),
+                                    stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         self._children.append(proc)
         return proc

@@ -321,3 +321,29 @@ def test_two_heads_of_an_ha_cluster_share_one_ca_and_join_token_and_agents_follo
     assert job.returncode == 0 and "after-failover" in job.stdout, job.stderr
     torus.ok("head", "restart")
     wait_until(lambda: standing_by(torus, killed), 15, message="the restarted head to stand by")
+
+
+def test_an_agent_gives_its_workers_its_own_tls_mode_not_a_ca_left_in_its_environment(torus, tmp_path):
+    """A plaintext agent started with TORUS_TLS_CA in its environment (another cluster's) does not hand it to its
+    workers: a job's driver and its tasks talk plaintext to this plaintext cluster."""
+    from conftest import binary
+    torus.ok("tls", "init", tmp_path / "other")
+    session = tmp_path / "plain"
+    torus.spawn([binary("torus-head"), "--session-dir", session, "--port", "0", "--dashboard-port", "0",
+                 "--serve-port", "-1"], tmp_path / "head.log")
+    wait_until(lambda: (session / "head_address").exists(), 15, message="the head serving")
+    address = (session / "head_address").read_text().strip()
+    torus.spawn([binary("torus-node"), "--address", address, "--token-file", session / "token", "--node-id", "n1",
+                 "--work-dir", tmp_path / "n1", "--metadata-url", "off", "--num-cpus", "2"], tmp_path / "n1.log",
+                env={"TORUS_TLS_CA": str(tmp_path / "other" / "ca.crt"),
+                     "PYTHONPATH": os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")])})
+    env = {"TORUS_ADDRESS": address, "TORUS_TOKEN": (session / "token").read_text().strip(),
+           "TORUS_DASHBOARD_ADDRESS": (session / "dashboard_address").read_text().strip()}
+    wait_until(lambda: torus.run("status", "--json", env=env).returncode == 0 and
+               json.loads(torus.run("status", "--json", env=env).stdout)["nodes_alive"] == 1, 20,
+               message="the agent registered")
+    script = ("import torus; torus.init(); f = torus.remote(lambda x: x * 3); "
+              "print('tripled', torus.get([f.remote(i) for i in range(4)]))")
+    job = torus.run("job", "submit", "--", PYTHON, "-c", script, env=env, timeout=90)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert "tripled [0, 3, 6, 9]" in job.stdout, job.stdout

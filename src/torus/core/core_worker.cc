@@ -54,7 +54,8 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
   // With TLS, this process's port serves a certificate of its own from the head (worker_certificate.h).
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!w->channels_.tls_ca().empty()) {
-    auto certificate = WorkerCertificate::Obtain(&w->channels_, w->options_.head_address, w->channels_.tls_ca());
+    auto certificate = WorkerCertificate::Obtain(&w->channels_, w->options_.head_address, w->channels_.tls_ca(),
+                                                 w->options_.node_ip);
     if (!certificate.ok()) return certificate.status();
     w->certificate_ = *std::move(certificate);
     w->certificate_->StartRenewal();

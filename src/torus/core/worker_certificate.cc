@@ -15,7 +15,8 @@ namespace torus::core {
 
 absl::StatusOr<std::unique_ptr<WorkerCertificate>> WorkerCertificate::Obtain(Channels* channels,
                                                                             const std::string& head_address,
-                                                                            const std::string& ca_file) {
+                                                                            const std::string& ca_file,
+                                                                            std::string node_ip) {
   auto ca = tls::ReadWholeFile(ca_file);
   if (!ca.ok()) return absl::InvalidArgumentError(absl::StrCat("TORUS_TLS_CA: ", ca.status().message()));
   const char* tmp = getenv("TMPDIR");
@@ -23,7 +24,7 @@ absl::StatusOr<std::unique_ptr<WorkerCertificate>> WorkerCertificate::Obtain(Cha
   if (mkdtemp(pattern.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("cannot create a directory like ", pattern, ": ", strerror(errno)));
   }
-  std::unique_ptr<WorkerCertificate> cert(new WorkerCertificate(channels, head_address, pattern));
+  std::unique_ptr<WorkerCertificate> cert(new WorkerCertificate(channels, head_address, pattern, std::move(node_ip)));
   if (absl::Status s = tls::WritePrivateFile(cert->files().ca, *ca, 0644); !s.ok()) return s;
   auto key = tls::GeneratePrivateKey();
   if (!key.ok()) return key.status();
@@ -53,6 +54,7 @@ absl::Status WorkerCertificate::Renew() {
   if (!csr.ok()) return csr.status();
   rpc::IssueWorkerCertificateRequest request;
   request.set_csr_pem(*csr);
+  request.set_node_ip(node_ip_);
   rpc::NodeCertificateReply reply;
   grpc::ClientContext ctx;
   channels_->Authorize(ctx);

@@ -26,8 +26,9 @@ class WorkerCertificate {
  public:
   // A certificate from the head at `head_address` (through `channels`, over TLS checked against `ca_file`).
   // UNAVAILABLE when the head cannot be reached; the head's error otherwise (UNAUTHENTICATED for a wrong token).
+  // `node_ip` is the address the port listens on (named in the certificate).
   static absl::StatusOr<std::unique_ptr<WorkerCertificate>> Obtain(Channels* channels, const std::string& head_address,
-                                                                   const std::string& ca_file);
+                                                                   const std::string& ca_file, std::string node_ip);
   ~WorkerCertificate();  // stops renewing and removes the directory
 
   tls::TlsFiles files() const;
@@ -38,13 +39,17 @@ class WorkerCertificate {
   void StartRenewal(int64_t check_ms = 30'000);
 
  private:
-  WorkerCertificate(Channels* channels, std::string head_address, std::string dir)
-      : channels_(channels), head_address_(std::move(head_address)), dir_(std::move(dir)) {}
+  WorkerCertificate(Channels* channels, std::string head_address, std::string dir, std::string node_ip)
+      : channels_(channels),
+        head_address_(std::move(head_address)),
+        dir_(std::move(dir)),
+        node_ip_(std::move(node_ip)) {}
   bool Due() const;
 
   Channels* const channels_;
   const std::string head_address_;
   const std::string dir_;
+  const std::string node_ip_;
   std::string key_pem_;
   std::string identity_;
   mutable std::mutex mu_;

@@ -250,6 +250,9 @@ int Run(const NodeFlags& flags) {
   worker_env[torus::node::kWorkerMarkVariable] = work_dir;
   // libtpu in a worker logs where the agent looks for a failed worker's last accelerator error.
   if (!flags.tpu_log_dir.empty()) worker_env.try_emplace("TPU_LOG_DIR", flags.tpu_log_dir);
+  // Workers talk TLS exactly when this agent does (set below): a CA in the agent's own environment, from another
+  // cluster, is not theirs.
+  worker_env.erase("TORUS_TLS_CA");
 
   torus::RealClock clock;
   // With TLS: this node's certificate (joined with the join token once, then kept and renewed in the work dir).
@@ -268,7 +271,8 @@ int Run(const NodeFlags& flags) {
                                                                 .join_token = join_token,
                                                                 .dir = work_dir + "/tls",
                                                                 .node_id = identity->node_id,
-                                                                .head_address = flags.address},
+                                                                .head_address = flags.address,
+                                                                .node_ip = flags.node_ip},
                                                                &clock, flags.head_grace_ms);
     if (!obtained.ok()) {
       std::cerr << "torus-node: " << obtained.status().message() << "\n";

@@ -41,7 +41,7 @@ grpc::ServerUnaryReactor* NodeAdmissionServiceImpl::IssueWorkerCertificate(
     grpc::CallbackServerContext* ctx, const rpc::IssueWorkerCertificateRequest* request,
     rpc::NodeCertificateReply* reply) {
   if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return rpc::FinishCall(ctx, s);
-  return Reply(ctx, authority_->IssueForWorker(request->csr_pem(), PeerAddress(ctx)), reply);
+  return Reply(ctx, authority_->IssueForWorker(request->csr_pem(), {PeerAddress(ctx), request->node_ip()}), reply);
 }
 
 grpc::ServerUnaryReactor* NodeAdmissionServiceImpl::JoinCluster(grpc::CallbackServerContext* ctx,
@@ -57,7 +57,8 @@ grpc::ServerUnaryReactor* NodeAdmissionServiceImpl::JoinCluster(grpc::CallbackSe
   });
   // The token first: without it, nothing is said about the node.
   auto issued =
-      authority_->IssueForJoin(request->join_token(), request->node_id(), request->csr_pem(), PeerAddress(ctx));
+      authority_->IssueForJoin(request->join_token(), request->node_id(), request->csr_pem(),
+                               {PeerAddress(ctx), request->node_ip()});
   if (issued.ok() && standing == Standing::kRevoked) {
     issued = absl::PermissionDeniedError(
         absl::StrCat("node ", node.str(), " is revoked; the host may join again under another --node-id"));
@@ -87,7 +88,8 @@ grpc::ServerUnaryReactor* NodeAdmissionServiceImpl::RenewNodeCertificate(
     return rpc::FinishCall(ctx, grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                                              absl::StrCat("node ", node_id, " is revoked")));
   }
-  return Reply(ctx, authority_->IssueForNode(node_id, request->csr_pem(), PeerAddress(ctx)), reply);
+  return Reply(ctx, authority_->IssueForNode(node_id, request->csr_pem(), {PeerAddress(ctx), request->node_ip()}),
+               reply);
 }
 
 }  // namespace torus::head

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/escaping.h"
@@ -206,7 +207,7 @@ absl::StatusOr<std::string> ClusterAuthority::RotateJoinToken() {
 
 absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForJoin(std::string_view join_token, std::string_view node_id,
                                                               std::string_view csr_pem,
-                                                              const std::string& address) const {
+                                                              const std::vector<std::string>& addresses) const {
   if (!options_.join_token_file.empty()) {
     auto given = tls::ReadJoinToken(options_.join_token_file);
     if (!given.ok()) {
@@ -216,7 +217,7 @@ absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForJoin(std::string_view 
     if (join_token.empty() || !tls::SecretsEqual(join_token, *given)) {
       return absl::PermissionDeniedError("join_token: not this cluster's join token");
     }
-    return Issue(node_id, csr_pem, address);
+    return Issue(node_id, csr_pem, addresses);
   }
   {
     absl::MutexLock lock(&mu_);
@@ -228,35 +229,40 @@ absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForJoin(std::string_view 
           "join_token: expired; the head writes a new one to its state directory's tls/join_token when it restarts");
     }
   }
-  return Issue(node_id, csr_pem, address);
+  return Issue(node_id, csr_pem, addresses);
 }
 
 absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForNode(std::string_view node_id, std::string_view csr_pem,
-                                                              const std::string& address) const {
-  return Issue(node_id, csr_pem, address);
+                                                              const std::vector<std::string>& addresses) const {
+  return Issue(node_id, csr_pem, addresses);
 }
 
 absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForWorker(std::string_view csr_pem,
-                                                                const std::string& address) const {
+                                                                const std::vector<std::string>& addresses) const {
   unsigned char bytes[8];
   if (RAND_bytes(bytes, sizeof(bytes)) != 1) return absl::InternalError("no random bytes for a worker identity");
   return IssueAs(absl::StrCat(tls::kWorkerIdentityPrefix,
                               absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)))),
-                 csr_pem, address);
+                 csr_pem, addresses);
 }
 
 absl::StatusOr<NodeCertificate> ClusterAuthority::Issue(std::string_view node_id, std::string_view csr_pem,
-                                                       const std::string& address) const {
+                                                       const std::vector<std::string>& addresses) const {
   if (absl::Status s = ValidateNodeId(node_id); !s.ok()) return s;
-  return IssueAs(tls::NodeIdentity(node_id), csr_pem, address);
+  return IssueAs(tls::NodeIdentity(node_id), csr_pem, addresses);
 }
 
 absl::StatusOr<NodeCertificate> ClusterAuthority::IssueAs(const std::string& identity, std::string_view csr_pem,
-                                                         const std::string& address) const {
+                                                         const std::vector<std::string>& addresses) const {
   tls::IssueOptions issue{.common_name = identity,
                           .now_s = NowSeconds(),
                           .validity_s = options_.node_validity_s};
-  if (IsIpAddress(address)) issue.ip_addresses.push_back(address);
+  for (const std::string& address : addresses) {
+    if (IsIpAddress(address) && std::find(issue.ip_addresses.begin(), issue.ip_addresses.end(), address) ==
+                                    issue.ip_addresses.end()) {
+      issue.ip_addresses.push_back(address);
+    }
+  }
   auto cert = tls::IssueCertificate(ca_, csr_pem, issue);
   if (!cert.ok()) {
     if (cert.status().code() == absl::StatusCode::kInvalidArgument) {

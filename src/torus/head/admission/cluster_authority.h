@@ -64,17 +64,20 @@ class ClusterAuthority {
 
   // A certificate for node `node_id`, for the current join token: PERMISSION_DENIED for another token or an expired
   // one, INVALID_ARGUMENT for a bad node id or signing request.
-  // `address`, when an IP address, goes in as a subject alternative name (the host the node called from), so that
-  // TLS clients dialling it by that address find their server name in its certificate.
+  // `addresses` that are IP addresses go in as subject alternative names (the host the node called from, the address
+  // it serves at), so that TLS clients dialling it by that address find their server name in its certificate (the
+  // identity, not a name, is what torus checks).
   absl::StatusOr<NodeCertificate> IssueForJoin(std::string_view join_token, std::string_view node_id,
-                                               std::string_view csr_pem, const std::string& address = "") const;
+                                               std::string_view csr_pem,
+                                               const std::vector<std::string>& addresses = {}) const;
   // A certificate for node `node_id` (the caller proved it holds one): INVALID_ARGUMENT for a bad request.
   absl::StatusOr<NodeCertificate> IssueForNode(std::string_view node_id, std::string_view csr_pem,
-                                               const std::string& address = "") const;
+                                               const std::vector<std::string>& addresses = {}) const;
 
   // A certificate for a core worker's port, identity "torus-worker:<random id>" (the caller holds the cluster token):
   // INVALID_ARGUMENT for a bad request.
-  absl::StatusOr<NodeCertificate> IssueForWorker(std::string_view csr_pem, const std::string& address = "") const;
+  absl::StatusOr<NodeCertificate> IssueForWorker(std::string_view csr_pem,
+                                                 const std::vector<std::string>& addresses = {}) const;
 
   // Issues the head a new certificate (same key) once two thirds of the current one's life have passed; true when
   // it did. Servers and channels built from head_files() take it up when they next read the files.
@@ -98,9 +101,9 @@ class ClusterAuthority {
   int64_t NowSeconds() const { return clock_->WallMillis() / 1000; }
   absl::Status IssueHead();
   absl::StatusOr<NodeCertificate> Issue(std::string_view node_id, std::string_view csr_pem,
-                                        const std::string& address) const;
+                                        const std::vector<std::string>& addresses) const;
   absl::StatusOr<NodeCertificate> IssueAs(const std::string& identity, std::string_view csr_pem,
-                                          const std::string& address) const;
+                                          const std::vector<std::string>& addresses) const;
 
   const AuthorityOptions options_;
   const Clock* const clock_;

@@ -79,10 +79,13 @@ TEST_F(ClusterAuthorityTest, JoinTokenBuysANodeCertificateForTheNodeNamed) {
   EXPECT_TRUE(tls::VerifyCertificate(a->ca_pem(), issued->cert_pem, Now()).ok());
   EXPECT_TRUE(info->ip_addresses.empty());
   // The address the node called from is a subject alternative name; anything else is not.
-  auto from = a->IssueForJoin(JoinToken(*a), "host-2", Csr(), "10.1.2.3");
+  auto from = a->IssueForJoin(JoinToken(*a), "host-2", Csr(), {"10.1.2.3", "10.1.2.3"});
   EXPECT_EQ(tls::ReadCertificate(from->cert_pem)->ip_addresses, std::vector<std::string>{"10.1.2.3"});
-  auto unix_peer = a->IssueForNode("host-2", Csr(), "unix:/tmp/sock");
+  auto unix_peer = a->IssueForNode("host-2", Csr(), {"unix:/tmp/sock", ""});
   EXPECT_TRUE(tls::ReadCertificate(unix_peer->cert_pem)->ip_addresses.empty());
+  // The caller's address and the one it serves at (--node-ip) when they differ.
+  auto both = a->IssueForNode("host-2", Csr(), {"127.0.0.1", "127.0.1.9"});
+  EXPECT_EQ(tls::ReadCertificate(both->cert_pem)->ip_addresses, (std::vector<std::string>{"127.0.0.1", "127.0.1.9"}));
 }
 
 TEST_F(ClusterAuthorityTest, WrongExpiredOrRotatedJoinTokensAreRefused) {
