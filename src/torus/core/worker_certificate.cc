@@ -25,11 +25,11 @@ absl::StatusOr<std::unique_ptr<WorkerCertificate>> WorkerCertificate::Obtain(Cha
     return absl::InternalError(absl::StrCat("cannot create a directory like ", pattern, ": ", strerror(errno)));
   }
   std::unique_ptr<WorkerCertificate> cert(new WorkerCertificate(channels, head_address, pattern, std::move(node_ip)));
-  if (absl::Status s = tls::WritePrivateFile(cert->files().ca, *ca, 0644); !s.ok()) return s;
+  if (absl::Status s = tls::WritePrivateFile(cert->files().ca, *ca, 0644, /*durable=*/false); !s.ok()) return s;
   auto key = tls::GeneratePrivateKey();
   if (!key.ok()) return key.status();
   cert->key_pem_ = *std::move(key);
-  if (absl::Status s = tls::WritePrivateFile(cert->files().key, cert->key_pem_, 0600); !s.ok()) return s;
+  if (absl::Status s = tls::WritePrivateFile(cert->files().key, cert->key_pem_, 0600, /*durable=*/false); !s.ok()) return s;
   if (absl::Status s = cert->Renew(); !s.ok()) return s;
   return cert;
 }
@@ -68,7 +68,7 @@ absl::Status WorkerCertificate::Renew() {
   }
   auto info = tls::ReadCertificate(reply.cert_pem());
   if (!info.ok()) return info.status();
-  if (absl::Status w = tls::WritePrivateFile(files().cert, reply.cert_pem(), 0644); !w.ok()) return w;
+  if (absl::Status w = tls::WritePrivateFile(files().cert, reply.cert_pem(), 0644, /*durable=*/false); !w.ok()) return w;
   std::lock_guard<std::mutex> lock(mu_);
   identity_ = info->common_name;
   not_before_s_ = info->not_before_s;

@@ -81,8 +81,9 @@ absl::Status CheckKeyMatches(std::string_view key_pem, std::string_view cert_pem
 // True when the two secrets are equal; the time taken does not depend on where they differ.
 bool SecretsEqual(std::string_view a, std::string_view b);
 
-// Writes `contents` to `path` atomically with `mode` (0600 for keys), creating no directories.
-absl::Status WritePrivateFile(const std::string& path, std::string_view contents, int mode);
+// Writes `contents` to `path` atomically with `mode` (0600 for keys), creating no directories; with `durable`, synced
+// to disk before it replaces the old file (files that need not outlive the machine, e.g. a process's own, skip it).
+absl::Status WritePrivateFile(const std::string& path, std::string_view contents, int mode, bool durable = true);
 // The whole file; NotFound when it does not exist.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 
