@@ -58,6 +58,8 @@ absl::Status WorkerCertificate::Renew() {
   rpc::NodeCertificateReply reply;
   grpc::ClientContext ctx;
   channels_->Authorize(ctx);
+  // A head that is failing over (HA: the standby takes the lease within seconds) is waited for, not failed on.
+  ctx.set_wait_for_ready(true);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   auto stub = rpc::NodeAdmissionService::NewStub(channels_->Get(head_address_));
   const grpc::Status s = stub->IssueWorkerCertificate(&ctx, request, &reply);
