@@ -7,7 +7,7 @@ namespace torus::core {
 ActorReporter::ActorReporter(Channels* channels, std::string head_address)
     : channels_(channels),
       head_address_(std::move(head_address)),
-      stub_(rpc::HeadService::NewStub(channels_->Get(head_address_))),
+      stub_(rpc::HeadService::NewStub(channels_->Head(head_address_))),
       thread_([this] { Loop(); }) {}
 
 ActorReporter::~ActorReporter() {

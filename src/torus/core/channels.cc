@@ -4,6 +4,7 @@
 
 #include "torus/common/head_target.h"
 #include "torus/tls/credentials.h"
+#include "torus/tls/pki.h"
 
 namespace torus::core {
 
@@ -12,35 +13,40 @@ std::string Channels::TlsCaFromEnvironment() {
   return ca == nullptr ? "" : ca;
 }
 
-std::shared_ptr<grpc::Channel> Channels::Get(const std::string& address) {
+std::shared_ptr<grpc::Channel> Channels::Head(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
-  return GetLocked(address);
+  return GetLocked(address, tls::kHeadIdentity);
+}
+
+std::shared_ptr<grpc::Channel> Channels::Agent(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return GetLocked(address, tls::kNodeIdentityPrefix);
 }
 
 LeaseService::Stub* Channels::Leases(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = lease_stubs_[address];
-  if (!stub) stub = LeaseService::NewStub(GetLocked(address));
+  if (!stub) stub = LeaseService::NewStub(GetLocked(address, tls::kNodeIdentityPrefix));
   return stub.get();
 }
 
 CoreWorkerService::Stub* Channels::Worker(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = worker_stubs_[address];
-  if (!stub) stub = CoreWorkerService::NewStub(GetLocked(address));
+  if (!stub) stub = CoreWorkerService::NewStub(GetLocked(address, ""));  // an owner: a core worker or the head
   return stub.get();
 }
 
 ObjectStoreService::Stub* Channels::Store(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = store_stubs_[address];
-  if (!stub) stub = ObjectStoreService::NewStub(GetLocked(address));
+  if (!stub) stub = ObjectStoreService::NewStub(GetLocked(address, tls::kNodeIdentityPrefix));
   return stub.get();
 }
 
-std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
+std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address, const std::string& identity) {
   const bool tls = !tls_ca_.empty();
-  auto& channel = channels_[address];
+  auto& channel = channels_[{address, tls ? identity : ""}];
   if (!channel) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, -1);
@@ -48,8 +54,9 @@ std::shared_ptr<grpc::Channel> Channels::GetLocked(const std::string& address) {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, torus::kHeadConnectTimeoutMs);
+    if (tls) tls::NameMembersByIdentity(&args);  // members are dialled by address; their certificates name none
     channel = grpc::CreateCustomChannel(HeadTarget(address),
-                                        tls ? tls::ChannelCredentials({.ca = tls_ca_}, /*any member*/ "")
+                                        tls ? tls::ChannelCredentials({.ca = tls_ca_}, identity)
                                             : grpc::InsecureChannelCredentials(),
                                         args);
   }

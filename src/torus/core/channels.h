@@ -1,8 +1,9 @@
 // Channels: gRPC channels and stubs of the core worker, one per address and kept, with the cluster token for each call.
 //
 // On a cluster with TLS (`tls_ca`, by default the file TORUS_TLS_CA names: agents give it to their workers) every
-// address is reached over TLS, checked against the cluster CA: the head, agents and other core workers (which serve
-// with certificates the head issued them, worker_certificate.h).
+// address is reached over TLS, checked against the cluster CA and the identity its role must have: the head
+// ("torus-head"), agents ("torus-node:..."), and other core workers — owners, which may be core workers
+// ("torus-worker:...", worker_certificate.h) or the head (detached actors): any member.
 //
 // Thread-safety: thread-safe.
 #pragma once
@@ -24,19 +25,24 @@ class Channels {
   // $TORUS_TLS_CA, or "".
   static std::string TlsCaFromEnvironment();
   const std::string& tls_ca() const { return tls_ca_; }
-  std::shared_ptr<grpc::Channel> Get(const std::string& address);
+  // The head at `address` (HOST:PORT, or several "A,B").
+  std::shared_ptr<grpc::Channel> Head(const std::string& address);
+  // An agent's port.
+  std::shared_ptr<grpc::Channel> Agent(const std::string& address);
   LeaseService::Stub* Leases(const std::string& address);
   CoreWorkerService::Stub* Worker(const std::string& address);
   ObjectStoreService::Stub* Store(const std::string& address);
   void Authorize(grpc::ClientContext& ctx) const;
 
  private:
-  // A channel to `address`: over TLS with a CA, plaintext otherwise.
-  std::shared_ptr<grpc::Channel> GetLocked(const std::string& address);
+  // A channel to `address`: over TLS with a CA (the peer's identity `identity`, or with `identity` ending in ':' that
+  // prefix, or "" any member), plaintext otherwise.
+  std::shared_ptr<grpc::Channel> GetLocked(const std::string& address, const std::string& identity);
   const std::string token_;
   const std::string tls_ca_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;                // guarded by mu_
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<grpc::Channel>> channels_;  // by address, identity;
+                                                                                          // guarded by mu_
   std::map<std::string, std::unique_ptr<LeaseService::Stub>> lease_stubs_;         // guarded by mu_
   std::map<std::string, std::unique_ptr<CoreWorkerService::Stub>> worker_stubs_;  // guarded by mu_
   std::map<std::string, std::unique_ptr<ObjectStoreService::Stub>> store_stubs_;   // guarded by mu_

@@ -54,8 +54,7 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
   // With TLS, this process's port serves a certificate of its own from the head (worker_certificate.h).
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!w->channels_.tls_ca().empty()) {
-    auto certificate = WorkerCertificate::Obtain(&w->channels_, w->options_.head_address, w->channels_.tls_ca(),
-                                                 w->options_.node_ip);
+    auto certificate = WorkerCertificate::Obtain(&w->channels_, w->options_.head_address, w->channels_.tls_ca());
     if (!certificate.ok()) return certificate.status();
     w->certificate_ = *std::move(certificate);
     w->certificate_->StartRenewal();
@@ -160,7 +159,7 @@ std::function<void(const std::string&, const ActorInfo&, const ActorPlace&)> Cor
 }
 
 absl::StatusOr<rpc::ActorView> CoreWorker::GetNamedActor(const std::string& ns, const std::string& name) {
-  auto stub = rpc::HeadService::NewStub(channels_.Get(options_.head_address));
+  auto stub = rpc::HeadService::NewStub(channels_.Head(options_.head_address));
   grpc::ClientContext ctx;
   channels_.Authorize(ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -219,7 +218,7 @@ void CoreWorker::Shutdown() {
 
 absl::StatusOr<std::vector<LeaseNode>> FetchNodes(const std::string& head_address, const std::string& token) {
   Channels channels(token);
-  auto stub = torus::rpc::HeadService::NewStub(channels.Get(head_address));
+  auto stub = torus::rpc::HeadService::NewStub(channels.Head(head_address));
   grpc::ClientContext ctx;
   channels.Authorize(ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -254,7 +253,7 @@ std::map<std::string, int64_t> CoreWorker::AvailableResources() {
   RefreshNodes().IgnoreError();
   std::map<std::string, int64_t> total;
   for (const LeaseNode& n : nodes()) {
-    auto stub = torus::rpc::NodeService::NewStub(channels_.Get(n.agent_address));
+    auto stub = torus::rpc::NodeService::NewStub(channels_.Agent(n.agent_address));
     grpc::ClientContext ctx;
     channels_.Authorize(ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -66,7 +66,7 @@ absl::StatusOr<std::string> CoreWorker::CreateDetachedActor(TaskSpec creation, c
         " KiB; the head keeps at most ", kMaxDetachedCreationBytes >> 20,
         " MiB for a detached actor (pass large data through the object store or files the actor reads)"));
   }
-  auto stub = rpc::HeadService::NewStub(channels_.Get(options_.head_address));
+  auto stub = rpc::HeadService::NewStub(channels_.Head(options_.head_address));
   rpc::ActorView created;
   grpc::Status s;
   // A head that just restarted takes no new detached actors until it has dealt with those it left unfinished.

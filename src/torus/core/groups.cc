@@ -9,7 +9,7 @@ namespace {
 
 template <typename Call>
 absl::StatusOr<rpc::PlacementGroupView> Ask(Channels& channels, const std::string& head, int64_t deadline_ms, Call call) {
-  auto stub = rpc::HeadService::NewStub(channels.Get(head));
+  auto stub = rpc::HeadService::NewStub(channels.Head(head));
   grpc::ClientContext ctx;
   channels.Authorize(ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));

@@ -23,7 +23,7 @@ void OutputFollower::Follow(const std::string& agent, const std::string& worker_
 }
 
 void OutputFollower::Run(std::string agent, std::string worker_id, std::string source) {
-  auto stub = rpc::NodeService::NewStub(channels_->Get(agent));
+  auto stub = rpc::NodeService::NewStub(channels_->Agent(agent));
   int64_t offset = 0;
   std::string partial;
   while (true) {

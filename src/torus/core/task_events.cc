@@ -21,7 +21,7 @@ TaskEvents::TaskEvents(Channels* channels, std::string head_address, std::string
       owner_address_(std::move(owner_address)),
       period_(period),
       max_pending_(max_pending),
-      stub_(rpc::HeadService::NewStub(channels_->Get(head_address_))),
+      stub_(rpc::HeadService::NewStub(channels_->Head(head_address_))),
       thread_([this] { Loop(); }) {}
 
 TaskEvents::~TaskEvents() {

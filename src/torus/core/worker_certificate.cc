@@ -1,10 +1,13 @@
 #include "torus/core/worker_certificate.h"
 
-#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <ctime>
-#include <filesystem>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -13,23 +16,43 @@
 
 namespace torus::core {
 
+namespace {
+
+// A file in memory holding `contents` (memfd: gone with the process, never on disk); its descriptor, or -1.
+int MemoryFile(const char* name, std::string_view contents) {
+  const int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t written = 0;
+  while (written < contents.size()) {
+    const ssize_t n = write(fd, contents.data() + written, contents.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      close(fd);
+      return -1;
+    }
+    written += static_cast<size_t>(n);
+  }
+  return fd;
+}
+
+std::string PathOf(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<WorkerCertificate>> WorkerCertificate::Obtain(Channels* channels,
                                                                             const std::string& head_address,
-                                                                            const std::string& ca_file,
-                                                                            std::string node_ip) {
+                                                                            const std::string& ca_file) {
   auto ca = tls::ReadWholeFile(ca_file);
   if (!ca.ok()) return absl::InvalidArgumentError(absl::StrCat("TORUS_TLS_CA: ", ca.status().message()));
-  const char* tmp = getenv("TMPDIR");
-  std::string pattern = absl::StrCat(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp", "/torus-worker-tls-XXXXXX");
-  if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::InternalError(absl::StrCat("cannot create a directory like ", pattern, ": ", strerror(errno)));
-  }
-  std::unique_ptr<WorkerCertificate> cert(new WorkerCertificate(channels, head_address, pattern, std::move(node_ip)));
-  if (absl::Status s = tls::WritePrivateFile(cert->files().ca, *ca, 0644, /*durable=*/false); !s.ok()) return s;
+  std::unique_ptr<WorkerCertificate> cert(new WorkerCertificate(channels, head_address));
   auto key = tls::GeneratePrivateKey();
   if (!key.ok()) return key.status();
   cert->key_pem_ = *std::move(key);
-  if (absl::Status s = tls::WritePrivateFile(cert->files().key, cert->key_pem_, 0600, /*durable=*/false); !s.ok()) return s;
+  cert->ca_fd_ = MemoryFile("torus-ca", *ca);
+  cert->key_fd_ = MemoryFile("torus-worker-key", cert->key_pem_);
+  if (cert->ca_fd_ < 0 || cert->key_fd_ < 0) {
+    return absl::InternalError(absl::StrCat("cannot keep this process's key in memory (memfd): ", strerror(errno)));
+  }
   if (absl::Status s = cert->Renew(); !s.ok()) return s;
   return cert;
 }
@@ -41,12 +64,14 @@ WorkerCertificate::~WorkerCertificate() {
   }
   cv_.notify_all();
   if (renewer_.joinable()) renewer_.join();
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
+  for (int fd : {ca_fd_, key_fd_, cert_fd_}) {
+    if (fd >= 0) close(fd);
+  }
 }
 
 tls::TlsFiles WorkerCertificate::files() const {
-  return {.ca = dir_ + "/ca.crt", .cert = dir_ + "/worker.crt", .key = dir_ + "/worker.key"};
+  std::lock_guard<std::mutex> lock(mu_);
+  return {.ca = PathOf(ca_fd_), .cert = PathOf(cert_fd_), .key = PathOf(key_fd_)};
 }
 
 absl::Status WorkerCertificate::Renew() {
@@ -54,14 +79,13 @@ absl::Status WorkerCertificate::Renew() {
   if (!csr.ok()) return csr.status();
   rpc::IssueWorkerCertificateRequest request;
   request.set_csr_pem(*csr);
-  request.set_node_ip(node_ip_);
   rpc::NodeCertificateReply reply;
   grpc::ClientContext ctx;
   channels_->Authorize(ctx);
   // A head that is failing over (HA: the standby takes the lease within seconds) is waited for, not failed on.
   ctx.set_wait_for_ready(true);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  auto stub = rpc::NodeAdmissionService::NewStub(channels_->Get(head_address_));
+  auto stub = rpc::NodeAdmissionService::NewStub(channels_->Head(head_address_));
   const grpc::Status s = stub->IssueWorkerCertificate(&ctx, request, &reply);
   if (!s.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
@@ -70,8 +94,18 @@ absl::Status WorkerCertificate::Renew() {
   }
   auto info = tls::ReadCertificate(reply.cert_pem());
   if (!info.ok()) return info.status();
-  if (absl::Status w = tls::WritePrivateFile(files().cert, reply.cert_pem(), 0644, /*durable=*/false); !w.ok()) return w;
+  // A new memory file for the certificate, put in the old one's place at once (dup2): a reader of the path sees the
+  // old certificate or the new one, never half of one; the key stays the same.
+  const int fd = MemoryFile("torus-worker-cert", reply.cert_pem());
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot keep this process's certificate in memory: ",
+                                                      strerror(errno)));
   std::lock_guard<std::mutex> lock(mu_);
+  if (cert_fd_ < 0) {
+    cert_fd_ = fd;
+  } else {
+    dup2(fd, cert_fd_);
+    close(fd);
+  }
   identity_ = info->common_name;
   not_before_s_ = info->not_before_s;
   not_after_s_ = info->not_after_s;

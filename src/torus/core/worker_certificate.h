@@ -1,11 +1,12 @@
 // WorkerCertificate: the certificate a core worker serves its port with in a cluster with TLS (task and actor calls,
 // object ownership and borrows). The core worker asks the head for it with the cluster token
 // (NodeAdmissionService.IssueWorkerCertificate; identity "torus-worker:<random id>", which grants nothing the token
-// does not) and asks again once two thirds of its life have passed. Its key never leaves the process's private
-// directory; an agent's node key is never given to the processes it starts.
+// does not) and asks again once two thirds of its life have passed. An agent's node key is never given to the
+// processes it starts.
 //
-// Files in a directory of its own under $TMPDIR (or /tmp), 0700, removed by the destructor: worker.key (0600),
-// worker.crt, ca.crt. A server built from files() watches them and takes a renewed certificate up.
+// The key, the certificate and the CA live in memory files (memfd), never on disk, and go with the process however
+// it ends; files() names them as /proc/self/fd/N. A server built from files() watches them and takes a renewed
+// certificate up.
 //
 // Thread-safety: Obtain on one thread; the renewal thread runs on its own until destruction.
 #pragma once
@@ -26,10 +27,9 @@ class WorkerCertificate {
  public:
   // A certificate from the head at `head_address` (through `channels`, over TLS checked against `ca_file`).
   // UNAVAILABLE when the head cannot be reached; the head's error otherwise (UNAUTHENTICATED for a wrong token).
-  // `node_ip` is the address the port listens on (named in the certificate).
   static absl::StatusOr<std::unique_ptr<WorkerCertificate>> Obtain(Channels* channels, const std::string& head_address,
-                                                                   const std::string& ca_file, std::string node_ip);
-  ~WorkerCertificate();  // stops renewing and removes the directory
+                                                                   const std::string& ca_file);
+  ~WorkerCertificate();  // stops renewing and closes the memory files
 
   tls::TlsFiles files() const;
   std::string identity() const;
@@ -39,21 +39,19 @@ class WorkerCertificate {
   void StartRenewal(int64_t check_ms = 30'000);
 
  private:
-  WorkerCertificate(Channels* channels, std::string head_address, std::string dir, std::string node_ip)
-      : channels_(channels),
-        head_address_(std::move(head_address)),
-        dir_(std::move(dir)),
-        node_ip_(std::move(node_ip)) {}
+  WorkerCertificate(Channels* channels, std::string head_address)
+      : channels_(channels), head_address_(std::move(head_address)) {}
   bool Due() const;
 
   Channels* const channels_;
   const std::string head_address_;
-  const std::string dir_;
-  const std::string node_ip_;
   std::string key_pem_;
   std::string identity_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  int ca_fd_ = -1;            // set by Obtain
+  int key_fd_ = -1;           // set by Obtain
+  int cert_fd_ = -1;          // guarded by mu_ (its file is replaced in place by Renew)
   int64_t not_before_s_ = 0;  // guarded by mu_
   int64_t not_after_s_ = 0;   // guarded by mu_
   bool stopping_ = false;     // guarded by mu_

@@ -1,9 +1,11 @@
 #include "torus/head/head_flags.h"
 
+#include <arpa/inet.h>
+
 #include <filesystem>
+#include <iostream>
 
 #include "CLI/CLI.hpp"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -11,7 +13,9 @@
 namespace torus::head {
 
 bool IsLoopbackHost(const std::string& host) {
-  return absl::StartsWith(host, "127.") || host == "::1" || host == "localhost";
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  return host == "::1" || host == "localhost";
 }
 
 bool HeadFlags::UseTls() const {
@@ -180,6 +184,15 @@ std::optional<int> ParseHeadFlags(int argc, char** argv, HeadFlags* flags) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    return 2;
+  }
+  // Heads that share a journal (etcd) must share the CA and join token too: agents that joined one must be accepted
+  // by the next, on whatever machine it starts.
+  if (flags->UseTls() && (!flags->state_store.empty() || !flags->head_addresses.empty()) &&
+      (flags->tls_ca.empty() || flags->join_token_file.empty())) {
+    std::cerr << "torus-head: TLS with --state-store or --head-addresses: every head of the cluster must issue with "
+                 "one CA and accept one join token; give --tls-ca, --tls-ca-key and --join-token-file (`torus tls "
+                 "init`, docs/deploy-ha.md), or --plaintext\n";
     return 2;
   }
   if (!flags->serve_port) flags->serve_port = flags->dashboard_port == 0 ? 0 : 8000;

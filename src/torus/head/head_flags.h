@@ -61,7 +61,8 @@ struct HeadFlags {
 bool IsLoopbackHost(const std::string& host);
 
 // Parses the command line into `flags` (defaults applied). Returns an exit code when the process should exit now
-// (--help: 0; a bad flag: 2, after CLI11 printed why), nullopt to run the head.
+// (--help: 0; a bad flag or combination: 2, after saying why on stderr), nullopt to run the head. TLS with a shared
+// journal (--state-store, --head-addresses) needs the given secrets (--tls-ca, --tls-ca-key, --join-token-file).
 std::optional<int> ParseHeadFlags(int argc, char** argv, HeadFlags* flags);
 
 }  // namespace torus::head

@@ -19,7 +19,8 @@ std::optional<int> Parse(std::vector<std::string> args, HeadFlags* flags) {
 TEST(HeadFlagsTest, TlsIsOnUnlessTheHostIsLoopback) {
   const std::pair<std::string, bool> cases[] = {{"127.0.0.1", false}, {"127.8.0.1", false}, {"::1", false},
                                                 {"localhost", false}, {"0.0.0.0", true},    {"::", true},
-                                                {"10.0.0.5", true},   {"head.example.com", true}};
+                                                {"10.0.0.5", true},   {"head.example.com", true},
+                                                {"127.example.com", true}};
   for (const auto& [host, tls] : cases) {
     HeadFlags flags;
     ASSERT_EQ(Parse({"--session-dir", "/tmp/s", "--host", host}, &flags), std::nullopt);
@@ -54,6 +55,29 @@ TEST(HeadFlagsTest, PlaintextExcludesTlsAndItsSecrets) {
     EXPECT_EQ(Parse(full, &flags), 2) << args[1];
     EXPECT_NE(testing::internal::GetCapturedStderr().find("excludes"), std::string::npos) << args[1];
   }
+}
+
+TEST(HeadFlagsTest, HeadsSharingAJournalWithTlsMustBeGivenOneCaAndJoinToken) {
+  HeadFlags own_ca;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(Parse({"--session-dir", "/tmp/s", "--host", "0.0.0.0", "--state-store", "etcd://10.0.0.1:2379"}, &own_ca),
+            2);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find(
+                "every head of the cluster must issue with one CA and accept one join token; give --tls-ca, "
+                "--tls-ca-key and --join-token-file"),
+            std::string::npos);
+  HeadFlags given;
+  EXPECT_EQ(Parse({"--session-dir", "/tmp/s", "--host", "0.0.0.0", "--head-addresses", "a:1,b:2", "--tls-ca", "ca",
+                   "--tls-ca-key", "key", "--join-token-file", "jt"},
+                  &given),
+            std::nullopt);
+  HeadFlags plaintext;
+  EXPECT_EQ(Parse({"--session-dir", "/tmp/s", "--host", "0.0.0.0", "--state-store", "etcd://10.0.0.1:2379",
+                   "--plaintext"},
+                  &plaintext),
+            std::nullopt);
+  HeadFlags loopback;  // plaintext there: nothing to share
+  EXPECT_EQ(Parse({"--session-dir", "/tmp/s", "--state-store", "etcd://127.0.0.1:2379"}, &loopback), std::nullopt);
 }
 
 }  // namespace

@@ -271,8 +271,7 @@ int Run(const NodeFlags& flags) {
                                                                 .join_token = join_token,
                                                                 .dir = work_dir + "/tls",
                                                                 .node_id = identity->node_id,
-                                                                .head_address = flags.address,
-                                                                .node_ip = flags.node_ip},
+                                                                .head_address = flags.address},
                                                                &clock, flags.head_grace_ms);
     if (!obtained.ok()) {
       std::cerr << "torus-node: " << obtained.status().message() << "\n";

@@ -110,7 +110,6 @@ absl::Status NodeCertificateKeeper::Join(int64_t give_up_ms) {
     request.set_join_token(options_.join_token);
     request.set_node_id(options_.node_id);
     request.set_csr_pem(*csr);
-    request.set_node_ip(options_.node_ip);
     rpc::NodeCertificateReply reply;
     grpc::Status s = stub->JoinCluster(&ctx, request, &reply);
     if (s.ok()) {
@@ -139,7 +138,6 @@ absl::Status NodeCertificateKeeper::RenewNow(const std::shared_ptr<grpc::Channel
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   rpc::RenewNodeCertificateRequest request;
   request.set_csr_pem(*csr);
-  request.set_node_ip(options_.node_ip);
   rpc::NodeCertificateReply reply;
   grpc::Status s = stub->RenewNodeCertificate(&ctx, request, &reply);
   if (!s.ok()) return rpc::FromGrpc(s);

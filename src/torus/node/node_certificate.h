@@ -29,7 +29,6 @@ struct NodeCertificateOptions {
   std::string dir;           // where the agent keeps its key and certificate
   std::string node_id;
   std::string head_address;  // HOST:PORT, or several (tried in turn) "A,B"
-  std::string node_ip;       // the address this agent serves at, named in its certificate
 };
 
 class NodeCertificateKeeper {

@@ -75,6 +75,7 @@ std::shared_ptr<grpc::Channel> ObjectStoreServiceImpl::ChannelTo(const std::stri
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     std::shared_ptr<grpc::ChannelCredentials> credentials = agent ? agent_credentials_ : owner_credentials_;
+    if (credentials) tls::NameMembersByIdentity(&args);  // members are dialled by address
     channel = grpc::CreateCustomChannel(address, credentials ? credentials : grpc::InsecureChannelCredentials(), args);
   }
   return channel;

@@ -251,7 +251,7 @@ absl::Status FetchTransfer(const std::string& host, int port, const std::string&
       uint64_t got = 0;
       while (got < size) {
         ssize_t r = receive(static_cast<char*>(map) + got, std::min<uint64_t>(size - got, 1 << 30));
-        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && !session && errno == EINTR) continue;  // a TLS error is final (errno says nothing of it)
         if (r <= 0) break;
         got += static_cast<uint64_t>(r);
       }

@@ -4,6 +4,7 @@
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_certificate_verifier.h"
 #include "grpcpp/security/tls_credentials_options.h"
+#include "torus/tls/pki.h"
 
 namespace torus::tls {
 namespace {
@@ -46,6 +47,10 @@ std::shared_ptr<grpc::experimental::CertificateProviderInterface> Provider(const
 }
 
 }  // namespace
+
+void NameMembersByIdentity(grpc::ChannelArguments* args) {
+  args->SetSslTargetNameOverride(kMemberServerName);
+}
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsFiles& files, unsigned int refresh_s) {
   grpc::experimental::TlsServerCredentialsOptions options(Provider(files, refresh_s));

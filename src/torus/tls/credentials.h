@@ -42,6 +42,11 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFromPem(const std::s
                                                                     const std::string& key_pem,
                                                                     const std::string& expected_identity);
 
+// Makes a channel built with `args` ask the server for the name kMemberServerName (pki.h) instead of the host it
+// dials: agents and core workers are reached by address, and their certificates name no address. For channels to
+// members (the head's certificate names it too); the identity is checked by the credentials.
+void NameMembersByIdentity(grpc::ChannelArguments* args);
+
 // The identity (certificate common name) the peer of a call presented and the server verified; "" when the call is
 // not over TLS or the peer presented no certificate.
 std::string PeerIdentity(const grpc::ServerContextBase* ctx);

@@ -333,13 +333,13 @@ bool SecretsEqual(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-absl::Status WritePrivateFile(const std::string& path, std::string_view contents, int mode, bool durable) {
+absl::Status WritePrivateFile(const std::string& path, std::string_view contents, int mode) {
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return absl::InternalError(absl::StrCat("create ", tmp, ": ", strerror(errno)));
   bool ok = fchmod(fd, static_cast<mode_t>(mode)) == 0;
   ok = ok && write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size());
-  ok = (!durable || fsync(fd) == 0) && ok;
+  ok = (fsync(fd) == 0) && ok;
   close(fd);
   if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = strerror(errno);

@@ -23,6 +23,10 @@ namespace torus::tls {
 inline constexpr char kHeadIdentity[] = "torus-head";
 inline constexpr char kNodeIdentityPrefix[] = "torus-node:";
 inline constexpr char kWorkerIdentityPrefix[] = "torus-worker:";
+// The one DNS name in the certificates of nodes and core workers (and also in the head's): members are reached by
+// address, and an address in a certificate is a claim a caller could choose, so torus's channels to members ask for
+// this name instead (NameMembersByIdentity, credentials.h) and check the identity.
+inline constexpr char kMemberServerName[] = "torus-member";
 
 // "torus-node:<node_id>".
 std::string NodeIdentity(std::string_view node_id);
@@ -81,9 +85,8 @@ absl::Status CheckKeyMatches(std::string_view key_pem, std::string_view cert_pem
 // True when the two secrets are equal; the time taken does not depend on where they differ.
 bool SecretsEqual(std::string_view a, std::string_view b);
 
-// Writes `contents` to `path` atomically with `mode` (0600 for keys), creating no directories; with `durable`, synced
-// to disk before it replaces the old file (files that need not outlive the machine, e.g. a process's own, skip it).
-absl::Status WritePrivateFile(const std::string& path, std::string_view contents, int mode, bool durable = true);
+// Writes `contents` to `path` atomically with `mode` (0600 for keys), creating no directories.
+absl::Status WritePrivateFile(const std::string& path, std::string_view contents, int mode);
 // The whole file; NotFound when it does not exist.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 

@@ -33,13 +33,17 @@ SSL_CTX* NewContext(const TlsFiles& files, bool server) {
     return nullptr;
   }
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  // Every connection is a full handshake: no session tickets or cache (a transfer is one connection).
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  if (server) SSL_CTX_set_num_tickets(ctx, 0);
   return ctx;
 }
 
 }  // namespace
 
 TlsSocket::~TlsSocket() {
-  SSL_shutdown(ssl_);
+  if (!broken_) SSL_shutdown(ssl_);  // a close_notify, not after a fatal error (OpenSSL forbids it)
+  ERR_clear_error();
   SSL_free(ssl_);
 }
 
@@ -48,7 +52,9 @@ long TlsSocket::Read(char* out, size_t n) {
   if (SSL_read_ex(ssl_, out, n, &got) == 1) return static_cast<long>(got);
   const int error = SSL_get_error(ssl_, 0);
   ERR_clear_error();
-  return error == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+  if (error == SSL_ERROR_ZERO_RETURN) return 0;
+  broken_ = true;
+  return -1;
 }
 
 bool TlsSocket::ReadAll(char* out, size_t n) {
@@ -67,6 +73,7 @@ bool TlsSocket::WriteAll(const char* data, size_t n) {
     size_t written = 0;
     if (SSL_write_ex(ssl_, data + sent, n - sent, &written) != 1) {
       ERR_clear_error();
+      broken_ = true;
       return false;
     }
     sent += written;

@@ -32,7 +32,7 @@ class TlsSocket {
   const std::string& peer_identity() const { return peer_identity_; }
   // Reads exactly `n` bytes; false when the peer stops first (or on an error).
   bool ReadAll(char* out, size_t n);
-  // Reads up to `n` bytes; 0 at the end, -1 on an error.
+  // Reads up to `n` bytes; 0 at the end, -1 on an error (the session is then broken: every later call fails too).
   long Read(char* out, size_t n);
   bool WriteAll(const char* data, size_t n);
 
@@ -41,6 +41,7 @@ class TlsSocket {
   TlsSocket(SSL* ssl, std::string peer_identity) : ssl_(ssl), peer_identity_(std::move(peer_identity)) {}
   SSL* const ssl_;
   const std::string peer_identity_;
+  bool broken_ = false;  // a fatal error was seen: no close_notify
 };
 
 class TlsSocketContext {

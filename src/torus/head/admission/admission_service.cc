@@ -10,18 +10,6 @@
 namespace torus::head {
 namespace {
 
-// The caller's IP address from gRPC's peer string ("ipv4:10.0.0.5:41234", "ipv6:[::1]:5000"), or "".
-std::string PeerAddress(const grpc::CallbackServerContext* ctx) {
-  const std::string peer = ctx->peer();
-  for (const std::string prefix : {"ipv4:", "ipv6:"}) {
-    if (peer.rfind(prefix, 0) != 0) continue;
-    std::string host = peer.substr(prefix.size(), peer.rfind(':') - prefix.size());
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    return host;
-  }
-  return "";
-}
-
 grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* ctx, absl::StatusOr<NodeCertificate> issued,
                                 rpc::NodeCertificateReply* reply) {
   if (!issued.ok()) return rpc::FinishCall(ctx, rpc::ToGrpc(issued.status()));
@@ -41,7 +29,7 @@ grpc::ServerUnaryReactor* NodeAdmissionServiceImpl::IssueWorkerCertificate(
     grpc::CallbackServerContext* ctx, const rpc::IssueWorkerCertificateRequest* request,
     rpc::NodeCertificateReply* reply) {
   if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return rpc::FinishCall(ctx, s);
-  return Reply(ctx, authority_->IssueForWorker(request->csr_pem(), {PeerAddress(ctx), request->node_ip()}), reply);
+  return Reply(ctx, authority_->IssueForWorker(request->csr_pem()), reply);
 }
 
 grpc::ServerUnaryReactor* NodeAdmissionServiceImpl::JoinCluster(grpc::CallbackServerContext* ctx,
@@ -57,8 +45,7 @@ grpc::ServerUnaryReactor* NodeAdmissionServiceImpl::JoinCluster(grpc::CallbackSe
   });
   // The token first: without it, nothing is said about the node.
   auto issued =
-      authority_->IssueForJoin(request->join_token(), request->node_id(), request->csr_pem(),
-                               {PeerAddress(ctx), request->node_ip()});
+      authority_->IssueForJoin(request->join_token(), request->node_id(), request->csr_pem());
   if (issued.ok() && standing == Standing::kRevoked) {
     issued = absl::PermissionDeniedError(
         absl::StrCat("node ", node.str(), " is revoked; the host may join again under another --node-id"));
@@ -88,8 +75,7 @@ grpc::ServerUnaryReactor* NodeAdmissionServiceImpl::RenewNodeCertificate(
     return rpc::FinishCall(ctx, grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                                              absl::StrCat("node ", node_id, " is revoked")));
   }
-  return Reply(ctx, authority_->IssueForNode(node_id, request->csr_pem(), {PeerAddress(ctx), request->node_ip()}),
-               reply);
+  return Reply(ctx, authority_->IssueForNode(node_id, request->csr_pem()), reply);
 }
 
 }  // namespace torus::head

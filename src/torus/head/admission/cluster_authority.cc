@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <openssl/rand.h>
 
-#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/escaping.h"
@@ -157,7 +156,7 @@ absl::Status ClusterAuthority::IssueHead() {
   auto csr = tls::CreateSigningRequest(key, tls::kHeadIdentity);
   if (!csr.ok()) return absl::InvalidArgumentError(absl::StrCat(files.key, ": ", csr.status().message()));
   tls::IssueOptions issue{.common_name = tls::kHeadIdentity,
-                          .dns_names = {"localhost"},
+                          .dns_names = {"localhost", tls::kMemberServerName},
                           .ip_addresses = {"127.0.0.1"},
                           .now_s = NowSeconds(),
                           .validity_s = options_.head_validity_s};
@@ -206,8 +205,7 @@ absl::StatusOr<std::string> ClusterAuthority::RotateJoinToken() {
 }
 
 absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForJoin(std::string_view join_token, std::string_view node_id,
-                                                              std::string_view csr_pem,
-                                                              const std::vector<std::string>& addresses) const {
+                                                              std::string_view csr_pem) const {
   if (!options_.join_token_file.empty()) {
     auto given = tls::ReadJoinToken(options_.join_token_file);
     if (!given.ok()) {
@@ -217,7 +215,7 @@ absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForJoin(std::string_view 
     if (join_token.empty() || !tls::SecretsEqual(join_token, *given)) {
       return absl::PermissionDeniedError("join_token: not this cluster's join token");
     }
-    return Issue(node_id, csr_pem, addresses);
+    return Issue(node_id, csr_pem);
   }
   {
     absl::MutexLock lock(&mu_);
@@ -229,40 +227,33 @@ absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForJoin(std::string_view 
           "join_token: expired; the head writes a new one to its state directory's tls/join_token when it restarts");
     }
   }
-  return Issue(node_id, csr_pem, addresses);
+  return Issue(node_id, csr_pem);
 }
 
-absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForNode(std::string_view node_id, std::string_view csr_pem,
-                                                              const std::vector<std::string>& addresses) const {
-  return Issue(node_id, csr_pem, addresses);
+absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForNode(std::string_view node_id,
+                                                              std::string_view csr_pem) const {
+  return Issue(node_id, csr_pem);
 }
 
-absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForWorker(std::string_view csr_pem,
-                                                                const std::vector<std::string>& addresses) const {
+absl::StatusOr<NodeCertificate> ClusterAuthority::IssueForWorker(std::string_view csr_pem) const {
   unsigned char bytes[8];
   if (RAND_bytes(bytes, sizeof(bytes)) != 1) return absl::InternalError("no random bytes for a worker identity");
   return IssueAs(absl::StrCat(tls::kWorkerIdentityPrefix,
                               absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)))),
-                 csr_pem, addresses);
+                 csr_pem);
 }
 
-absl::StatusOr<NodeCertificate> ClusterAuthority::Issue(std::string_view node_id, std::string_view csr_pem,
-                                                       const std::vector<std::string>& addresses) const {
+absl::StatusOr<NodeCertificate> ClusterAuthority::Issue(std::string_view node_id, std::string_view csr_pem) const {
   if (absl::Status s = ValidateNodeId(node_id); !s.ok()) return s;
-  return IssueAs(tls::NodeIdentity(node_id), csr_pem, addresses);
+  return IssueAs(tls::NodeIdentity(node_id), csr_pem);
 }
 
-absl::StatusOr<NodeCertificate> ClusterAuthority::IssueAs(const std::string& identity, std::string_view csr_pem,
-                                                         const std::vector<std::string>& addresses) const {
+absl::StatusOr<NodeCertificate> ClusterAuthority::IssueAs(const std::string& identity,
+                                                         std::string_view csr_pem) const {
   tls::IssueOptions issue{.common_name = identity,
+                          .dns_names = {tls::kMemberServerName},
                           .now_s = NowSeconds(),
                           .validity_s = options_.node_validity_s};
-  for (const std::string& address : addresses) {
-    if (IsIpAddress(address) && std::find(issue.ip_addresses.begin(), issue.ip_addresses.end(), address) ==
-                                    issue.ip_addresses.end()) {
-      issue.ip_addresses.push_back(address);
-    }
-  }
   auto cert = tls::IssueCertificate(ca_, csr_pem, issue);
   if (!cert.ok()) {
     if (cert.status().code() == absl::StatusCode::kInvalidArgument) {

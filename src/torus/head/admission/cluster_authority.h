@@ -64,20 +64,17 @@ class ClusterAuthority {
 
   // A certificate for node `node_id`, for the current join token: PERMISSION_DENIED for another token or an expired
   // one, INVALID_ARGUMENT for a bad node id or signing request.
-  // `addresses` that are IP addresses go in as subject alternative names (the host the node called from, the address
-  // it serves at), so that TLS clients dialling it by that address find their server name in its certificate (the
-  // identity, not a name, is what torus checks).
+  // Certificates of nodes and core workers name no address or host (one a caller could choose would let it pose as
+  // the head to a browser or HTTPS client that trusts the cluster CA): their only name is tls::kMemberServerName,
+  // which torus's channels to members ask for (tls::NameMembersByIdentity); the identity is what they check.
   absl::StatusOr<NodeCertificate> IssueForJoin(std::string_view join_token, std::string_view node_id,
-                                               std::string_view csr_pem,
-                                               const std::vector<std::string>& addresses = {}) const;
+                                               std::string_view csr_pem) const;
   // A certificate for node `node_id` (the caller proved it holds one): INVALID_ARGUMENT for a bad request.
-  absl::StatusOr<NodeCertificate> IssueForNode(std::string_view node_id, std::string_view csr_pem,
-                                               const std::vector<std::string>& addresses = {}) const;
+  absl::StatusOr<NodeCertificate> IssueForNode(std::string_view node_id, std::string_view csr_pem) const;
 
   // A certificate for a core worker's port, identity "torus-worker:<random id>" (the caller holds the cluster token):
   // INVALID_ARGUMENT for a bad request.
-  absl::StatusOr<NodeCertificate> IssueForWorker(std::string_view csr_pem,
-                                                 const std::vector<std::string>& addresses = {}) const;
+  absl::StatusOr<NodeCertificate> IssueForWorker(std::string_view csr_pem) const;
 
   // Issues the head a new certificate (same key) once two thirds of the current one's life have passed; true when
   // it did. Servers and channels built from head_files() take it up when they next read the files.
@@ -100,10 +97,8 @@ class ClusterAuthority {
   ClusterAuthority(AuthorityOptions options, const Clock* clock, tls::KeyAndCertificate ca);
   int64_t NowSeconds() const { return clock_->WallMillis() / 1000; }
   absl::Status IssueHead();
-  absl::StatusOr<NodeCertificate> Issue(std::string_view node_id, std::string_view csr_pem,
-                                        const std::vector<std::string>& addresses) const;
-  absl::StatusOr<NodeCertificate> IssueAs(const std::string& identity, std::string_view csr_pem,
-                                          const std::vector<std::string>& addresses) const;
+  absl::StatusOr<NodeCertificate> Issue(std::string_view node_id, std::string_view csr_pem) const;
+  absl::StatusOr<NodeCertificate> IssueAs(const std::string& identity, std::string_view csr_pem) const;
 
   const AuthorityOptions options_;
   const Clock* const clock_;

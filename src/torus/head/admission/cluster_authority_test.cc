@@ -51,7 +51,7 @@ TEST_F(ClusterAuthorityTest, FirstStartCreatesTheCaTheHeadCertificateAndAJoinTok
   auto head = tls::ReadCertificate(*tls::ReadWholeFile(a->head_files().cert));
   ASSERT_TRUE(head.ok());
   EXPECT_EQ(head->common_name, "torus-head");
-  EXPECT_EQ(head->dns_names, (std::vector<std::string>{"localhost", "head.example.com"}));
+  EXPECT_EQ(head->dns_names, (std::vector<std::string>{"localhost", "torus-member", "head.example.com"}));
   EXPECT_EQ(head->ip_addresses, (std::vector<std::string>{"127.0.0.1", "10.1.2.3"}));
   EXPECT_TRUE(tls::VerifyCertificate(a->ca_pem(), *tls::ReadWholeFile(a->head_files().cert), Now()).ok());
   EXPECT_EQ(JoinToken(*a).substr(0, 5), "join-");
@@ -77,15 +77,16 @@ TEST_F(ClusterAuthorityTest, JoinTokenBuysANodeCertificateForTheNodeNamed) {
   EXPECT_EQ(issued->not_after_s, Now() + 600);
   EXPECT_EQ(issued->ca_pem, a->ca_pem());
   EXPECT_TRUE(tls::VerifyCertificate(a->ca_pem(), issued->cert_pem, Now()).ok());
+  // No address or host a caller could choose: only the name torus's channels to members ask for.
   EXPECT_TRUE(info->ip_addresses.empty());
-  // The address the node called from is a subject alternative name; anything else is not.
-  auto from = a->IssueForJoin(JoinToken(*a), "host-2", Csr(), {"10.1.2.3", "10.1.2.3"});
-  EXPECT_EQ(tls::ReadCertificate(from->cert_pem)->ip_addresses, std::vector<std::string>{"10.1.2.3"});
-  auto unix_peer = a->IssueForNode("host-2", Csr(), {"unix:/tmp/sock", ""});
-  EXPECT_TRUE(tls::ReadCertificate(unix_peer->cert_pem)->ip_addresses.empty());
-  // The caller's address and the one it serves at (--node-ip) when they differ.
-  auto both = a->IssueForNode("host-2", Csr(), {"127.0.0.1", "127.0.1.9"});
-  EXPECT_EQ(tls::ReadCertificate(both->cert_pem)->ip_addresses, (std::vector<std::string>{"127.0.0.1", "127.0.1.9"}));
+  EXPECT_EQ(info->dns_names, std::vector<std::string>{"torus-member"});
+  auto renewed = tls::ReadCertificate(a->IssueForNode("host-1", Csr())->cert_pem);
+  EXPECT_TRUE(renewed->ip_addresses.empty());
+  EXPECT_EQ(renewed->dns_names, std::vector<std::string>{"torus-member"});
+  auto worker = tls::ReadCertificate(a->IssueForWorker(Csr())->cert_pem);
+  EXPECT_EQ(worker->common_name.rfind("torus-worker:", 0), 0u);
+  EXPECT_TRUE(worker->ip_addresses.empty());
+  EXPECT_EQ(worker->dns_names, std::vector<std::string>{"torus-member"});
 }
 
 TEST_F(ClusterAuthorityTest, WrongExpiredOrRotatedJoinTokensAreRefused) {

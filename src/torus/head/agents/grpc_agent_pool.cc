@@ -8,6 +8,7 @@
 #include "grpcpp/grpcpp.h"
 #include "torus/rpc/auth.h"
 #include "torus/rpc/convert.h"
+#include "torus/tls/credentials.h"
 
 namespace torus::head {
 
@@ -89,12 +90,17 @@ GrpcAgentPool::GrpcAgentPool(std::string token, std::chrono::milliseconds rpc_ti
                              std::shared_ptr<grpc::ChannelCredentials> credentials)
     : token_(std::move(token)),
       rpc_timeout_(rpc_timeout),
+      tls_(credentials != nullptr),
       credentials_(credentials ? std::move(credentials) : grpc::InsecureChannelCredentials()) {}
 
 rpc::NodeService::Stub* GrpcAgentPool::StubFor(const std::string& target) {
   absl::MutexLock lock(&mu_);
   auto& stub = stubs_[target];
-  if (!stub) stub = rpc::NodeService::NewStub(grpc::CreateChannel(target, credentials_));
+  if (!stub) {
+    grpc::ChannelArguments args;
+    if (tls_) tls::NameMembersByIdentity(&args);  // agents are dialled by address; their certificates name none
+    stub = rpc::NodeService::NewStub(grpc::CreateCustomChannel(target, credentials_, args));
+  }
   return stub.get();
 }
 

@@ -41,6 +41,7 @@ class GrpcAgentPool final : public AgentPool {
 
   const std::string token_;
   const std::chrono::milliseconds rpc_timeout_;
+  const bool tls_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<rpc::NodeService::Stub>> stubs_ ABSL_GUARDED_BY(mu_);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "torus/core.grpc.pb.h"
+#include "torus/tls/credentials.h"
 
 namespace torus::head {
 
@@ -52,15 +53,20 @@ void OwnerMonitor::Stop() {
 
 OwnerMonitor::Probe GrpcOwnerProbe(std::string token, std::chrono::milliseconds deadline,
                                    std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  const bool tls = credentials != nullptr;
   if (!credentials) credentials = grpc::InsecureChannelCredentials();
   // One channel per owner, reused between rounds (owners are few: drivers and the workers that create actors); the
   // cache starts over once it holds kMaxChannels, so owners long gone do not accumulate.
   constexpr size_t kMaxChannels = 1024;
   auto channels = std::make_shared<std::map<std::string, std::shared_ptr<grpc::Channel>>>();
-  return [token = std::move(token), deadline, channels, credentials](const std::string& owner) -> absl::Status {
+  return [token = std::move(token), deadline, channels, credentials, tls](const std::string& owner) -> absl::Status {
     if (channels->size() >= kMaxChannels && !channels->contains(owner)) channels->clear();
     auto& channel = (*channels)[owner];
-    if (!channel) channel = grpc::CreateChannel(owner, credentials);
+    if (!channel) {
+      grpc::ChannelArguments args;
+      if (tls) tls::NameMembersByIdentity(&args);  // owners are dialled by address; their certificates name none
+      channel = grpc::CreateCustomChannel(owner, credentials, args);
+    }
     auto stub = core::CoreWorkerService::NewStub(channel);
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer " + token);
