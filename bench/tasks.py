@@ -293,6 +293,17 @@ def bench_dask(args):
         cluster.close()
 
 
+# Rows of the tables: (label, key of bench_torus's result, unit, scale).
+CALL_ROWS = [("sync task round trip p50", "sync_p50", "ms", 1e3), ("sync task round trip p99", "sync_p99", "ms", 1e3),
+             ("async tasks, submit -> all gathered", "async", "tasks/s", 1),
+             ("actor call round trip p50", "actor_sync_p50", "ms", 1e3),
+             ("async actor calls, submit -> all gathered", "actor_async", "calls/s", 1)]
+PULL_ROWS = [("get of it by a task on the same node", "get_other", "ms", 1e3),
+             ("get of it by a task on another node", "pull", "ms", 1e3),
+             ("  that is, pulled between nodes at", "pull_rate", "GB/s", 1),
+             ("  one loopback TCP connection carries", "tcp_rate", "GB/s", 1)]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sync", type=int, default=300)
@@ -311,18 +322,10 @@ def main():
     except ImportError:
         d = None
         print("Dask (python3-distributed) is not installed: torus only")
-    rows = [("sync task round trip p50", "sync_p50", "ms", 1e3), ("sync task round trip p99", "sync_p99", "ms", 1e3),
-            ("async tasks, submit -> all gathered", "async", "tasks/s", 1),
-            ("actor call round trip p50", "actor_sync_p50", "ms", 1e3),
-            ("async actor calls, submit -> all gathered", "actor_async", "calls/s", 1),
-            (f"put of a {args.array_mb} MB numpy array", "put", "ms", 1e3),
-            (f"get of it (same process)", "get", "ms", 1e3)]
+    rows = CALL_ROWS + [(f"put of a {args.array_mb} MB numpy array", "put", "ms", 1e3),
+                        (f"get of it (same process)", "get", "ms", 1e3)]
     torus_only = [("async {\"TPU\": 1} tasks, one v6e host", "tpu_async", "tasks/s", 1),
-                  ("put rate", "put_rate", "GB/s", 1),
-                  ("get of it by a task on the same node", "get_other", "ms", 1e3),
-                  ("get of it by a task on another node", "pull", "ms", 1e3),
-                  ("  that is, pulled between nodes at", "pull_rate", "GB/s", 1),
-                  ("  one loopback TCP connection carries", "tcp_rate", "GB/s", 1),
+                  ("put rate", "put_rate", "GB/s", 1)] + PULL_ROWS + [
                   ("store bytes on the put's node / array", "held_head", "x", 1),
                   ("store bytes on the other node / array", "held_b", "x", 1)]
     print(f"| {'measure':42} | {'torus':>18} | {'Dask':>18} | torus/Dask |")
@@ -346,16 +349,8 @@ def compare_tls(args):
             runs[tls_on].append(bench_torus(args, tls=tls_on))
     plain, tls = ({k: statistics.median(run[k] for run in runs[mode]) for k in runs[mode][0]}
                   for mode in (False, True))
-    rows = [("torus.init() (connect, start the core worker)", "init", "ms", 1e3),
-            ("sync task round trip p50", "sync_p50", "ms", 1e3), ("sync task round trip p99", "sync_p99", "ms", 1e3),
-            ("async tasks, submit -> all gathered", "async", "tasks/s", 1),
-            ("actor call round trip p50", "actor_sync_p50", "ms", 1e3),
-            ("async actor calls, submit -> all gathered", "actor_async", "calls/s", 1),
-            (f"put of a {args.array_mb} MB numpy array", "put", "ms", 1e3),
-            ("get of it by a task on the same node", "get_other", "ms", 1e3),
-            ("get of it by a task on another node", "pull", "ms", 1e3),
-            ("  that is, pulled between nodes at", "pull_rate", "GB/s", 1),
-            ("  one loopback TCP connection carries", "tcp_rate", "GB/s", 1)]
+    rows = ([("torus.init() (connect, start the core worker)", "init", "ms", 1e3)] + CALL_ROWS +
+            [(f"put of a {args.array_mb} MB numpy array", "put", "ms", 1e3)] + PULL_ROWS)
     print(f"| {'measure (torus)':46} | {'plaintext':>18} | {'TLS':>18} | TLS/plain |")
     print(f"|{'-' * 48}|{'-' * 20}|{'-' * 20}|----------:|")
     for label, key, unit, scale in rows:
