@@ -83,6 +83,17 @@ def is_torus_process(pid):
 
 # Views over `torus status --json`.
 
+def head_http(session):
+    """(base URL, SSL context or None) of a session's head HTTP API: https checked against the session's CA when the
+    head serves TLS (one off loopback does, e.g. `torus up --netns`)."""
+    import ssl
+    address = (Path(session) / "dashboard_address").read_text().strip()
+    ca = Path(session) / "ca.crt"
+    if not ca.exists():
+        return f"http://{address}", None
+    return f"https://{address}", ssl.create_default_context(cafile=str(ca))
+
+
 def node(status, node_id):
     matches = [n for n in status["nodes"] if n["node_id"] == node_id]
     assert len(matches) == 1, f"expected one entry for node {node_id}, got {len(matches)}"

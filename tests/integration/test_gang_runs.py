@@ -6,14 +6,13 @@ import json
 import os
 import re
 import signal
-import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from conftest import REPO, binary, node, pid_alive, wait_until
+from conftest import REPO, binary, head_http, node, pid_alive, wait_until
 
 PYTHON = "/usr/bin/python3"
 TRAIN_TORCH = str(REPO / "examples" / "train_torch.py")
@@ -88,11 +87,8 @@ def run_status(torus, name):
 
 def run_view(torus, name):
     """GET /api/v0/runs/NAME, or None while the run does not exist yet (cheaper than the CLI, for polling)."""
-    address = (torus.session / "dashboard_address").read_text().strip()
-    ca = torus.session / "ca.crt"  # a head off loopback serves HTTPS (`torus up --netns`)
-    context = ssl.create_default_context(cafile=str(ca)) if ca.exists() else None
-    request = urllib.request.Request(f"{'https' if context else 'http'}://{address}/api/v0/runs/{name}",
-                                     headers={"Authorization": f"Bearer {torus.token}"})
+    base, context = head_http(torus.session)
+    request = urllib.request.Request(f"{base}/api/v0/runs/{name}", headers={"Authorization": f"Bearer {torus.token}"})
     try:
         with urllib.request.urlopen(request, timeout=10, context=context) as response:
             return json.loads(response.read())
