@@ -347,3 +347,17 @@ def test_an_agent_gives_its_workers_its_own_tls_mode_not_a_ca_left_in_its_enviro
     job = torus.run("job", "submit", "--", PYTHON, "-c", script, env=env, timeout=90)
     assert job.returncode == 0, job.stdout + job.stderr
     assert "tripled [0, 3, 6, 9]" in job.stdout, job.stdout
+
+
+def test_an_agent_without_the_ca_joining_a_tls_head_is_told_to_pass_it(torus):
+    """A head off loopback serves TLS by default: an agent started the old way (token only) cannot register, and
+    `torus start --address` says why (the agent's last log line) and that the agent keeps trying."""
+    torus.start_head("--tls")
+    address, token_file = torus.address, torus.session / "token"
+    joined = torus.run("start", "--address", address, "--token-file", token_file, "--num-cpus", "1", timeout=60)
+    assert joined.returncode == 1, joined.stdout
+    assert "0 of 1 nodes registered within 15 s; end of " in joined.stderr, joined.stderr
+    assert ("if the head serves TLS (one listening off loopback does; `torus start --head` says \"(TLS)\"), start "
+            "this agent with --tls-ca and --join-token-file") in joined.stderr, joined.stderr
+    assert "(the agent keeps trying in the background; `torus stop` stops it)" in joined.stderr
+    torus.ok("stop")

@@ -187,7 +187,8 @@ int CmdStart(const StartFlags& flags) {
     }
     absl::Status up = WaitForNodes(address, *token, {node_id}, {{"local", *pid}}, *session, std::chrono::seconds(15));
     if (!up.ok()) {
-      std::cerr << "torus start: " << up.message() << "\n";
+      std::cerr << "torus start: " << up.message() << "\n"
+                << "(the agent keeps trying in the background; `torus stop` stops it)\n";
       return 1;
     }
     std::cout << "node " << node_id << " joined the cluster at " << address << "\n";

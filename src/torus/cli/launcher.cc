@@ -365,8 +365,13 @@ absl::Status WaitForNodes(const std::string& address, const std::string& token, 
       }
     }
     if (std::chrono::steady_clock::now() >= deadline) {
+      std::string detail = absl::StrCat("; see ", session, "/logs");
+      if (agents.size() == 1) {  // one agent (`torus start --address`): what it last said
+        const std::string log = absl::StrCat(session, "/logs/node-", agents.begin()->first, ".log");
+        detail = absl::StrCat("; end of ", log, ":\n", TailOfFile(log, 2));
+      }
       return absl::DeadlineExceededError(absl::StrCat(alive, " of ", node_ids.size(), " nodes registered within ",
-                                                      timeout.count() / 1000, " s; see ", session, "/logs"));
+                                                      timeout.count() / 1000, " s", detail));
     }
     if (!cursor || !http->WaitEvents(&*cursor, {.kinds = {"node"}}, 250).ok()) {
       cursor.reset();  // a head without events, or one that went away: look again shortly

@@ -112,8 +112,9 @@ std::string TpuSimPortFile(const std::string& session, const std::string& name);
 absl::StatusOr<int> WaitForTpuSimPort(const std::string& session, const std::string& name, pid_t pid,
                                       std::chrono::milliseconds timeout);
 
-// Polls the head until every id in `node_ids` is ALIVE, or `timeout` passes, or an agent in `agents`
-// (name -> pid) exits (its log tail is in the error).
+// Waits on the head until every id in `node_ids` is ALIVE, or `timeout` passes (with one agent, the end of its log
+// is in the error: why it cannot register), or an agent in `agents` (name -> pid) exits (its log tail is in the
+// error).
 absl::Status WaitForNodes(const std::string& address, const std::string& token, const std::set<std::string>& node_ids,
                           const std::map<std::string, pid_t>& agents, const std::string& session,
                           std::chrono::milliseconds timeout);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "torus/rpc/auth.h"
@@ -154,6 +155,13 @@ void Agent::HeadSilent() {
 
 void Agent::NoteError(const std::string& what, const grpc::Status& status) {
   std::string error = absl::StrCat(status.error_code(), ": ", status.error_message());
+  // What a transport failure usually means when the two ends disagree on TLS.
+  if (!tls_ && absl::StrContains(status.error_message(), "Socket closed")) {
+    absl::StrAppend(&error, " — if the head serves TLS (one listening off loopback does; `torus start --head` says "
+                            "\"(TLS)\"), start this agent with --tls-ca and --join-token-file");
+  } else if (tls_ && absl::StrContains(status.error_message(), "wrong version number")) {
+    absl::StrAppend(&error, " — the head serves plaintext; start this agent without --tls-ca");
+  }
   if (error != last_error_) spdlog::warn("{} ({}); will keep trying", what, error);
   last_error_ = error;
 }

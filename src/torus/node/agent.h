@@ -39,6 +39,9 @@ class Agent {
   Agent(NodeIdentity identity, std::shared_ptr<grpc::Channel> channel, std::string token, BundleLedger* ledger,
         WorkerSupervisor* workers, int agent_port, int64_t head_grace_ms = 300'000);
 
+  // Whether this agent talks TLS to the head (--tls-ca): for what a failed connection is said to mean.
+  void set_tls(bool tls) { tls_ = tls; }
+
   // Serves until Stop(); returns kUnauthenticated if the head refuses the token on the very first attempt.
   AgentExit Run();
   void Stop();
@@ -87,6 +90,7 @@ class Agent {
   bool ever_registered_ = false;
   int64_t last_answer_ms_ = 0;  // when the head last answered (steady clock)
   bool gave_up_ = false;        // whether the grace ran out since
+  bool tls_ = false;
   std::string last_error_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -409,6 +409,7 @@ int Run(const NodeFlags& flags) {
   agent_holder = std::make_unique<torus::node::Agent>(*identity, channel, token, &ledger, &workers, agent_port,
                                                       flags.head_grace_ms);
   torus::node::Agent& agent = *agent_holder;
+  agent.set_tls(certificate != nullptr);
 
   std::unique_ptr<torus::node::MetricsSampler> sampler;
   if (flags.metrics_period_ms > 0) {
