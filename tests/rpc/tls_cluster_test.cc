@@ -27,6 +27,8 @@
 #include "grpcpp/grpcpp.h"
 #include "torus/client/client.h"
 #include "torus/common/resources.h"
+#include "torus/core/channels.h"
+#include "torus/core/worker_certificate.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/node.grpc.pb.h"
 #include "torus/rpc/auth.h"
@@ -258,6 +260,29 @@ TEST_F(TlsClusterTest, AWorkerCertificateNeedsTheTokenAndGrantsNoNodeOrHeadCalls
   s = head->Heartbeat(Prepare(&beat_ctx), beat, &beat_reply);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
   EXPECT_EQ(s.error_message(), "'" + info->common_name + "' is not a node; a node's calls need the node's certificate");
+}
+
+TEST_F(TlsClusterTest, ACoreWorkersCertificateLivesInMemoryAndARenewalReplacesItAtTheSamePath) {
+  torus::core::Channels channels(token_, Ca());
+  auto cert = torus::core::WorkerCertificate::Obtain(&channels, address_, Ca());
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  const torus::tls::TlsFiles files = (*cert)->files();
+  EXPECT_EQ(files.cert.rfind("/proc/self/fd/", 0), 0u) << files.cert;  // a memfd: nothing on disk
+  const std::string first = ReadFile(files.cert), key = ReadFile(files.key);
+  auto info = torus::tls::ReadCertificate(first);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->common_name, (*cert)->identity());
+  EXPECT_TRUE(torus::tls::CheckKeyMatches(key, first).ok());
+  EXPECT_EQ(ReadFile(files.ca), ReadFile(Ca()));
+
+  ASSERT_TRUE((*cert)->Renew().ok());
+  EXPECT_EQ((*cert)->files().cert, files.cert);
+  const std::string second = ReadFile(files.cert);
+  EXPECT_NE(torus::tls::ReadCertificate(second)->serial_hex, info->serial_hex);
+  EXPECT_TRUE(torus::tls::CheckKeyMatches(ReadFile(files.key), second).ok());  // same key, new certificate
+
+  cert->reset();
+  EXPECT_FALSE(std::filesystem::exists(files.key));  // closed with it
 }
 
 TEST_F(TlsClusterTest, APlaintextClientIsRefused) {

@@ -4,9 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <iostream>
 
@@ -15,7 +14,6 @@
 #include "torus/tls/pki.h"
 
 namespace torus::core {
-
 namespace {
 
 // A file in memory holding `contents` (memfd: gone with the process, never on disk); its descriptor, or -1.
