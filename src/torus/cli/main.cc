@@ -5,6 +5,7 @@
 
 #include "CLI/CLI.hpp"
 #include "torus/cli/commands.h"
+#include "torus/common/parse_flags.h"
 
 namespace {
 
@@ -472,13 +473,6 @@ int main(int argc, char** argv) {
   app.add_subcommand("dashboard", "Print the dashboard's login URL (with the token) of the latest session")
       ->callback([&] { rc = torus::cli::CmdDashboard(); });
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto exit_code = torus::ParseFlags(app, argc, argv)) return *exit_code;
   return rc;
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "torus/common/parse_flags.h"
 
 namespace torus::head {
 
@@ -178,14 +179,7 @@ std::optional<int> ParseHeadFlags(int argc, char** argv, HeadFlags* flags) {
                  "How long a join token is good for (a new one is made when the head starts after it expired)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{60}, int64_t{365} * 86'400));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto exit_code = ParseFlags(app, argc, argv)) return exit_code;
   // Heads that share a journal (etcd) must share the CA and join token too: agents that joined one must be accepted
   // by the next, on whatever machine it starts.
   if (flags->UseTls() && (!flags->state_store.empty() || !flags->head_addresses.empty()) &&

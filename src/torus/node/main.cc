@@ -18,6 +18,7 @@
 #include "spdlog/spdlog.h"
 #include "torus/accel/tpu_detect.h"
 #include "torus/common/clock.h"
+#include "torus/common/parse_flags.h"
 #include "torus/common/strings.h"
 #include "torus/common/termination.h"
 #include "torus/node/agent.h"
@@ -535,14 +536,7 @@ int main(int argc, char** argv) {
                  "releases its bundles")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1000}, int64_t{7 * 86'400'000}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto exit_code = torus::ParseFlags(app, argc, argv)) return *exit_code;
   if (flags.metrics_period_ms > 0 && flags.metrics_period_ms < 100) {
     std::cerr << "torus-node: --metrics-period-ms must be 0 (off) or at least 100 (got " << flags.metrics_period_ms
               << ")\n";

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "spdlog/spdlog.h"
+#include "torus/common/parse_flags.h"
 #include "torus/common/termination.h"
 #include "torus/sim/query.h"
 #include "torus/sim/simulator.h"
@@ -165,13 +166,6 @@ int main(int argc, char** argv) {
   app.add_option("--query-timeout-ms", flags.query_timeout_ms, "Deadline of each --query call")
       ->capture_default_str()
       ->check(CLI::Range(1, 600000));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto exit_code = torus::ParseFlags(app, argc, argv)) return *exit_code;
   return flags.query.empty() ? Serve(flags) : Query(flags);
 }
