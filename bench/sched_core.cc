@@ -121,8 +121,9 @@ std::map<std::string, Row>& Rows() {
 
 // Times each call of `decide` and records p50/p99 (the framework calls this several times; the last run, the
 // longest, is the one kept).
-template <typename Decide>
-void Measure(benchmark::State& state, const std::string& row, Decide decide) {
+// `undo` (not timed) runs after each timed call.
+template <typename Decide, typename Undo>
+void Measure(benchmark::State& state, const std::string& row, Decide decide, Undo undo) {
   std::vector<double> ns;
   ns.reserve(static_cast<size_t>(state.max_iterations));
   for (auto _ : state) {
@@ -130,6 +131,7 @@ void Measure(benchmark::State& state, const std::string& row, Decide decide) {
     auto outcome = decide();
     benchmark::DoNotOptimize(outcome);
     ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - start).count());
+    undo();
   }
   if (ns.empty()) return;
   std::sort(ns.begin(), ns.end());
@@ -145,6 +147,11 @@ void Measure(benchmark::State& state, const std::string& row, Decide decide) {
   state.counters["p50_us"] = r.p50_us;
   state.counters["p99_us"] = r.p99_us;
   state.SetItemsProcessed(state.iterations());
+}
+
+template <typename Decide>
+void Measure(benchmark::State& state, const std::string& row, Decide decide) {
+  Measure(state, row, decide, [] {});
 }
 
 void BM_IndexBuild(benchmark::State& state) {
@@ -244,6 +251,103 @@ void BM_SingleTpu(benchmark::State& state) {
 }
 BENCHMARK(BM_SingleTpu);
 
+// ---- decisions with index upkeep: what a placement pass does (decide, then count the group as held) ----
+
+// What holding a slice group's bundles changed in the index, to give it back.
+struct Held {
+  std::vector<std::string> slices;
+  std::vector<std::pair<std::string, ResourceSet>> nodes;  // node, its available before
+};
+
+// Counts a slice group's placement as held in `index`: its slices held, each bundle's resources and chips taken.
+Held HoldSlices(ClusterIndex& index, const SliceGroupPlacement& placed) {
+  Held held;
+  for (const std::string& s : placed.slice_names) {
+    index.SetSliceHolder(s, "pg bench");
+    held.slices.push_back(s);
+  }
+  for (const SliceBundle& b : placed.bundles) {
+    const NodeSnapshot* n = index.FindNode(b.node_id);
+    ResourceSet available = n->available;
+    held.nodes.emplace_back(b.node_id, available);
+    available.Subtract(b.resources);
+    index.UpdateHoldings(b.node_id, available, b.chips);
+  }
+  return held;
+}
+
+void GiveBack(ClusterIndex& index, const Held& held) {
+  for (const auto& [node, available] : held.nodes) index.UpdateHoldings(node, available, {});
+  for (const std::string& s : held.slices) index.SetSliceHolder(s, "");
+}
+
+// The shared index's own copy, changed by the benchmarks with upkeep (copied once, before any timing).
+ClusterIndex& MutableCluster() {
+  static ClusterIndex* const index = [] {
+    auto* copy = new ClusterIndex(Cluster());
+    copy->SetSliceHolder("v6e-16-0000", "pg 1000");  // already held: makes the copy its own
+    return copy;
+  }();
+  return *index;
+}
+
+void BM_SliceGroupWithUpkeep(benchmark::State& state) {
+  const int slices = static_cast<int>(state.range(0));
+  const bool fallback = state.range(1) != 0;
+  SliceGroupRequest request;
+  SliceShapeRequest shape;
+  shape.generation = TpuGeneration::kV6e;
+  shape.topology = Topology{{4, 4}};
+  shape.num_slices = slices;
+  request.primary = shape;
+  if (fallback) {
+    request.primary.selector = Sel({{std::string(kLabelMarketType), "reserved"}});
+    request.fallbacks = {shape};
+  }
+  ClusterIndex& index = MutableCluster();
+  Held held;
+  Measure(
+      state,
+      "slice group x" + std::to_string(slices) + (fallback ? ", primary pending -> fallback" : "") +
+          " + hold in the index",
+      [&] {
+        SliceGroupOutcome outcome = PlaceSliceGroup(index, request);
+        if (const auto* placed = std::get_if<SliceGroupPlacement>(&outcome)) held = HoldSlices(index, *placed);
+        return outcome.index();
+      },
+      [&] { GiveBack(index, held); });
+}
+BENCHMARK(BM_SliceGroupWithUpkeep)->ArgsProduct({{1, 8}, {0, 1}})->ArgNames({"slices", "fallback"});
+
+void BM_SliceGroupGiveBack(benchmark::State& state) {
+  SliceGroupRequest request;
+  request.primary.generation = TpuGeneration::kV6e;
+  request.primary.topology = Topology{{4, 4}};
+  request.primary.num_slices = 8;
+  ClusterIndex& index = MutableCluster();
+  Held held;
+  std::vector<double> ns;
+  for (auto _ : state) {
+    state.PauseTiming();
+    held = HoldSlices(index, std::get<SliceGroupPlacement>(PlaceSliceGroup(index, request)));
+    state.ResumeTiming();
+    Clock::time_point start = Clock::now();
+    GiveBack(index, held);
+    ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - start).count());
+  }
+  std::sort(ns.begin(), ns.end());
+  Row r;
+  r.p50_us = ns[ns.size() / 2] / 1000;
+  r.p99_us = ns[std::min(ns.size() - 1, ns.size() * 99 / 100)] / 1000;
+  double sum = 0;
+  for (double v : ns) sum += v;
+  r.mean_us = sum / static_cast<double>(ns.size()) / 1000;
+  r.per_second = 1e6 / r.mean_us;
+  r.decisions = static_cast<int64_t>(ns.size());
+  Rows()["give back x8 slices (index upkeep alone)"] = r;
+}
+BENCHMARK(BM_SliceGroupGiveBack);
+
 BundleRequest EightBundles(Strategy strategy, double cpus, const std::map<std::string, std::string>& selector) {
   BundleRequest request;
   request.strategy = strategy;
@@ -268,6 +372,36 @@ BENCHMARK_CAPTURE(BM_Bundles, strict_spread, Strategy::kStrictSpread, 1.0, {}, "
 BENCHMARK_CAPTURE(BM_Bundles, strict_spread_selector, Strategy::kStrictSpread, 1.0, {{"team", "ml"}},
                   "8 bundles STRICT_SPREAD, CPU 1, team=ml");
 BENCHMARK_CAPTURE(BM_Bundles, pack, Strategy::kPack, 4.0, {}, "8 bundles PACK, CPU 4 (best fit within a tier)");
+
+void BM_BundlesWithUpkeep(benchmark::State& state) {
+  const BundleRequest request = EightBundles(Strategy::kPack, 4.0, {});
+  ClusterIndex& index = MutableCluster();
+  std::vector<std::pair<std::string, ResourceSet>> before;
+  Measure(
+      state, "8 bundles PACK, CPU 4 + hold in the index",
+      [&] {
+        BundleOutcome outcome = PlaceBundles(index, request);
+        if (const auto* placed = std::get_if<BundlePlacement>(&outcome)) {
+          std::map<std::string, ResourceSet> take;
+          for (size_t i = 0; i < placed->node_ids.size(); ++i) take[placed->node_ids[i]].Add(request.primary.bundles[i]);
+          for (const auto& [node, resources] : take) {
+            const NodeSnapshot* n = index.FindNode(node);
+            before.emplace_back(node, n->available);
+            ResourceSet available = n->available;
+            available.Subtract(resources);
+            index.UpdateHoldings(node, available, index.node_facts(index.NodeIndex(node)).busy_chips);
+          }
+        }
+        return outcome.index();
+      },
+      [&] {
+        for (const auto& [node, available] : before) {
+          index.UpdateHoldings(node, available, index.node_facts(index.NodeIndex(node)).busy_chips);
+        }
+        before.clear();
+      });
+}
+BENCHMARK(BM_BundlesWithUpkeep);
 
 void PrintTable() {
   std::printf("\n| decision | p50 µs | p99 µs | mean µs | per second (one core) | timed |\n");

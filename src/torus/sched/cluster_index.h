@@ -11,7 +11,13 @@
 // ties by node id and keeps accelerator hosts for work that needs them (as Ray avoids GPU nodes for CPU-only work)
 // and whole slices for slice groups. Work that asks for TPU or GPU skips tier 0 (it cannot fit there).
 //
-// Thread-safety: immutable after Build; copies share the same data and may be read from any thread.
+// Upkeep: an index is built once and then kept up to date change by change (UpdateHoldings, SetSliceHolder), each
+// change costing what it touches — the node, its slice, that slice's shape and the posting lists of the nodes whose
+// tier moved — not a rebuild. After any sequence of changes the index is exactly what Build makes of the input with
+// those changes. Changes of the node set itself (a node joins, dies, is relabelled) need a Build.
+//
+// Thread-safety: copies share their data until one of them is changed (copy on write): a const index may be read
+// from any thread; changing one must not race with copying it or reading it.
 #pragma once
 
 #include <map>
@@ -43,7 +49,7 @@ struct IndexInput {
 struct NodeFacts {
   bool accelerator_host = false;  // its total has TPU or GPU
   int tier = 0;                   // 0, 1 or 2, see the preference order above
-  int rank = -1;                  // position in the preference order of alive nodes; -1 when dead
+  int rank = -1;                  // sort key of the preference order of alive nodes (lower first); -1 when dead
   double utilisation = 0;         // max over its resources of (total - available) / total
   std::vector<int> busy_chips;    // ascending, no repeats
   int slice = -1;                 // index into slices() of the slice it is a host of, or -1
@@ -124,10 +130,22 @@ class ClusterIndex {
   const std::vector<ShapeEntry>& shapes() const;
   const ShapeEntry* FindShape(TpuGeneration generation, std::string_view topology, int chips_per_host) const;
 
+  // ---- upkeep ----
+  // Node `node_id` now has `available` resources and `busy_chips` TPU chips busy (any order, repeats allowed):
+  // holds taken or given back. Its utilisation, its slice's usage and free-list place, and its tier follow.
+  // False (and nothing changed) when the node is not in the index.
+  bool UpdateHoldings(std::string_view node_id, const ResourceSet& available, std::vector<int> busy_chips);
+  // Slice `name` is now held by `holder` ("" = by nothing): a READY slice becomes RESERVED ("held by <holder>")
+  // and leaves the free lists, a RESERVED one given back is READY again; DEGRADED and INCOMPLETE keep their state.
+  // False (and nothing changed) when there is no such slice.
+  bool SetSliceHolder(std::string_view name, std::string holder);
+
  private:
   struct Impl;
-  explicit ClusterIndex(std::shared_ptr<const Impl> impl);
-  std::shared_ptr<const Impl> impl_;
+  explicit ClusterIndex(std::shared_ptr<Impl> impl);
+  Impl& Mutable();  // the data, copied first when another index shares it
+  void Repoint();
+  std::shared_ptr<Impl> impl_;
   // Into *impl_, so that the hot accessors inline.
   const std::vector<NodeSnapshot>* nodes_;
   const std::vector<NodeFacts>* node_facts_;

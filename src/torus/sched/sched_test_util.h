@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <map>
 #include <random>
+#include <span>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,6 +100,46 @@ inline std::vector<NodeSnapshot> Shuffled(std::vector<NodeSnapshot> nodes, unsig
   std::mt19937 rng(seed);
   std::shuffle(nodes.begin(), nodes.end(), rng);
   return nodes;
+}
+
+inline void ListNodes(std::ostringstream& out, const ClusterIndex& index, std::span<const int> nodes) {
+  for (int n : nodes) out << " " << index.nodes()[n].node_id;
+  out << "\n";
+}
+
+// Everything a policy can read from an index, in text: two indices that describe alike decide alike.
+inline std::string DescribeIndex(const ClusterIndex& index) {
+  std::ostringstream out;
+  for (size_t i = 0; i < index.nodes().size(); ++i) {
+    const NodeSnapshot& n = index.nodes()[i];
+    const NodeFacts& f = index.node_facts(static_cast<int>(i));
+    out << n.node_id << " alive=" << n.alive << " available=" << n.available.ToJson() << " tier=" << f.tier
+        << " rank=" << f.rank << " utilisation=" << f.utilisation << " slice=" << f.slice << " busy=";
+    for (int c : f.busy_chips) out << c << ",";
+    out << "\n  labels:";
+    for (const auto& [key, value] : n.labels) {
+      out << "\n   " << key << "=" << value << ":";
+      ListNodes(out, index, index.NodesWithLabel(key, value));
+      out << "   " << key << ":";
+      ListNodes(out, index, index.NodesWithLabelKey(key));
+    }
+    out << "\n";
+  }
+  out << "alive:";
+  ListNodes(out, index, index.AliveNodes());
+  for (size_t s = 0; s < index.slices().size(); ++s) {
+    const Slice& slice = index.slices()[s];
+    const SliceFacts& f = index.slice_facts(static_cast<int>(s));
+    out << slice.name << " " << SliceStateName(slice.state) << " '" << slice.reason << "' holder=" << f.holder
+        << " idle=" << f.chips_idle << " untouched=" << f.untouched << " min=" << f.min_available.ToJson()
+        << " free_position=" << f.free_position << " shape=" << f.shape << " pool=" << f.pool << "\n";
+  }
+  for (const ShapeEntry& shape : index.shapes()) {
+    out << "shape " << shape.topology << " free:";
+    for (int s : shape.free) out << " " << index.slices()[s].name;
+    out << "\n";
+  }
+  return out.str();
 }
 
 }  // namespace torus::sched::testing

@@ -53,6 +53,7 @@ void MakeUnplaceable(const std::string& slice, PassInput& input) {
   for (sched::NodeSnapshot& node : input.index.nodes) {
     if (SliceOf(node) == slice) node.alive = false;
   }
+  input.IndexChanged();
 }
 
 // The slices (of those in `launched`) that a decision's bundles are on.
@@ -357,6 +358,7 @@ void AddPlannedSlice(const autoscale::NodeType& type, const std::string& slice,
     NodeDevices& d = input.devices[id];
     d.host_chips = type.shape.chips_per_host;
   }
+  input.IndexChanged();
 }
 
 ScalingPlan PlanScaling(const ScalingInput& input) { return Planner(input).Run(); }

@@ -12,41 +12,88 @@ namespace {
 std::string Reason(const sched::Pending& p) { return p.reason; }
 std::string Reason(const sched::Infeasible& i) { return absl::StrCat("infeasible for now: ", i.reason); }
 
-// Counts `bundles` as held in `input`: resources off their node's availability, chips and GPUs busy.
-void Hold(const std::vector<HeldBundle>& bundles, PassInput& input) {
+// The input's snapshot of `node`: found by bisection (BuildPassInput lists nodes by id), else by a scan (the
+// autoscaler appends planned hosts). Null when absent.
+sched::NodeSnapshot* InputNode(PassInput& input, const std::string& node) {
+  auto& nodes = input.index.nodes;
+  auto it = std::lower_bound(nodes.begin(), nodes.end(), node,
+                             [](const sched::NodeSnapshot& n, const std::string& id) { return n.node_id < id; });
+  if (it != nodes.end() && it->node_id == node) return &*it;
+  for (sched::NodeSnapshot& n : nodes) {
+    if (n.node_id == node) return &n;
+  }
+  return nullptr;
+}
+
+// Adds `delta` (+1: held, -1: given back) of `bundles` to `input`: resources off (or back onto) their node's
+// availability, chips and GPUs busy (or free), in the input and in its built index alike.
+void Account(const std::vector<HeldBundle>& bundles, int delta, PassInput& input) {
   std::map<std::string, ResourceSet> held;
   for (const HeldBundle& b : bundles) {
     held[b.node.str()].Add(b.resources);
     NodeDevices& d = input.devices[b.node];
-    d.busy_chips.insert(b.chips.begin(), b.chips.end());
-    d.busy_gpus.insert(b.gpus.begin(), b.gpus.end());
     auto& chips = input.index.busy_chips[b.node.str()];
-    chips.insert(chips.end(), b.chips.begin(), b.chips.end());
+    if (delta > 0) {
+      d.busy_chips.insert(b.chips.begin(), b.chips.end());
+      d.busy_gpus.insert(b.gpus.begin(), b.gpus.end());
+      chips.insert(chips.end(), b.chips.begin(), b.chips.end());
+    } else {
+      for (int chip : b.chips) {
+        d.busy_chips.erase(chip);
+        if (auto it = std::find(chips.begin(), chips.end(), chip); it != chips.end()) chips.erase(it);
+      }
+      for (int gpu : b.gpus) d.busy_gpus.erase(gpu);
+    }
   }
-  for (sched::NodeSnapshot& n : input.index.nodes) {
-    if (auto it = held.find(n.node_id); it != held.end()) n.available.Subtract(it->second);
+  for (const auto& [node, resources] : held) {
+    sched::NodeSnapshot* n = InputNode(input, node);
+    if (n == nullptr) continue;
+    if (delta > 0) {
+      n->available.Subtract(resources);
+    } else {
+      n->available.Add(resources);
+    }
+    if (input.built) input.built->UpdateHoldings(node, n->available, input.index.busy_chips[node]);
   }
 }
 
-// The reverse, for a slice group placed again: its own slices and bundles must not count against it.
-sched::IndexInput WithoutHoldings(const Group& group, const sched::IndexInput& input) {
-  sched::IndexInput out = input;
-  std::map<std::string, ResourceSet> held;
-  for (const HeldBundle& b : group.bundles) {
-    if (b.lost) continue;
-    held[b.node.str()].Add(b.resources);
-    auto& chips = out.busy_chips[b.node.str()];
-    for (int chip : b.chips) {
-      auto it = std::find(chips.begin(), chips.end(), chip);
-      if (it != chips.end()) chips.erase(it);
+void SetHolder(const std::string& slice, const std::string& holder, PassInput& input) {
+  if (holder.empty()) {
+    input.index.slice_holders.erase(slice);
+  } else {
+    input.index.slice_holders[slice] = holder;
+  }
+  if (input.built) input.built->SetSliceHolder(slice, holder);
+}
+
+// While it lives, a slice group placed again does not count against itself: its own bundles and slices are given
+// back in the pass input, and taken again when it ends.
+class WithoutHoldings {
+ public:
+  WithoutHoldings(const Group& group, PassInput& input) : input_(input) {
+    for (const HeldBundle& b : group.bundles) {
+      if (!b.lost) bundles_.push_back(b);
+    }
+    Account(bundles_, -1, input_);
+    for (const std::string& s : group.slices) {
+      auto it = input_.index.slice_holders.find(s);
+      if (it == input_.index.slice_holders.end()) continue;
+      holders_[s] = it->second;
+      SetHolder(s, "", input_);
     }
   }
-  for (sched::NodeSnapshot& n : out.nodes) {
-    if (auto it = held.find(n.node_id); it != held.end()) n.available.Add(it->second);
+  ~WithoutHoldings() {
+    Account(bundles_, +1, input_);
+    for (const auto& [slice, holder] : holders_) SetHolder(slice, holder, input_);
   }
-  for (const std::string& s : group.slices) out.slice_holders.erase(s);
-  return out;
-}
+  WithoutHoldings(const WithoutHoldings&) = delete;
+  WithoutHoldings& operator=(const WithoutHoldings&) = delete;
+
+ private:
+  PassInput& input_;
+  std::vector<HeldBundle> bundles_;
+  std::map<std::string, std::string> holders_;
+};
 
 // Gives each fresh bundle its devices: TPU chips (an aligned block) when it asks for TPU and the core chose none,
 // GPU indices (the lowest free) when it asks for GPUs. A reason when a node cannot give them.
@@ -101,8 +148,7 @@ DecideOutcome DecideBundles(const Group& g, PassInput& input) {
       if (!b.lost) request.fixed[b.index] = b.node.str();
     }
   }
-  const sched::ClusterIndex index = sched::ClusterIndex::Build(input.index);
-  sched::BundleOutcome outcome = sched::PlaceBundles(index, request);
+  sched::BundleOutcome outcome = sched::PlaceBundles(input.Index(), request);
   if (auto* pending = std::get_if<sched::Pending>(&outcome)) return NotPlaced{Reason(*pending)};
   if (auto* infeasible = std::get_if<sched::Infeasible>(&outcome)) return NotPlaced{Reason(*infeasible)};
   const auto& placed = std::get<sched::BundlePlacement>(outcome);
@@ -154,9 +200,13 @@ DecideOutcome DecideSlices(const Group& g, PassInput& input) {
     request.fallbacks.clear();
     request.keep_slices = g.slices;
   }
-  const sched::ClusterIndex index =
-      sched::ClusterIndex::Build(rescheduling ? WithoutHoldings(g, input.index) : input.index);
-  sched::SliceGroupOutcome outcome = sched::PlaceSliceGroup(index, request);
+  sched::SliceGroupOutcome outcome;
+  if (rescheduling) {
+    WithoutHoldings own(g, input);
+    outcome = sched::PlaceSliceGroup(input.Index(), request);
+  } else {
+    outcome = sched::PlaceSliceGroup(input.Index(), request);
+  }
   if (auto* pending = std::get_if<sched::Pending>(&outcome)) return NotPlaced{Reason(*pending)};
   if (auto* infeasible = std::get_if<sched::Infeasible>(&outcome)) return NotPlaced{Reason(*infeasible)};
   const auto& placed = std::get<sched::SliceGroupPlacement>(outcome);
@@ -203,11 +253,16 @@ DecideOutcome DecideSlices(const Group& g, PassInput& input) {
 
 }  // namespace
 
+const sched::ClusterIndex& PassInput::Index() {
+  if (!built) built = sched::ClusterIndex::Build(index);
+  return *built;
+}
+
 DecideOutcome Decide(const Group& group, PassInput& input) {
   DecideOutcome outcome = group.kind == PgKind::kBundles ? DecideBundles(group, input) : DecideSlices(group, input);
   if (auto* d = std::get_if<Decision>(&outcome)) {
-    Hold(d->fresh, input);
-    for (const std::string& s : d->slices) input.index.slice_holders[s] = group.id.str();
+    Account(d->fresh, +1, input);
+    for (const std::string& s : d->slices) SetHolder(s, group.id.str(), input);
   }
   return outcome;
 }

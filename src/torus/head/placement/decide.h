@@ -5,7 +5,8 @@
 // the agent's ledger, and every worker later started on the bundle, holds exactly these devices.
 //
 // A pass decides many groups one after another against one PassInput; each decision is counted as held in it, so
-// that later decisions of the same pass never take the same resources or devices.
+// that later decisions of the same pass never take the same resources or devices. The index the scheduling core
+// reads is built once per pass and updated per decision (ClusterIndex upkeep), never rebuilt per decision.
 //
 // Pure: no clock, no RPC, no state store.
 //
@@ -13,6 +14,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <variant>
@@ -36,6 +38,12 @@ struct NodeDevices {
 struct PassInput {
   sched::IndexInput index;               // nodes (alive = may be placed on now), holders, busy chips
   std::map<NodeId, NodeDevices> devices;  // every node placed on must be here
+  // The scheduling index of `index`: built at the pass's first decision, then kept up to date by each decision
+  // (what it holds is applied to the index, not rebuilt). Code that changes `index` itself calls IndexChanged().
+  std::optional<sched::ClusterIndex> built;
+
+  const sched::ClusterIndex& Index();
+  void IndexChanged() { built.reset(); }
 };
 
 // The pass input from the state. `placeable(node)` says whether a node that is alive in the state may be placed on

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "torus/head/placement/placement_test_util.h"
+#include "torus/sched/sched_test_util.h"
 
 namespace torus::head {
 namespace decide_test {
@@ -333,6 +334,34 @@ TEST_F(SliceRescheduleTest, WaitsForTheSameShapeRatherThanTakingTheFallback) {
             "TPU-V6E 4x4 x2: 1 of 2 slices available (keeping v6e-0; v6e-1 DEGRADED: worker 2 dead (node v6e-1-w2); "
             "v6e-2 RESERVED by pg-other)");
   EXPECT_EQ(input.index.slice_holders.count("v6e8-0"), 0u);
+}
+
+// The index a pass decides against is built once and kept up to date by each decision: after a rescheduled group
+// (its own holdings given back while it is decided, then taken again), a group that cannot be placed and a new one,
+// it is the index a fresh build of the pass input makes.
+TEST_F(SliceRescheduleTest, ThePassIndexIsKeptAsAFreshBuildOfThePassInputWouldBe) {
+  Submit(test_util::NewBundleGroup("pg-cpu", test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1}})}), 3));
+  Submit(test_util::NewSliceGroup("pg-big", test_util::SliceReq("4x4", 3), 4));
+  Submit(test_util::NewSliceGroup("pg-8", test_util::SliceReq("2x4", 1), 5));
+  PassInput input = Input();
+  const std::string at_start = sched::testing::DescribeIndex(input.Index());
+  const sched::ClusterIndex first = input.Index();
+  auto expect_fresh = [&](const std::string& step) {
+    SCOPED_TRACE(step);
+    ASSERT_TRUE(input.built.has_value());
+    EXPECT_EQ(sched::testing::DescribeIndex(*input.built),
+              sched::testing::DescribeIndex(sched::ClusterIndex::Build(input.index)));
+  };
+  EXPECT_THAT(Decided(Decide(Current("pg-s"), input)).slices, ElementsAre("v6e-0", "v6e-2"));
+  expect_fresh("rescheduled pg-s");
+  EXPECT_TRUE(std::holds_alternative<NotPlaced>(Decide(Current("pg-big"), input)));
+  expect_fresh("pg-big not placed");
+  EXPECT_THAT(Decided(Decide(Current("pg-8"), input)).slices, ElementsAre("v6e8-0"));
+  expect_fresh("pg-8 placed");
+  Decided(Decide(Current("pg-cpu"), input));
+  expect_fresh("pg-cpu placed");
+  // A copy taken before the decisions still describes the pass's start.
+  EXPECT_EQ(sched::testing::DescribeIndex(first), at_start);
 }
 
 // A kept slice whose hosts no longer match (they re-registered with other labels) makes the core choose every slice
