@@ -194,7 +194,10 @@ WorkerSupervisor::WorkerSupervisor(const Clock* clock, std::string log_root, Env
       on_exit_(std::move(on_exit)),
       options_{std::max(1, options.max_finished), options.tpu_log_dir, options.tail_lines},
       oom_counter_(OomCounter::ForProcess(getpid())) {
-  spawner_ = std::thread([this] { SpawnerLoop(); });
+  // Parallel starts, as many as the agent has cores (at most 4): each start is a clone whose thread waits until
+  // the child execs.
+  const unsigned spawners = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  for (unsigned i = 0; i < spawners; ++i) spawners_.emplace_back([this] { SpawnerLoop(); });
   reaper_ = std::thread([this] { ReaperLoop(); });
   timer_ = std::thread([this] { TimerLoop(); });
 }
@@ -213,7 +216,7 @@ WorkerSupervisor::~WorkerSupervisor() {
   spawner_cv_.notify_all();
   timer_cv_.notify_all();
   reaper_cv_.notify_all();
-  spawner_.join();
+  for (std::thread& t : spawners_) t.join();
   timer_.join();
   reaper_.join();
 }
@@ -291,6 +294,7 @@ absl::StatusOr<StartedWorker> WorkerSupervisor::Start(const WorkerSpec& spec) {
 }
 
 void WorkerSupervisor::SpawnerLoop() {
+  const std::unique_ptr<char[]> stack = std::make_unique<char[]>(kChildStackBytes);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     spawner_cv_.wait(lock, [this] { return shutting_down_ || !spawn_queue_.empty(); });
@@ -298,12 +302,12 @@ void WorkerSupervisor::SpawnerLoop() {
     SpawnRequest* request = spawn_queue_.front();
     spawn_queue_.pop_front();
     lock.unlock();
-    Spawn(*request);
+    Spawn(*request, stack.get());
     lock.lock();
   }
 }
 
-void WorkerSupervisor::Spawn(SpawnRequest& request) {
+void WorkerSupervisor::Spawn(SpawnRequest& request, char* stack) {
   std::vector<char*> argv;
   for (std::string& arg : request.argv) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -347,23 +351,31 @@ void WorkerSupervisor::Spawn(SpawnRequest& request) {
   int fork_error = 0;
   bool shutting_down = false;
   {
-    // Registered under the lock in the same step as the clone, so that the reaper always knows the pid.
-    std::lock_guard<std::mutex> lock(mu_);
-    shutting_down = shutting_down_;
+    std::shared_lock<std::shared_mutex> cloning(clone_mu_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutting_down = shutting_down_;
+    }
     if (!shutting_down) {
       // No signal handler of the agent may run in the child while it shares the agent's memory: everything is
       // blocked across the clone, and the child resets its handlers before it unblocks.
       sigset_t all, before;
       sigfillset(&all);
       pthread_sigmask(SIG_SETMASK, &all, &before);
-      pid = clone(RunChildOnItsStack, child_stack_.get() + kChildStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD,
+      pid = clone(RunChildOnItsStack, stack + kChildStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD,
                   const_cast<ChildPlan*>(&plan));
       fork_error = errno;
       pthread_sigmask(SIG_SETMASK, &before, nullptr);
-      if (pid > 0) {
-        workers_[request.worker_id].info.pid = pid;
-        workers_[request.worker_id].oom_kills_at_start = oom_kills;
-        live_pids_[pid] = request.worker_id;
+    }
+    if (pid > 0) {
+      // Registered before the reaper may look at it (it waits for clone_mu_).
+      std::lock_guard<std::mutex> lock(mu_);
+      workers_[request.worker_id].info.pid = pid;
+      workers_[request.worker_id].oom_kills_at_start = oom_kills;
+      live_pids_[pid] = request.worker_id;
+      if (shutting_down_) {  // the destructor's kills came before it was known
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
       }
     }
   }
@@ -458,6 +470,10 @@ void WorkerSupervisor::ReaperLoop() {
       continue;
     }
     const pid_t pid = info.si_pid;
+    {
+      // A start whose clone made this child has registered it once no spawner holds clone_mu_ shared.
+      std::unique_lock<std::shared_mutex> registered(clone_mu_);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       // A natural exit takes what the worker left in its group along; a stopped group keeps its grace.

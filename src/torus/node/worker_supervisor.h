@@ -29,6 +29,7 @@
 #include <optional>
 #include <queue>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -180,9 +181,9 @@ class WorkerSupervisor {
   void SpawnerLoop();
   void ReaperLoop();
   void TimerLoop();
-  // Starts one worker (a child that shares the agent's memory until it execs, on child_stack_), then settles its
-  // record; fulfils the request's promise.
-  void Spawn(SpawnRequest& request);
+  // Starts one worker (a child that shares the agent's memory until it execs, on `stack`, of kChildStackBytes),
+  // then settles its record; fulfils the request's promise.
+  void Spawn(SpawnRequest& request, char* stack);
   // A finished worker on its way to on_exit, with what DeliverExit needs to describe a failure.
   struct Ending {
     WorkerExit exit;
@@ -209,9 +210,12 @@ class WorkerSupervisor {
   const SupervisorOptions options_;
   const std::optional<OomCounter> oom_counter_;  // the agent's memory cgroup, which its workers start in
 
-  // The stack a starting worker runs on until it execs; used by the spawner thread alone, one start at a time.
+  // The stack a starting worker runs on until it execs: each spawner thread has its own, one start at a time.
   static constexpr size_t kChildStackBytes = 128 << 10;
-  std::unique_ptr<char[]> child_stack_ = std::make_unique<char[]>(kChildStackBytes);
+  // Held shared by a spawner from before its clone until the child's pid is registered, exclusively by the reaper
+  // before it settles a pid it saw exit: the reaper never meets a child of ours it does not know yet, and spawners
+  // clone in parallel (a clone suspends its thread until the child execs) without holding mu_.
+  std::shared_mutex clone_mu_;
 
   mutable std::mutex mu_;
   std::condition_variable reaper_cv_;   // children to wait for, or shutting down
@@ -231,7 +235,7 @@ class WorkerSupervisor {
   int exits_in_delivery_ = 0;    // finished workers whose on_exit has not returned yet; guarded by mu_
   bool shutting_down_ = false;  // guarded by mu_
 
-  std::thread spawner_;
+  std::vector<std::thread> spawners_;  // several, so that starts run in parallel
   std::thread reaper_;
   std::thread timer_;
 };

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 namespace torus::node {
@@ -241,6 +242,54 @@ TEST_F(WorkerSupervisorTest, MissingBinaryFailsStartNamingIt) {
   ASSERT_TRUE(StartShell("missing", "exit 0").ok());
   ASSERT_TRUE(exits_.WaitFor("missing").has_value());
   EXPECT_EQ(exits_.Count(), 1u);
+}
+
+// Starts run in parallel (several spawner threads); one that fails says why and no other is affected.
+TEST_F(WorkerSupervisorTest, ConcurrentStartsFailAloneWithTheirReason) {
+  constexpr int kWorkers = 16;
+  std::vector<absl::StatusOr<StartedWorker>> started(kWorkers, absl::UnknownError("not started"));
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWorkers; ++i) {
+    threads.emplace_back([&, i] {
+      ready.fetch_add(1);
+      while (ready.load() < kWorkers) std::this_thread::yield();
+      const std::string id = "w" + std::to_string(i);
+      if (i == 5) {
+        started[i] = supervisor_->Start({.worker_id = id, .argv = {dir_ + "/no-such-program"}});
+      } else if (i == 11) {
+        started[i] = supervisor_->Start({.worker_id = id, .argv = {"/bin/true"}, .cwd = dir_ + "/no-such-dir"});
+      } else {
+        started[i] = StartShell(id, "echo rank " + std::to_string(i) + "; exit " + std::to_string(i % 4));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+
+  ASSERT_FALSE(started[5].ok());
+  EXPECT_EQ(started[5].status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(started[5].status().message(),
+            "cannot execute '" + dir_ + "/no-such-program': No such file or directory (errno 2, ENOENT)");
+  ASSERT_FALSE(started[11].ok());
+  EXPECT_EQ(started[11].status().message(),
+            "cannot enter working directory '" + dir_ + "/no-such-dir': No such file or directory (errno 2, ENOENT)");
+  std::set<pid_t> pids;
+  for (int i = 0; i < kWorkers; ++i) {
+    if (i == 5 || i == 11) continue;
+    const std::string id = "w" + std::to_string(i);
+    ASSERT_TRUE(started[i].ok()) << id << ": " << started[i].status();
+    pids.insert(started[i]->pid);
+    auto exit = exits_.WaitFor(id);
+    ASSERT_TRUE(exit.has_value()) << id;
+    EXPECT_EQ(exit->exit_code, i % 4) << id;
+    EXPECT_EQ(exit->pid, started[i]->pid) << id;
+    EXPECT_EQ(Log(id), "rank " + std::to_string(i) + "\n");
+  }
+  EXPECT_EQ(pids.size(), static_cast<size_t>(kWorkers - 2));
+  EXPECT_FALSE(Find("w5").has_value());
+  EXPECT_FALSE(Find("w11").has_value());
+  EXPECT_EQ(exits_.Count(), static_cast<size_t>(kWorkers - 2));
+  EXPECT_EQ(supervisor_->RunningCount(), 0);
 }
 
 TEST_F(WorkerSupervisorTest, ProgramsAreFoundAndRunAsExecvpRunsThem) {
