@@ -39,6 +39,7 @@
 #include "torus/head/api/packages_http.h"
 #include "torus/head/packages/package_store.h"
 #include "torus/head/api/jobs_http.h"
+#include "torus/head/api/log_tail_http.h"
 #include "torus/head/api/metrics_http.h"
 #include "torus/head/api/runs_http.h"
 #include "torus/head/api/services_http.h"
@@ -431,6 +432,7 @@ int Run(const HeadFlags& flags) {
   http.AddRoutes([&jobs, &events, &flags](httplib::Server& server) {
     torus::head::RegisterJobRoutes(server, &jobs, &events,
                                    {.session_name = std::filesystem::path(flags.session_dir).filename().string()});
+    torus::head::RegisterLogTailRoute(server, &jobs, &events);
   });
   http.AddRoutes([&runs](httplib::Server& server) { torus::head::RegisterRunRoutes(server, &runs); });
   http.AddRoutes([&events](httplib::Server& server) { torus::head::RegisterEventRoutes(server, &events); });

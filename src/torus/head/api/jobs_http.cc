@@ -141,6 +141,33 @@ absl::StatusOr<JobRequest> ParseJobSubmission(const std::string& body) {
   return request;
 }
 
+absl::StatusOr<LogChunk> ReadJobLogWaiting(JobService& jobs, const EventLog& events, const std::string& id,
+                                           int64_t offset, absl::Time deadline) {
+  uint64_t cursor = events.revision();
+  absl::StatusOr<LogChunk> chunk;
+  while (true) {
+    const int64_t left = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+    chunk = jobs.ReadLog(id, offset, 1 << 20, left);
+    if (!chunk.ok() || !chunk->data.empty() || absl::Now() >= deadline) break;
+    if (chunk->finished) {
+      // All its output is here; answer once the job's end is recorded too (its worker's exit report may still be
+      // on its way), so that a follower learns both in one answer.
+      auto job = jobs.Get(id);
+      if (!job.ok() || job->job.Terminal()) break;
+    }
+    // Not started yet, its agent answered early, or its end not recorded yet: wait for the job's next change.
+    auto next = events.Wait(cursor, {.ids = {id}}, deadline);
+    if (next.ok()) {
+      cursor = next->revision;
+    } else if (next.status().code() == absl::StatusCode::kOutOfRange) {
+      cursor = events.revision();
+    } else {
+      break;  // the head is stopping
+    }
+  }
+  return chunk;
+}
+
 void RegisterJobRoutes(httplib::Server& server, JobService* jobs, const EventLog* events, JobsHttpOptions options) {
   server.Get("/api/version", [options](const httplib::Request&, httplib::Response& res) {
     SendJson(res, 200,
@@ -211,29 +238,8 @@ void RegisterJobRoutes(httplib::Server& server, JobService* jobs, const EventLog
       return SendError(res, 400, "query parameter wait_ms must be a whole number of milliseconds from 0 to 60000");
     }
     const std::string id = req.matches[1];
-    const absl::Time deadline = absl::Now() + absl::Milliseconds(wait_ms);
-    uint64_t cursor = events->revision();
-    absl::StatusOr<LogChunk> chunk;
-    while (true) {
-      const int64_t left = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
-      chunk = jobs->ReadLog(id, offset, 1 << 20, left);
-      if (!chunk.ok() || !chunk->data.empty() || absl::Now() >= deadline) break;
-      if (chunk->finished) {
-        // All its output is here; answer once the job's end is recorded too (its worker's exit report may still be
-        // on its way), so that a follower learns both in one answer.
-        auto job = jobs->Get(id);
-        if (!job.ok() || job->job.Terminal()) break;
-      }
-      // Not started yet, its agent answered early, or its end not recorded yet: wait for the job's next change.
-      auto next = events->Wait(cursor, {.ids = {id}}, deadline);
-      if (next.ok()) {
-        cursor = next->revision;
-      } else if (next.status().code() == absl::StatusCode::kOutOfRange) {
-        cursor = events->revision();
-      } else {
-        break;  // the head is stopping
-      }
-    }
+    absl::StatusOr<LogChunk> chunk =
+        ReadJobLogWaiting(*jobs, *events, id, offset, absl::Now() + absl::Milliseconds(wait_ms));
     if (!chunk.ok()) {
       return SendError(res, chunk.status().code() == absl::StatusCode::kNotFound ? 404 : 500,
                        std::string(chunk.status().message()));

@@ -10,6 +10,7 @@
 //                                   {"data", "next_offset", "finished", "status"}: output from byte O; with W (at
 //                                   most 60000) it waits that long for output, or for the job to end, when there
 //                                   is none yet
+//   GET  /api/jobs/{id}/logs/tail   a WebSocket of the job's output (log_tail_http.h)
 //   POST /api/jobs/{id}/stop        {"stopped": bool}
 //   DELETE /api/jobs/{id}           {"deleted": true}; 400 while not terminal
 //
@@ -23,6 +24,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "torus/head/api/event_log.h"
 #include "torus/head/workloads/job_service.h"
@@ -33,6 +35,11 @@ struct JobsHttpOptions {
   std::string ray_version = "2.40.0";  // what Ray job clients are told; they refuse versions below 2.8
   std::string session_name;
 };
+
+// Job `id`'s output from byte `offset`: answers when there is some, when the job has ended and all of it was read
+// (`finished`, its end recorded), when the head stops, or at `deadline` (empty). NotFound for an unknown job.
+absl::StatusOr<LogChunk> ReadJobLogWaiting(JobService& jobs, const EventLog& events, const std::string& id,
+                                           int64_t offset, absl::Time deadline);
 
 // `events` lets a log read wait for a job that has not started yet.
 void RegisterJobRoutes(httplib::Server& server, JobService* jobs, const EventLog* events, JobsHttpOptions options);
