@@ -280,9 +280,10 @@ absl::StatusOr<bool> HttpApiClient::StopRun(const std::string& id_or_name) {
 }
 
 absl::StatusOr<RunLogs> HttpApiClient::ReadRunLogs(const std::string& id_or_name, int attempt,
-                                                   const std::vector<int64_t>& offsets) {
+                                                   const std::vector<int64_t>& offsets, int64_t wait_ms) {
   std::string path = absl::StrCat("/api/v0/runs/", UrlEncode(id_or_name), "/logs?ranks=all&attempt=", attempt);
   if (!offsets.empty()) absl::StrAppend(&path, "&offsets=", absl::StrJoin(offsets, ","));
+  if (wait_ms > 0) absl::StrAppend(&path, "&wait_ms=", wait_ms);
   return Extract<RunLogs>(Get(path), "a run log read", [](const json& j) {
     RunLogs logs{j.at("attempt").get<int>(), {}};
     for (const json& r : j.at("ranks")) {
@@ -298,9 +299,10 @@ absl::StatusOr<RunLogs> HttpApiClient::ReadRunLogs(const std::string& id_or_name
 }
 
 absl::StatusOr<RunLogChunk> HttpApiClient::ReadRunLog(const std::string& id_or_name, int rank, int attempt,
-                                                      int64_t offset) {
+                                                      int64_t offset, int64_t wait_ms) {
   return Extract<RunLogChunk>(Get(absl::StrCat("/api/v0/runs/", UrlEncode(id_or_name), "/logs?rank=", rank,
-                                               "&attempt=", attempt, "&offset=", offset)),
+                                               "&attempt=", attempt, "&offset=", offset,
+                                               wait_ms > 0 ? absl::StrCat("&wait_ms=", wait_ms) : "")),
                               "a run log read", [](const json& j) {
                                 return RunLogChunk{j.at("data").get<std::string>(), j.at("next_offset").get<int64_t>(),
                                                    j.at("finished").get<bool>()};

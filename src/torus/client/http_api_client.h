@@ -135,10 +135,13 @@ class HttpApiClient {
   // Stops a run; false when it had already ended.
   absl::StatusOr<bool> StopRun(const std::string& id_or_name);
   // Rank `rank`'s output in attempt `attempt` (0: the current one) from byte `offset` on.
-  absl::StatusOr<RunLogChunk> ReadRunLog(const std::string& id_or_name, int rank, int attempt, int64_t offset);
+  absl::StatusOr<RunLogChunk> ReadRunLog(const std::string& id_or_name, int rank, int attempt, int64_t offset,
+                                         int64_t wait_ms = 0);
   // Every rank's output of attempt `attempt` (0: the current one) in one request, rank r from offsets[r] (empty:
   // every rank from 0; otherwise one per rank).
-  absl::StatusOr<RunLogs> ReadRunLogs(const std::string& id_or_name, int attempt, const std::vector<int64_t>& offsets);
+  // With `wait_ms` > 0 the head answers when a rank that runs writes or ends, or after that long.
+  absl::StatusOr<RunLogs> ReadRunLogs(const std::string& id_or_name, int attempt, const std::vector<int64_t>& offsets,
+                                      int64_t wait_ms = 0);
 
   // Events (GET /api/v0/events; docs/rest.md). The head's epoch and newest revision now: read the objects after
   // this, then watch from it, and no change is missed.

@@ -51,10 +51,12 @@ struct Drained {
 // Reads what is new of each rank of `attempt` (or only rank `only`). An error is returned only for the one rank
 // asked for; with all ranks, a lost host's log is skipped and the others go on. An unreachable head is waited for
 // (`waiter`); if it stays away, that error is returned whatever the ranks.
+// With `wait_ms` > 0 the head answers once a running rank writes or ends (or after that long).
 absl::StatusOr<Drained> Drain(HttpApiClient& http, HeadWaiter& waiter, const std::string& id, int attempt, int ranks,
-                              std::optional<int> only, std::map<int, int64_t>& offsets, RankPrinter& printer) {
+                              std::optional<int> only, std::map<int, int64_t>& offsets, RankPrinter& printer,
+                              int64_t wait_ms = 0) {
   if (only) {
-    auto chunk = waiter.Retry([&] { return http.ReadRunLog(id, *only, attempt, offsets[*only]); });
+    auto chunk = waiter.Retry([&] { return http.ReadRunLog(id, *only, attempt, offsets[*only], wait_ms); });
     if (!chunk.ok()) return chunk.status();
     offsets[*only] = chunk->next_offset;
     if (!chunk->data.empty()) printer.Feed(*only, chunk->data, false);
@@ -63,7 +65,7 @@ absl::StatusOr<Drained> Drain(HttpApiClient& http, HeadWaiter& waiter, const std
   // Every rank in one request (the head reads them from their agents in parallel).
   std::vector<int64_t> from(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) from[static_cast<size_t>(r)] = offsets[r];
-  auto logs = waiter.Retry([&] { return http.ReadRunLogs(id, attempt, from); });
+  auto logs = waiter.Retry([&] { return http.ReadRunLogs(id, attempt, from, wait_ms); });
   if (!logs.ok()) return logs.status();
   Drained drained{false, true};
   for (int r = 0; r < static_cast<int>(logs->ranks.size()); ++r) {
@@ -105,8 +107,9 @@ void PrintDetails(std::ostream& out, const std::string& prefix, const nlohmann::
 }
 
 absl::StatusOr<nlohmann::json> FollowRun(HttpApiClient& http, const std::string& id, const FollowOptions& options) {
-  // Ranks' output is read again at each change of the run, and at least this often while it runs.
-  constexpr int64_t kOutputWaitMs = 1000;
+  // How long one wait (for output, or for the run's next change) lasts at most: they answer as soon as something
+  // happens; a caller that can be interrupted (options.cancelled) is asked again at least every second.
+  const int64_t wait_ms = options.cancelled ? 1000 : 30'000;
   std::ostream& err = *options.err;
   HeadWaiter waiter("[torus] ", options.follow ? HeadWaiter::kMaxWait : std::chrono::milliseconds(0), options.err);
   const std::optional<int> rank = options.rank;
@@ -170,10 +173,17 @@ absl::StatusOr<nlohmann::json> FollowRun(HttpApiClient& http, const std::string&
       return *run;
     }
     if (any) continue;
-    // Nothing new: wait for the run's next change (a worker's start or exit, a report, its status), or a second
-    // for more output.
+    if (shown_attempt > 0 && !drained.complete && !IsTerminalStatus(status)) {
+      // Nothing new while ranks run: wait for the output of any of them, or the end of one (which is how a run
+      // changes while its workers run: a stop or a failure ends them).
+      const int ranks = static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size());
+      auto read = Drain(http, waiter, id, shown_attempt, ranks, rank, offsets, printer, wait_ms);
+      if (!read.ok()) return read.status();
+      continue;
+    }
+    // Nothing new and no rank running: wait for the run's next change (an attempt starting, its status).
     const std::string run_id = (*run)["run_id"].get<std::string>();
-    auto changes = waiter.Retry([&] { return http.WaitEvents(&*cursor, {.ids = {run_id}}, kOutputWaitMs); });
+    auto changes = waiter.Retry([&] { return http.WaitEvents(&*cursor, {.ids = {run_id}}, wait_ms); });
     if (changes.status().code() == absl::StatusCode::kOutOfRange) {
       cursor.reset();  // the head restarted (or dropped the events): read the run again
     } else if (!changes.ok()) {

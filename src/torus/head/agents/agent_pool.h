@@ -93,6 +93,9 @@ class AgentPool {
   // Workers' output, one chunk per read, read in parallel.
   virtual std::vector<absl::StatusOr<LogChunk>> ReadWorkerLogs(const std::vector<LogRead>& reads) = 0;
   absl::StatusOr<LogChunk> ReadWorkerLog(const LogRead& read) { return ReadWorkerLogs({read}).front(); }
+  // Returns once any of `reads` has output after its offset or its worker has ended (or its agent fails), or when
+  // every read's wait_ms has passed; the other waits are cancelled then. It reads nothing (ReadWorkerLogs then).
+  virtual void WaitForAnyLog(const std::vector<LogRead>& reads) = 0;
   // A TCP port that was free on the agent's host a moment ago.
   virtual absl::StatusOr<int> FreePort(const std::string& target) = 0;
   // The host's log files (agent, libtpu, workers) and a piece of one.

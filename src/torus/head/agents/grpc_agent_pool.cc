@@ -35,11 +35,13 @@ class Latch {
 
 // Runs one async unary call per entry and waits for all; `start` fills the request, issues the call and must invoke
 // `done` exactly once. Replies are kept for the caller in `replies`.
+// With `settles`, the first call that ends and settles (its status and reply) cancels the others.
 template <typename Request, typename Reply>
 std::vector<absl::Status> RunAll(
     size_t n,
     const std::function<void(size_t, grpc::ClientContext*, Request*, Reply*, std::function<void(grpc::Status)>)>& start,
-    const std::string& token, std::chrono::milliseconds timeout, std::vector<Reply>* replies = nullptr) {
+    const std::string& token, std::chrono::milliseconds timeout, std::vector<Reply>* replies = nullptr,
+    const std::function<bool(const grpc::Status&, const Reply&)>& settles = nullptr) {
   struct Call {
     grpc::ClientContext ctx;
     Request request;
@@ -48,14 +50,23 @@ std::vector<absl::Status> RunAll(
   std::vector<std::unique_ptr<Call>> calls(n);
   std::vector<absl::Status> results(n);
   Latch latch(n);
+  std::once_flag settled;
   for (size_t i = 0; i < n; ++i) {
     calls[i] = std::make_unique<Call>();
     calls[i]->ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", token));
     calls[i]->ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-    start(i, &calls[i]->ctx, &calls[i]->request, &calls[i]->reply, [&results, &latch, i](grpc::Status s) {
-      results[i] = rpc::FromGrpc(s);
-      latch.CountDown();
-    });
+  }
+  for (size_t i = 0; i < n; ++i) {
+    start(i, &calls[i]->ctx, &calls[i]->request, &calls[i]->reply,
+          [&results, &latch, &calls, &settles, &settled, i](grpc::Status s) {
+            if (settles && settles(s, calls[i]->reply)) {
+              std::call_once(settled, [&calls] {
+                for (auto& call : calls) call->ctx.TryCancel();
+              });
+            }
+            results[i] = rpc::FromGrpc(s);
+            latch.CountDown();
+          });
   }
   if (n > 0) latch.Wait();
   if (replies != nullptr) {
@@ -253,6 +264,26 @@ std::vector<absl::StatusOr<LogChunk>> GrpcAgentPool::ReadWorkerLogs(const std::v
     }
   }
   return out;
+}
+
+void GrpcAgentPool::WaitForAnyLog(const std::vector<LogRead>& reads) {
+  int64_t longest_wait = 0;
+  for (const LogRead& r : reads) longest_wait = std::max(longest_wait, r.wait_ms);
+  RunAll<rpc::ReadWorkerLogRequest, rpc::ReadWorkerLogReply>(
+      reads.size(),
+      [&](size_t i, grpc::ClientContext* ctx, rpc::ReadWorkerLogRequest* req, rpc::ReadWorkerLogReply* reply,
+          std::function<void(grpc::Status)> done) {
+        req->set_worker_id(reads[i].worker.str());
+        req->set_offset(reads[i].offset);
+        req->set_max_bytes(1);  // whether there is any: the caller reads it
+        req->set_wait_ms(reads[i].wait_ms);
+        StubFor(reads[i].target)->async()->ReadWorkerLog(ctx, req, reply, std::move(done));
+      },
+      token_, rpc_timeout_ + std::chrono::milliseconds(longest_wait), nullptr,
+      [](const grpc::Status& s, const rpc::ReadWorkerLogReply& reply) {
+        // An agent that fails answers at once: it settles too, rather than being waited on again.
+        return !s.ok() || !reply.data().empty() || reply.finished();
+      });
 }
 
 absl::StatusOr<int> GrpcAgentPool::FreePort(const std::string& target) {

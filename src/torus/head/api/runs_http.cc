@@ -21,11 +21,17 @@ bool IntParam(const httplib::Request& req, const std::string& name, int64_t fall
   return true;
 }
 
-// GET /api/v0/runs/{id}/logs?ranks=all[&attempt=A][&offsets=O0,O1,...][&max_bytes=N]
+// GET /api/v0/runs/{id}/logs?ranks=all[&attempt=A][&offsets=O0,O1,...][&max_bytes=N][&wait_ms=W]
 void AllRanksLogs(const httplib::Request& req, httplib::Response& res, RunService* runs) {
   if (req.get_param_value("ranks") != "all") return SendError(res, 400, "query parameter ranks must be all");
-  int64_t attempt = 0, max_bytes = 0;
-  if (!IntParam(req, "attempt", 0, attempt, res) || !IntParam(req, "max_bytes", 256 << 10, max_bytes, res)) return;
+  int64_t attempt = 0, max_bytes = 0, wait_ms = 0;
+  if (!IntParam(req, "attempt", 0, attempt, res) || !IntParam(req, "max_bytes", 256 << 10, max_bytes, res) ||
+      !IntParam(req, "wait_ms", 0, wait_ms, res)) {
+    return;
+  }
+  if (wait_ms > 60'000) {
+    return SendError(res, 400, "query parameter wait_ms must be a whole number of milliseconds from 0 to 60000");
+  }
   std::vector<int64_t> offsets;
   if (req.has_param("offsets")) {
     for (absl::string_view text : absl::StrSplit(req.get_param_value("offsets"), ',')) {
@@ -37,7 +43,8 @@ void AllRanksLogs(const httplib::Request& req, httplib::Response& res, RunServic
       offsets.push_back(offset);
     }
   }
-  auto logs = runs->ReadLogs(req.matches[1], static_cast<int>(attempt), offsets, std::min<int64_t>(max_bytes, 4 << 20));
+  auto logs = runs->ReadLogs(req.matches[1], static_cast<int>(attempt), offsets, std::min<int64_t>(max_bytes, 4 << 20),
+                             wait_ms);
   if (!logs.ok()) return SendStatus(res, logs.status());
   nlohmann::json ranks = nlohmann::json::array();
   for (size_t r = 0; r < logs->ranks.size(); ++r) {
@@ -86,13 +93,17 @@ void RegisterRunRoutes(httplib::Server& server, RunService* runs) {
 
   server.Get(R"(/api/v0/runs/([^/]+)/logs)", [runs](const httplib::Request& req, httplib::Response& res) {
     if (req.has_param("ranks")) return AllRanksLogs(req, res, runs);
-    int64_t rank = 0, attempt = 0, offset = 0, max_bytes = 0;
+    int64_t rank = 0, attempt = 0, offset = 0, max_bytes = 0, wait_ms = 0;
     if (!IntParam(req, "rank", 0, rank, res) || !IntParam(req, "attempt", 0, attempt, res) ||
-        !IntParam(req, "offset", 0, offset, res) || !IntParam(req, "max_bytes", 1 << 20, max_bytes, res)) {
+        !IntParam(req, "offset", 0, offset, res) || !IntParam(req, "max_bytes", 1 << 20, max_bytes, res) ||
+        !IntParam(req, "wait_ms", 0, wait_ms, res)) {
       return;
     }
+    if (wait_ms > 60'000) {
+      return SendError(res, 400, "query parameter wait_ms must be a whole number of milliseconds from 0 to 60000");
+    }
     auto chunk = runs->ReadLog(req.matches[1], static_cast<int>(rank), static_cast<int>(attempt), offset,
-                               std::min<int64_t>(max_bytes, 16 << 20));
+                               std::min<int64_t>(max_bytes, 16 << 20), wait_ms);
     if (!chunk.ok()) return SendStatus(res, chunk.status());
     SendJson(res, 200,
              {{"data", chunk->data}, {"next_offset", chunk->next_offset}, {"finished", chunk->finished}});

@@ -217,7 +217,8 @@ absl::StatusOr<RunService::AttemptRanks> RunService::LocateRanks(const std::stri
 }
 
 absl::StatusOr<RunService::RankLogs> RunService::ReadLogs(const std::string& id_or_name, int attempt,
-                                                          const std::vector<int64_t>& offsets, int64_t max_bytes) {
+                                                          const std::vector<int64_t>& offsets, int64_t max_bytes,
+                                                          int64_t wait_ms) {
   auto where = LocateRanks(id_or_name, attempt);
   if (!where.ok()) return where.status();
   if (!offsets.empty() && offsets.size() != where->ranks.size()) {
@@ -236,6 +237,21 @@ absl::StatusOr<RunService::RankLogs> RunService::ReadLogs(const std::string& id_
     read_rank.push_back(r);
   }
   std::vector<absl::StatusOr<LogChunk>> chunks = agents_->ReadWorkerLogs(reads);
+  if (wait_ms > 0) {
+    // Nothing new from any rank that still runs: wait for the first to write or end, then read them all again.
+    std::vector<LogRead> waits;
+    bool any = false;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      if (!chunks[i].ok() || chunks[i]->finished) continue;
+      any = any || !chunks[i]->data.empty();
+      waits.push_back(reads[i]);
+      waits.back().wait_ms = std::min<int64_t>(wait_ms, 60'000);
+    }
+    if (!any && !waits.empty()) {
+      agents_->WaitForAnyLog(waits);
+      chunks = agents_->ReadWorkerLogs(reads);
+    }
+  }
   for (size_t i = 0; i < chunks.size(); ++i) out.ranks[read_rank[i]] = std::move(chunks[i]);
   // A host that is gone with its log: an ended attempt's output reads as empty and finished.
   for (size_t r = 0; r < out.ranks.size(); ++r) {
@@ -245,7 +261,7 @@ absl::StatusOr<RunService::RankLogs> RunService::ReadLogs(const std::string& id_
 }
 
 absl::StatusOr<LogChunk> RunService::ReadLog(const std::string& id_or_name, int rank, int attempt, int64_t offset,
-                                             int64_t max_bytes) {
+                                             int64_t max_bytes, int64_t wait_ms) {
   auto where = LocateRanks(id_or_name, attempt);
   if (!where.ok()) return where.status();
   if (where->attempt == 0) return LogChunk{"", offset, where->ended};
@@ -257,7 +273,7 @@ absl::StatusOr<LogChunk> RunService::ReadLog(const std::string& id_or_name, int 
   absl::StatusOr<LogChunk> chunk =
       target.empty() ? absl::StatusOr<LogChunk>(absl::NotFoundError("its node is forgotten"))
                      : agents_->ReadWorkerLog({.target = target, .worker = worker, .offset = offset,
-                                               .max_bytes = max_bytes});
+                                               .max_bytes = max_bytes, .wait_ms = wait_ms});
   // The host is gone with its log: say so rather than fail.
   if (!chunk.ok() && where->ended) return LogChunk{"", offset, true};
   return chunk;

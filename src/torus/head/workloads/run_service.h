@@ -58,15 +58,17 @@ class RunService {
   // One rank's output of an attempt (0 = the latest). A finished attempt whose host is gone reads as empty and
   // finished.
   absl::StatusOr<LogChunk> ReadLog(const std::string& id_or_name, int rank, int attempt, int64_t offset,
-                                   int64_t max_bytes);
+                                   int64_t max_bytes, int64_t wait_ms = 0);
   // Every rank's output of an attempt (0 = the latest) at once, read from the agents in parallel: rank r from
-  // offsets[r] (none given: every rank from 0; otherwise one per rank, InvalidArgument naming the count).
+  // offsets[r] (none given: every rank from 0; otherwise one per rank, InvalidArgument naming the count). With
+  // `wait_ms` > 0 and nothing new yet from any rank whose worker still runs, it first waits up to that long for
+  // output of any of them or the end of one (ranks whose host does not answer are not waited for).
   struct RankLogs {
     int attempt = 0;  // 0: the run has no attempt yet (no ranks)
     std::vector<absl::StatusOr<LogChunk>> ranks;
   };
   absl::StatusOr<RankLogs> ReadLogs(const std::string& id_or_name, int attempt, const std::vector<int64_t>& offsets,
-                                    int64_t max_bytes);
+                                    int64_t max_bytes, int64_t wait_ms = 0);
 
   // Runs by status name (every status present), and the failed attempts of all runs, for /metrics.
   std::map<std::string, int> CountByStatus() const;
