@@ -253,6 +253,43 @@ DecideOutcome DecideSlices(const Group& g, PassInput& input) {
 
 }  // namespace
 
+bool ReuseIndex(PassInput&& kept, PassInput& fresh) {
+  if (!kept.built) return false;
+  const std::vector<sched::NodeSnapshot>& was = kept.index.nodes;
+  const std::vector<sched::NodeSnapshot>& now = fresh.index.nodes;
+  if (was.size() != now.size()) return false;
+  for (size_t i = 0; i < now.size(); ++i) {
+    const sched::NodeSnapshot& a = was[i];
+    const sched::NodeSnapshot& b = now[i];
+    if (a.node_id != b.node_id || a.alive != b.alive || a.address != b.address || !(a.total == b.total) ||
+        a.labels != b.labels) {
+      return false;
+    }
+  }
+  sched::ClusterIndex index = std::move(*kept.built);
+  kept.built.reset();
+  auto busy = [](const sched::IndexInput& in, const std::string& node) {
+    std::set<int> chips;
+    if (auto it = in.busy_chips.find(node); it != in.busy_chips.end()) chips.insert(it->second.begin(), it->second.end());
+    return chips;
+  };
+  for (size_t i = 0; i < now.size(); ++i) {
+    const std::string& node = now[i].node_id;
+    std::set<int> chips = busy(fresh.index, node);
+    if (was[i].available == now[i].available && chips == busy(kept.index, node)) continue;
+    index.UpdateHoldings(node, now[i].available, {chips.begin(), chips.end()});
+  }
+  for (const auto& [slice, holder] : kept.index.slice_holders) {
+    if (!fresh.index.slice_holders.contains(slice)) index.SetSliceHolder(slice, "");
+  }
+  for (const auto& [slice, holder] : fresh.index.slice_holders) {
+    auto it = kept.index.slice_holders.find(slice);
+    if (it == kept.index.slice_holders.end() || it->second != holder) index.SetSliceHolder(slice, holder);
+  }
+  fresh.built = std::move(index);
+  return true;
+}
+
 const sched::ClusterIndex& PassInput::Index() {
   if (!built) built = sched::ClusterIndex::Build(index);
   return *built;

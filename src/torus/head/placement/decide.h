@@ -46,6 +46,12 @@ struct PassInput {
   void IndexChanged() { built.reset(); }
 };
 
+// Gives `fresh` (a pass input just built from the state) the index of `kept` (an earlier pass's input, consumed),
+// brought up to date change by change, when both hold the same nodes — ids, addresses, alive, labels and totals,
+// in the same order — so that only what nodes have available, their busy chips and the slices' holders differ.
+// Returns false, leaving `fresh` to build its own index, when they do not or `kept` has no index.
+bool ReuseIndex(PassInput&& kept, PassInput& fresh);
+
 // The pass input from the state. `placeable(node)` says whether a node that is alive in the state may be placed on
 // now (a node restored from the journal may not, until it registers again). `leased`: what task leases hold per
 // node, as their agents report it — not available, and their chips and GPUs busy.

@@ -364,6 +364,37 @@ TEST_F(SliceRescheduleTest, ThePassIndexIsKeptAsAFreshBuildOfThePassInputWouldBe
   EXPECT_EQ(sched::testing::DescribeIndex(first), at_start);
 }
 
+// The next pass starts from the last pass's index when the nodes are the same: what groups placed, released or
+// rescheduled meanwhile is applied to it, and it is the index a fresh build would make. A node that died makes it
+// build anew.
+TEST_F(SliceRescheduleTest, TheNextPassUpdatesTheLastPassIndexWhileTheNodesAreTheSame) {
+  PassInput last = Input();
+  const std::string before = sched::testing::DescribeIndex(last.Index());
+  // Meanwhile: pg-s is placed again (v6e-0 kept, v6e-2 taken) and removed, pg-new holds v6e-2, and another group
+  // holds a CPU of v6e8-0's first host.
+  const Decision d = Decided(Decide(Current("pg-s"), last));
+  Place("pg-s", d.bundles, d.slices);
+  Submit(test_util::NewBundleGroup("pg-cpu", test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1}})}), 3));
+  Place("pg-cpu", {Bundle("pg-cpu", 0, "v6e8-0-w0", Res({{"CPU", 1}}))});
+  ApplyAll(state_, {GroupEnded{.group = GroupId("pg-s"), .message = "removed", .wall_ms = 3000}});
+  Submit(test_util::NewSliceGroup("pg-new", test_util::SliceReq("4x4", 1), 4));
+  Place("pg-new", test_util::SliceBundles("pg-new", "v6e-2", 0), {"v6e-2"});
+
+  PassInput next = Input();
+  ASSERT_TRUE(ReuseIndex(std::move(last), next));
+  ASSERT_TRUE(next.built.has_value());
+  const std::string updated = sched::testing::DescribeIndex(*next.built);
+  EXPECT_NE(updated, before);
+  EXPECT_EQ(updated, sched::testing::DescribeIndex(sched::ClusterIndex::Build(next.index)));
+
+  // A node died: the nodes differ, and the pass builds its own index.
+  const uint64_t w0 = state_.FindNode(NodeId("v6e-2-w0"))->incarnation;
+  ApplyAll(state_, {NodeDied{NodeId("v6e-2-w0"), w0, "gone", 4000}});
+  PassInput after_death = Input();
+  EXPECT_FALSE(ReuseIndex(std::move(next), after_death));
+  EXPECT_FALSE(after_death.built.has_value());
+}
+
 // A kept slice whose hosts no longer match (they re-registered with other labels) makes the core choose every slice
 // afresh; the old slice's bundles are in `moved`, to be released.
 TEST_F(DecideTest, SliceGroupWhoseKeptSliceNoLongerFitsReleasesIt) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
@@ -251,6 +252,7 @@ void PlacementScheduler::Schedule() {
     return out;
   });
   if (start.waiting.empty()) return;
+  if (last_input_) ReuseIndex(*std::exchange(last_input_, std::nullopt), start.input);
 
   // Groups that hold nothing yet are decided one after another against one accounting (each decision counted as
   // held for the next), then reserved together. A group that already holds bundles is placed on its own.
@@ -290,14 +292,17 @@ void PlacementScheduler::Schedule() {
         return std::make_pair(*now_g, BuildPassInput(s, placeable, leased));
       });
       if (!fresh) continue;
+      ReuseIndex(std::move(start.input), fresh->second);
       DecideOutcome outcome = Decide(fresh->first, fresh->second);
       if (auto* d = std::get_if<Decision>(&outcome)) {
         Reserve({std::move(*d)});
         placed = true;  // or refused: either way it was tried
         // What it holds now counts for the groups decided after it in this pass.
         start.input = store_->Read([&](const ClusterState& s) { return BuildPassInput(s, placeable, leased); });
+        ReuseIndex(std::move(fresh->second), start.input);
       } else {
         reason = std::get<NotPlaced>(outcome).reason;
+        start.input = std::move(fresh->second);
       }
     } else {
       DecideOutcome outcome = Decide(g, start.input);
@@ -320,6 +325,7 @@ void PlacementScheduler::Schedule() {
     }
   }
   flush();
+  last_input_ = std::move(start.input);
   if (blocked_after < start.waiting.size()) {
     // Those behind it say so, rather than "waiting to be scheduled".
     const Group& blocker = start.waiting[blocked_after];

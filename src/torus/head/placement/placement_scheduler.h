@@ -21,6 +21,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +117,9 @@ class PlacementScheduler {
   int64_t next_timeout_micros_ ABSL_GUARDED_BY(mu_) = 0;  // when the next waiting group times out; 0 = none
   Autoscaling autoscaling_;  // set before Start
   uint64_t attempts_ = 0;  // scheduler thread only
+  // The last pass's input and its index, which the next pass updates instead of building anew (ReuseIndex).
+  // Scheduler thread only.
+  std::optional<PassInput> last_input_;
   std::thread thread_;
 };
 
