@@ -20,6 +20,9 @@ struct NodeSnapshot {
   Labels labels;
   ResourceSet total;
   ResourceSet available;
+  // Changes whenever the node's address, labels or total change (the head's registration incarnation); 0 when the
+  // source does not say. Two snapshots of one generation have the same address, labels and total.
+  uint64_t generation = 0;
 };
 
 }  // namespace torus::sched

@@ -261,10 +261,9 @@ bool ReuseIndex(PassInput&& kept, PassInput& fresh) {
   for (size_t i = 0; i < now.size(); ++i) {
     const sched::NodeSnapshot& a = was[i];
     const sched::NodeSnapshot& b = now[i];
-    if (a.node_id != b.node_id || a.alive != b.alive || a.address != b.address || !(a.total == b.total) ||
-        a.labels != b.labels) {
-      return false;
-    }
+    if (a.node_id != b.node_id || a.alive != b.alive) return false;
+    if (a.generation != 0 && a.generation == b.generation) continue;  // one registration: same labels and total
+    if (a.address != b.address || !(a.total == b.total) || a.labels != b.labels) return false;
   }
   sched::ClusterIndex index = std::move(*kept.built);
   kept.built.reset();

@@ -120,7 +120,8 @@ std::vector<sched::NodeSnapshot> ClusterState::NodeSnapshots(bool include_dead) 
   out.reserve(nodes_.size());
   for (const auto& [id, n] : nodes_) {
     if (!include_dead && !n.alive()) continue;
-    sched::NodeSnapshot s{id.str(), n.info.address, n.alive(), n.info.labels, n.info.total, n.info.total};
+    sched::NodeSnapshot s{id.str(), n.info.address, n.alive(), n.info.labels, n.info.total, n.info.total,
+                          n.incarnation};
     if (auto it = held.find(id); it != held.end()) s.available.Subtract(it->second.resources);
     out.push_back(std::move(s));
   }
