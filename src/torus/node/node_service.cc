@@ -433,6 +433,63 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLog(grpc::CallbackServerCon
   return reactor;
 }
 
+grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLogs(grpc::CallbackServerContext* ctx,
+                                                          const rpc::ReadWorkerLogsRequest* request,
+                                                          rpc::ReadWorkerLogsReply* reply) {
+  if (grpc::Status auth = rpc::CheckToken(ctx, token_); !auth.ok()) return FinishCall(ctx, auth);
+  if (request->wait_ms() < 0 || request->wait_ms() > 60'000) {
+    return FinishCall(ctx, InvalidArgument("wait_ms must be 0..60000"));
+  }
+  if (request->reads_size() > 4096) return FinishCall(ctx, InvalidArgument("at most 4096 reads in one call"));
+  // Reads every log; true when one has something new or has ended (or cannot be read): nothing to wait for.
+  auto answer = [this, request, reply]() -> bool {
+    reply->clear_results();
+    bool settled = request->reads_size() == 0;
+    for (const rpc::ReadWorkerLogRequest& read : request->reads()) {
+      rpc::ReadWorkerLogResult* result = reply->add_results();
+      absl::StatusOr<LogChunk> chunk = absl::InvalidArgumentError("offset must be >= 0");
+      if (absl::Status s = ValidateWorkerId(read.worker_id()); !s.ok()) {
+        chunk = s;
+      } else if (read.max_bytes() < 0) {
+        chunk = absl::InvalidArgumentError("max_bytes must be >= 0 (0 = 1 MiB)");
+      } else if (read.offset() >= 0) {
+        chunk = workers_->ReadLog(read.worker_id(), read.offset(), read.max_bytes());
+      }
+      if (!chunk.ok()) {
+        result->set_error_code(static_cast<int>(chunk.status().code()));
+        result->set_error(std::string(chunk.status().message()));
+        settled = true;
+        continue;
+      }
+      settled = settled || !chunk->data.empty() || chunk->finished;
+      result->mutable_chunk()->set_data(std::move(chunk->data));
+      result->mutable_chunk()->set_next_offset(chunk->next_offset);
+      result->mutable_chunk()->set_finished(chunk->finished);
+    }
+    return settled;
+  };
+  if (answer() || request->wait_ms() == 0) return FinishCall(ctx, grpc::Status::OK);
+  {
+    std::lock_guard<std::mutex> lock(waits_mu_);
+    if (waits_ >= kMaxLogWaits || stopping_) return FinishCall(ctx, grpc::Status::OK);
+    ++waits_;
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(request->wait_ms());
+  std::thread([this, ctx, request, reactor, deadline, answer] {
+    std::vector<std::pair<std::string, int64_t>> logs;
+    for (const rpc::ReadWorkerLogRequest& read : request->reads()) logs.emplace_back(read.worker_id(), read.offset());
+    workers_->WaitForAnyLog(logs, deadline, [this, ctx] { return stopping_.load() || ctx->IsCancelled(); })
+        .IgnoreError();  // a worker forgotten meanwhile: the reads say so
+    answer();
+    reactor->Finish(grpc::Status::OK);
+    std::lock_guard<std::mutex> lock(waits_mu_);
+    --waits_;
+    waits_cv_.notify_all();
+  }).detach();
+  return reactor;
+}
+
 NodeServiceImpl::~NodeServiceImpl() {
   stopping_ = true;
   std::unique_lock<std::mutex> lock(waits_mu_);

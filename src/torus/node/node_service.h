@@ -85,6 +85,10 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
                                       rpc::StopOwnerReply* reply) override;
   grpc::ServerUnaryReactor* ReadWorkerLog(grpc::CallbackServerContext* ctx, const rpc::ReadWorkerLogRequest* request,
                                           rpc::ReadWorkerLogReply* reply) override;
+  // Each read answered on its own (a bad or unknown one gets its error in its result); with wait_ms, one wait for
+  // any of them, on one thread.
+  grpc::ServerUnaryReactor* ReadWorkerLogs(grpc::CallbackServerContext* ctx, const rpc::ReadWorkerLogsRequest* request,
+                                           rpc::ReadWorkerLogsReply* reply) override;
   grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* ctx, const rpc::ListWorkersRequest* request,
                                         rpc::ListWorkersReply* reply) override;
   grpc::ServerUnaryReactor* FreePort(grpc::CallbackServerContext* ctx, const rpc::FreePortRequest* request,

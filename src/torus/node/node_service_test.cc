@@ -182,6 +182,43 @@ TEST_F(NodeServiceTest, AReadThatWaitsAnswersWithTheNextOutputOrTheExit) {
   EXPECT_EQ(refused.error_message(), "wait_ms must be 0..60000");
 }
 
+// Several workers' logs in one call: each read answered on its own, and a wait that ends with the first one to write.
+TEST_F(NodeServiceTest, ReadWorkerLogsAnswersEachReadAndWaitsForAnyOfThem) {
+  rpc::StartWorkerReply started;
+  ASSERT_TRUE(Start("quiet", {"/bin/sh", "-c", "echo up; exec sleep 30"}, &started).ok());
+  ASSERT_TRUE(Start("talker", {"/bin/sh", "-c", "echo up; sleep 0.3; echo late; exec sleep 30"}, &started).ok());
+  rpc::ReadWorkerLogsRequest request;
+  for (const char* id : {"quiet", "talker", "absent", "bad/id"}) {
+    rpc::ReadWorkerLogRequest* read = request.add_reads();
+    read->set_worker_id(id);
+    read->set_offset(3);  // after "up\n"
+  }
+  request.set_wait_ms(20'000);
+  rpc::ReadWorkerLogsReply reply;
+  // An unknown worker among the reads settles the call at once: its error is news.
+  ASSERT_TRUE(stub_->ReadWorkerLogs(Ctx().get(), request, &reply).ok());
+  ASSERT_EQ(reply.results_size(), 4);
+  EXPECT_EQ(reply.results(2).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(reply.results(2).error(), "no worker absent on this node");
+  EXPECT_EQ(reply.results(3).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(reply.results(3).error(), "worker_id 'bad/id' must be 1-128 characters of [0-9A-Za-z_.-]");
+
+  // The two that run: nothing after "up" yet; the wait ends when the talker writes, the quiet one still silent.
+  request.mutable_reads()->DeleteSubrange(2, 2);
+  ASSERT_TRUE(stub_->ReadWorkerLogs(Ctx().get(), request, &reply).ok());
+  ASSERT_EQ(reply.results_size(), 2);
+  EXPECT_EQ(reply.results(0).error_code(), 0);
+  EXPECT_EQ(reply.results(0).chunk().data(), "");
+  EXPECT_FALSE(reply.results(0).chunk().finished());
+  EXPECT_EQ(reply.results(1).chunk().data(), "late\n");
+  EXPECT_EQ(reply.results(1).chunk().next_offset(), 8);
+
+  request.set_wait_ms(60'001);
+  grpc::Status refused = stub_->ReadWorkerLogs(Ctx().get(), request, &reply);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(refused.error_message(), "wait_ms must be 0..60000");
+}
+
 TEST_F(NodeServiceTest, ListAndReadLogs) {
   std::ofstream(dir_ + "/tpu/tpu_driver.INFO") << "libtpu says hi\n";
   rpc::StartWorkerReply started;

@@ -75,52 +75,64 @@ absl::StatusOr<LogChunk> WorkerSupervisor::ReadLog(const std::string& worker_id,
 absl::Status WorkerSupervisor::WaitForLog(const std::string& worker_id, int64_t offset,
                                           std::chrono::steady_clock::time_point deadline,
                                           const std::function<bool()>& cancelled) {
-  // Woken by writes to the log (inotify) and by the worker's exit (an eventfd the reaper signals, so that an exit
-  // that closed the log before the watch was set still wakes it); `cancelled` is asked every tick.
+  return WaitForAnyLog({{worker_id, offset}}, deadline, cancelled);
+}
+
+absl::Status WorkerSupervisor::WaitForAnyLog(const std::vector<std::pair<std::string, int64_t>>& logs,
+                                             std::chrono::steady_clock::time_point deadline,
+                                             const std::function<bool()>& cancelled) {
+  // Woken by writes to the logs (inotify) and by a worker's exit (an eventfd the reaper signals, so that an exit
+  // that closed its log before the watch was set still wakes it); `cancelled` is asked every tick.
   constexpr auto kTick = std::chrono::milliseconds(100);
   const int exited = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (exited < 0) return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
-  std::string path;
+  std::vector<std::pair<std::string, int64_t>> paths;  // log path, offset
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = workers_.find(worker_id);
-    if (it == workers_.end()) {
-      close(exited);
-      return absl::NotFoundError(absl::StrCat("no worker ", worker_id, " on this node"));
+    for (const auto& [worker_id, offset] : logs) {
+      auto it = workers_.find(worker_id);
+      if (it == workers_.end()) {
+        close(exited);
+        return absl::NotFoundError(absl::StrCat("no worker ", worker_id, " on this node"));
+      }
+      if (!it->second.info.running) {  // ended: what it wrote is all there is
+        close(exited);
+        return absl::OkStatus();
+      }
+      paths.emplace_back(it->second.info.log_path, offset);
     }
-    if (!it->second.info.running) {
-      close(exited);
-      return absl::OkStatus();
-    }
-    path = it->second.info.log_path;
-    log_waiters_.emplace(worker_id, exited);
+    for (const auto& [worker_id, offset] : logs) log_waiters_.emplace(worker_id, exited);
   }
   const int watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (watch >= 0 && inotify_add_watch(watch, path.c_str(), IN_MODIFY) < 0) {
-    spdlog::warn("cannot watch {} for output ({}); checking every {} ms", path, std::strerror(errno), kTick.count());
+  for (const auto& [path, offset] : paths) {
+    if (watch >= 0 && inotify_add_watch(watch, path.c_str(), IN_MODIFY) < 0) {
+      spdlog::warn("cannot watch {} for output ({}); checking every {} ms", path, std::strerror(errno),
+                   kTick.count());
+    }
   }
-  while (!cancelled()) {
-    struct stat st;
-    if (stat(path.c_str(), &st) == 0 && st.st_size > offset) break;
+  auto written = [&] {
+    for (const auto& [path, offset] : paths) {
+      struct stat st;
+      if (stat(path.c_str(), &st) == 0 && st.st_size > offset) return true;
+    }
+    return false;
+  };
+  while (!cancelled() && !written()) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
     const auto slice = std::min<std::chrono::steady_clock::duration>(deadline - now, kTick);
     const int ms = std::max<int>(1, std::chrono::duration_cast<std::chrono::milliseconds>(slice).count());
     pollfd fds[2] = {{exited, POLLIN, 0}, {watch, POLLIN, 0}};
     if (poll(fds, watch >= 0 ? 2 : 1, ms) <= 0) continue;
-    if (fds[0].revents & POLLIN) break;  // it exited: what it wrote is all there is
+    if (fds[0].revents & POLLIN) break;  // one exited: what it wrote is all there is
     alignas(inotify_event) char buffer[4096];
     while (read(watch, buffer, sizeof(buffer)) > 0) {
     }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto [first, last] = log_waiters_.equal_range(worker_id);
-    for (auto it = first; it != last; ++it) {
-      if (it->second == exited) {
-        log_waiters_.erase(it);
-        break;
-      }
+    for (auto it = log_waiters_.begin(); it != log_waiters_.end();) {
+      it = it->second == exited ? log_waiters_.erase(it) : std::next(it);
     }
   }
   if (watch >= 0) close(watch);

@@ -436,6 +436,26 @@ TEST_F(WorkerSupervisorTest, WaitForLogEndsWhenCancelledAndKnowsNoStranger) {
   ASSERT_TRUE(supervisor_->Stop("idle", 0).ok());
 }
 
+TEST_F(WorkerSupervisorTest, WaitForAnyLogReturnsWhenOneOfSeveralWritesOrEnds) {
+  ASSERT_TRUE(StartShell("quiet", "exec sleep 30").ok());
+  ASSERT_TRUE(StartShell("talker", "sleep 0.3; echo late; exec sleep 30").ok());
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  ASSERT_TRUE(supervisor_->WaitForAnyLog({{"quiet", 0}, {"talker", 0}}, deadline, [] { return false; }).ok());
+  EXPECT_LT(std::chrono::steady_clock::now(), deadline);
+  EXPECT_EQ(Log("talker"), "late\n");
+  EXPECT_EQ(Log("quiet"), "");
+
+  // An exit ends it too, even without output.
+  ASSERT_TRUE(StartShell("brief", "sleep 0.3").ok());
+  const auto later = std::chrono::steady_clock::now() + seconds(20);
+  ASSERT_TRUE(supervisor_->WaitForAnyLog({{"quiet", 0}, {"brief", 0}}, later, [] { return false; }).ok());
+  EXPECT_LT(std::chrono::steady_clock::now(), later);
+  ASSERT_TRUE(exits_.WaitFor("brief").has_value());
+
+  EXPECT_EQ(supervisor_->WaitForAnyLog({{"quiet", 0}, {"nobody", 0}}, deadline, [] { return false; }).message(),
+            "no worker nobody on this node");
+}
+
 TEST_F(WorkerSupervisorTest, DuplicateRunningIdIsRejectedFinishedIsReplaced) {
   ASSERT_TRUE(StartShell("dup", "echo one; sleep 30").ok());
   ASSERT_TRUE(WaitForLog("dup", "one\n"));

@@ -90,7 +90,8 @@ class AgentPool {
   // answer is dead, or will be told when it registers again).
   virtual void StopWorkers(const std::vector<std::pair<std::string, WorkerId>>& targets_and_workers,
                            int64_t grace_ms) = 0;
-  // Workers' output, one chunk per read, read in parallel.
+  // Workers' output, one chunk per read: one call per agent, carrying all its reads, the agents in parallel. A read
+  // with wait_ms > 0 makes its agent's call wait until any of that agent's reads has something new or has ended.
   virtual std::vector<absl::StatusOr<LogChunk>> ReadWorkerLogs(const std::vector<LogRead>& reads) = 0;
   absl::StatusOr<LogChunk> ReadWorkerLog(const LogRead& read) { return ReadWorkerLogs({read}).front(); }
   // Returns once any of `reads` has output after its offset or its worker has ended (or its agent fails), or when

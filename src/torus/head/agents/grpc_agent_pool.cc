@@ -1,7 +1,9 @@
 #include "torus/head/agents/grpc_agent_pool.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -240,49 +242,97 @@ void GrpcAgentPool::StopWorkers(const std::vector<std::pair<std::string, WorkerI
       token_, rpc_timeout_);
 }
 
+namespace {
+
+// Reads grouped by agent: one ReadWorkerLogs call per agent carries all of its reads.
+struct AgentReads {
+  std::string target;
+  std::vector<size_t> reads;  // indices into the caller's reads
+  int64_t wait_ms = 0;        // the longest of theirs
+};
+
+std::vector<AgentReads> ByAgent(const std::vector<LogRead>& reads) {
+  std::vector<AgentReads> out;
+  std::map<std::string, size_t> position;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    auto [it, inserted] = position.emplace(reads[i].target, out.size());
+    if (inserted) out.push_back(AgentReads{reads[i].target, {}, 0});
+    AgentReads& a = out[it->second];
+    a.reads.push_back(i);
+    a.wait_ms = std::max(a.wait_ms, reads[i].wait_ms);
+  }
+  return out;
+}
+
+// A wait for any of an agent's reads: a byte of each is enough to know whether there is any.
+void FillWaitRequest(const std::vector<LogRead>& reads, const AgentReads& agent, rpc::ReadWorkerLogsRequest* req) {
+  req->set_wait_ms(agent.wait_ms);
+  for (size_t i : agent.reads) {
+    rpc::ReadWorkerLogRequest* read = req->add_reads();
+    read->set_worker_id(reads[i].worker.str());
+    read->set_offset(reads[i].offset);
+    read->set_max_bytes(1);
+  }
+}
+
+}  // namespace
+
 std::vector<absl::StatusOr<LogChunk>> GrpcAgentPool::ReadWorkerLogs(const std::vector<LogRead>& reads) {
+  const std::vector<AgentReads> agents = ByAgent(reads);
   int64_t longest_wait = 0;
-  for (const LogRead& r : reads) longest_wait = std::max(longest_wait, r.wait_ms);
-  std::vector<rpc::ReadWorkerLogReply> replies;
-  std::vector<absl::Status> statuses = RunAll<rpc::ReadWorkerLogRequest, rpc::ReadWorkerLogReply>(
-      reads.size(),
-      [&](size_t i, grpc::ClientContext* ctx, rpc::ReadWorkerLogRequest* req, rpc::ReadWorkerLogReply* reply,
+  for (const AgentReads& a : agents) longest_wait = std::max(longest_wait, a.wait_ms);
+  std::vector<rpc::ReadWorkerLogsReply> replies;
+  std::vector<absl::Status> statuses = RunAll<rpc::ReadWorkerLogsRequest, rpc::ReadWorkerLogsReply>(
+      agents.size(),
+      [&](size_t i, grpc::ClientContext* ctx, rpc::ReadWorkerLogsRequest* req, rpc::ReadWorkerLogsReply* reply,
           std::function<void(grpc::Status)> done) {
-        req->set_worker_id(reads[i].worker.str());
-        req->set_offset(reads[i].offset);
-        req->set_max_bytes(reads[i].max_bytes);
-        req->set_wait_ms(reads[i].wait_ms);
-        StubFor(reads[i].target)->async()->ReadWorkerLog(ctx, req, reply, std::move(done));
+        for (size_t r : agents[i].reads) {
+          rpc::ReadWorkerLogRequest* read = req->add_reads();
+          read->set_worker_id(reads[r].worker.str());
+          read->set_offset(reads[r].offset);
+          read->set_max_bytes(reads[r].max_bytes);
+        }
+        req->set_wait_ms(agents[i].wait_ms);
+        StubFor(agents[i].target)->async()->ReadWorkerLogs(ctx, req, reply, std::move(done));
       },
       token_, rpc_timeout_ + std::chrono::milliseconds(longest_wait), &replies);
-  std::vector<absl::StatusOr<LogChunk>> out;
-  for (size_t i = 0; i < statuses.size(); ++i) {
-    if (!statuses[i].ok()) {
-      out.push_back(statuses[i]);
-    } else {
-      out.push_back(LogChunk{replies[i].data(), replies[i].next_offset(), replies[i].finished()});
+  std::vector<absl::StatusOr<LogChunk>> out(reads.size(), absl::InternalError("not read"));
+  for (size_t a = 0; a < agents.size(); ++a) {
+    for (size_t k = 0; k < agents[a].reads.size(); ++k) {
+      absl::StatusOr<LogChunk>& chunk = out[agents[a].reads[k]];
+      if (!statuses[a].ok()) {
+        chunk = statuses[a];
+      } else if (static_cast<int>(k) >= replies[a].results_size()) {
+        chunk = absl::InternalError("the agent answered fewer reads than asked");
+      } else if (const rpc::ReadWorkerLogResult& r = replies[a].results(static_cast<int>(k)); r.error_code() != 0) {
+        chunk = absl::Status(static_cast<absl::StatusCode>(r.error_code()), r.error());
+      } else {
+        chunk = LogChunk{r.chunk().data(), r.chunk().next_offset(), r.chunk().finished()};
+      }
     }
   }
   return out;
 }
 
 void GrpcAgentPool::WaitForAnyLog(const std::vector<LogRead>& reads) {
+  const std::vector<AgentReads> agents = ByAgent(reads);
   int64_t longest_wait = 0;
-  for (const LogRead& r : reads) longest_wait = std::max(longest_wait, r.wait_ms);
-  RunAll<rpc::ReadWorkerLogRequest, rpc::ReadWorkerLogReply>(
-      reads.size(),
-      [&](size_t i, grpc::ClientContext* ctx, rpc::ReadWorkerLogRequest* req, rpc::ReadWorkerLogReply* reply,
+  for (const AgentReads& a : agents) longest_wait = std::max(longest_wait, a.wait_ms);
+  RunAll<rpc::ReadWorkerLogsRequest, rpc::ReadWorkerLogsReply>(
+      agents.size(),
+      [&](size_t i, grpc::ClientContext* ctx, rpc::ReadWorkerLogsRequest* req, rpc::ReadWorkerLogsReply* reply,
           std::function<void(grpc::Status)> done) {
-        req->set_worker_id(reads[i].worker.str());
-        req->set_offset(reads[i].offset);
-        req->set_max_bytes(1);  // whether there is any: the caller reads it
-        req->set_wait_ms(reads[i].wait_ms);
-        StubFor(reads[i].target)->async()->ReadWorkerLog(ctx, req, reply, std::move(done));
+        FillWaitRequest(reads, agents[i], req);
+        StubFor(agents[i].target)->async()->ReadWorkerLogs(ctx, req, reply, std::move(done));
       },
       token_, rpc_timeout_ + std::chrono::milliseconds(longest_wait), nullptr,
-      [](const grpc::Status& s, const rpc::ReadWorkerLogReply& reply) {
-        // An agent that fails answers at once: it settles too, rather than being waited on again.
-        return !s.ok() || !reply.data().empty() || reply.finished();
+      [](const grpc::Status& s, const rpc::ReadWorkerLogsReply& reply) {
+        // An agent that fails, or a read that does, answers at once: it settles too, rather than being waited on.
+        if (!s.ok()) return true;
+        for (const rpc::ReadWorkerLogResult& r : reply.results()) {
+          if (r.error_code() != 0 || !r.chunk().data().empty() || r.chunk().finished()) return true;
+        }
+        return false;
       });
 }
 
