@@ -54,10 +54,12 @@ bool ReuseIndex(PassInput&& kept, PassInput& fresh);
 
 // The pass input from the state. `placeable(node)` says whether a node that is alive in the state may be placed on
 // now (a node restored from the journal may not, until it registers again). `leased`: what task leases hold per
-// node, as their agents report it — not available, and their chips and GPUs busy.
+// node, as their agents report it — not available, and their chips and GPUs busy. With `previous` (an earlier
+// pass's input, consumed) the nodes' labels are taken from it rather than copied where their registration is the
+// same, and its index is reused (ReuseIndex).
 template <typename Placeable>
 PassInput BuildPassInput(const ClusterState& state, Placeable placeable,
-                         const std::map<NodeId, LeaseHoldings>& leased = {});
+                         const std::map<NodeId, LeaseHoldings>& leased = {}, PassInput* previous = nullptr);
 
 struct Decision {
   GroupId group;
@@ -85,9 +87,10 @@ DecideOutcome Decide(const Group& group, PassInput& input);
 
 template <typename Placeable>
 PassInput BuildPassInput(const ClusterState& state, Placeable placeable,
-                         const std::map<NodeId, LeaseHoldings>& leased) {
+                         const std::map<NodeId, LeaseHoldings>& leased, PassInput* previous) {
   PassInput input;
-  input.index.nodes = state.NodeSnapshots(/*include_dead=*/true);
+  std::vector<sched::NodeSnapshot> none;
+  input.index.nodes = state.NodeSnapshots(/*include_dead=*/true, previous != nullptr ? previous->index.nodes : none);
   for (sched::NodeSnapshot& n : input.index.nodes) {
     if (n.alive && !placeable(NodeId(n.node_id))) n.alive = false;
     if (auto it = leased.find(NodeId(n.node_id)); it != leased.end()) n.available.Subtract(it->second.resources);
@@ -112,6 +115,7 @@ PassInput BuildPassInput(const ClusterState& state, Placeable placeable,
     }
     if (!d.busy_chips.empty()) input.index.busy_chips[id.str()] = {d.busy_chips.begin(), d.busy_chips.end()};
   }
+  if (previous != nullptr) ReuseIndex(std::move(*previous), input);
   return input;
 }
 

@@ -380,9 +380,15 @@ TEST_F(SliceRescheduleTest, TheNextPassUpdatesTheLastPassIndexWhileTheNodesAreTh
   Submit(test_util::NewSliceGroup("pg-new", test_util::SliceReq("4x4", 1), 4));
   Place("pg-new", test_util::SliceBundles("pg-new", "v6e-2", 0), {"v6e-2"});
 
-  PassInput next = Input();
-  ASSERT_TRUE(ReuseIndex(std::move(last), next));
+  PassInput next = BuildPassInput(state_, [](const NodeId&) { return true; }, {}, &last);
   ASSERT_TRUE(next.built.has_value());
+  // The labels taken from the last pass's input are the nodes' labels.
+  const PassInput copied = Input();
+  ASSERT_EQ(next.index.nodes.size(), copied.index.nodes.size());
+  for (size_t i = 0; i < copied.index.nodes.size(); ++i) {
+    EXPECT_EQ(next.index.nodes[i].labels, copied.index.nodes[i].labels) << copied.index.nodes[i].node_id;
+    EXPECT_EQ(next.index.nodes[i].available, copied.index.nodes[i].available) << copied.index.nodes[i].node_id;
+  }
   const std::string updated = sched::testing::DescribeIndex(*next.built);
   EXPECT_NE(updated, before);
   EXPECT_EQ(updated, sched::testing::DescribeIndex(sched::ClusterIndex::Build(next.index)));
@@ -390,8 +396,7 @@ TEST_F(SliceRescheduleTest, TheNextPassUpdatesTheLastPassIndexWhileTheNodesAreTh
   // A node died: the nodes differ, and the pass builds its own index.
   const uint64_t w0 = state_.FindNode(NodeId("v6e-2-w0"))->incarnation;
   ApplyAll(state_, {NodeDied{NodeId("v6e-2-w0"), w0, "gone", 4000}});
-  PassInput after_death = Input();
-  EXPECT_FALSE(ReuseIndex(std::move(next), after_death));
+  PassInput after_death = BuildPassInput(state_, [](const NodeId&) { return true; }, {}, &next);
   EXPECT_FALSE(after_death.built.has_value());
 }
 

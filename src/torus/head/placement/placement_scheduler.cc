@@ -247,12 +247,12 @@ void PlacementScheduler::Schedule() {
     });
     if (!out.waiting.empty()) {
       leased = liveness_->Leased();
-      out.input = BuildPassInput(s, placeable, leased);
+      out.input = BuildPassInput(s, placeable, leased, last_input_ ? &*last_input_ : nullptr);
+      last_input_.reset();
     }
     return out;
   });
   if (start.waiting.empty()) return;
-  if (last_input_) ReuseIndex(*std::exchange(last_input_, std::nullopt), start.input);
 
   // Groups that hold nothing yet are decided one after another against one accounting (each decision counted as
   // held for the next), then reserved together. A group that already holds bundles is placed on its own.
@@ -289,17 +289,16 @@ void PlacementScheduler::Schedule() {
       auto fresh = store_->Read([&](const ClusterState& s) -> std::optional<std::pair<Group, PassInput>> {
         const Group* now_g = s.FindGroup(g.id);
         if (now_g == nullptr || !now_g->Waiting()) return std::nullopt;
-        return std::make_pair(*now_g, BuildPassInput(s, placeable, leased));
+        return std::make_pair(*now_g, BuildPassInput(s, placeable, leased, &start.input));
       });
       if (!fresh) continue;
-      ReuseIndex(std::move(start.input), fresh->second);
       DecideOutcome outcome = Decide(fresh->first, fresh->second);
       if (auto* d = std::get_if<Decision>(&outcome)) {
         Reserve({std::move(*d)});
         placed = true;  // or refused: either way it was tried
         // What it holds now counts for the groups decided after it in this pass.
-        start.input = store_->Read([&](const ClusterState& s) { return BuildPassInput(s, placeable, leased); });
-        ReuseIndex(std::move(fresh->second), start.input);
+        start.input =
+            store_->Read([&](const ClusterState& s) { return BuildPassInput(s, placeable, leased, &fresh->second); });
       } else {
         reason = std::get<NotPlaced>(outcome).reason;
         start.input = std::move(fresh->second);

@@ -115,13 +115,27 @@ std::map<NodeId, ClusterState::Held> ClusterState::HeldByNode() const {
 }
 
 std::vector<sched::NodeSnapshot> ClusterState::NodeSnapshots(bool include_dead) const {
+  std::vector<sched::NodeSnapshot> none;
+  return NodeSnapshots(include_dead, none);
+}
+
+std::vector<sched::NodeSnapshot> ClusterState::NodeSnapshots(bool include_dead,
+                                                             std::vector<sched::NodeSnapshot>& previous) const {
   const std::map<NodeId, Held> held = HeldByNode();
   std::vector<sched::NodeSnapshot> out;
   out.reserve(nodes_.size());
+  auto before = previous.begin();  // both by node id: walked together
   for (const auto& [id, n] : nodes_) {
     if (!include_dead && !n.alive()) continue;
-    sched::NodeSnapshot s{id.str(), n.info.address, n.alive(), n.info.labels, n.info.total, n.info.total,
-                          n.incarnation};
+    while (before != previous.end() && before->node_id < id.str()) ++before;
+    sched::NodeSnapshot s{id.str(), n.info.address, n.alive(), {}, n.info.total, n.info.total, n.incarnation};
+    if (before != previous.end() && before->node_id == s.node_id && before->generation == n.incarnation &&
+        n.incarnation != 0) {
+      s.labels = std::move(before->labels);
+      before->labels.clear();
+    } else {
+      s.labels = n.info.labels;
+    }
     if (auto it = held.find(id); it != held.end()) s.available.Subtract(it->second.resources);
     out.push_back(std::move(s));
   }

@@ -79,6 +79,10 @@ class ClusterState {
 
   // Nodes as the scheduler sees them, ordered by id; `available` is the total less what live bundles hold.
   std::vector<sched::NodeSnapshot> NodeSnapshots(bool include_dead) const;
+  // The same, taking the labels of `previous` (snapshots of an earlier call, by node id) for the nodes whose
+  // registration is the one they were copied from (same generation) instead of copying them again; the labels of
+  // those entries of `previous` are left empty.
+  std::vector<sched::NodeSnapshot> NodeSnapshots(bool include_dead, std::vector<sched::NodeSnapshot>& previous) const;
   // What live (not lost) bundles hold on each node, and their TPU chips and GPUs.
   struct Held {
     ResourceSet resources;
