@@ -121,6 +121,20 @@ std::map<std::string, Row>& Rows() {
 
 // Times each call of `decide` and records p50/p99 (the framework calls this several times; the last run, the
 // longest, is the one kept).
+// p50, p99, mean and rate of times in nanoseconds.
+Row Summarize(std::vector<double> ns) {
+  std::sort(ns.begin(), ns.end());
+  double sum = 0;
+  for (double v : ns) sum += v;
+  Row r;
+  r.p50_us = ns[ns.size() / 2] / 1000;
+  r.p99_us = ns[std::min(ns.size() - 1, ns.size() * 99 / 100)] / 1000;
+  r.mean_us = sum / static_cast<double>(ns.size()) / 1000;
+  r.per_second = 1e6 / r.mean_us;
+  r.decisions = static_cast<int64_t>(ns.size());
+  return r;
+}
+
 // `undo` (not timed) runs after each timed call.
 template <typename Decide, typename Undo>
 void Measure(benchmark::State& state, const std::string& row, Decide decide, Undo undo) {
@@ -134,15 +148,7 @@ void Measure(benchmark::State& state, const std::string& row, Decide decide, Und
     undo();
   }
   if (ns.empty()) return;
-  std::sort(ns.begin(), ns.end());
-  double sum = 0;
-  for (double v : ns) sum += v;
-  Row r;
-  r.p50_us = ns[ns.size() / 2] / 1000;
-  r.p99_us = ns[std::min(ns.size() - 1, ns.size() * 99 / 100)] / 1000;
-  r.mean_us = sum / static_cast<double>(ns.size()) / 1000;
-  r.per_second = 1e6 / r.mean_us;
-  r.decisions = static_cast<int64_t>(ns.size());
+  const Row r = Summarize(std::move(ns));
   Rows()[row] = r;
   state.counters["p50_us"] = r.p50_us;
   state.counters["p99_us"] = r.p99_us;
@@ -179,22 +185,25 @@ void BM_IndexBuild(benchmark::State& state) {
 }
 BENCHMARK(BM_IndexBuild)->Unit(benchmark::kMillisecond)->MinTime(2);
 
-void BM_SliceGroup(benchmark::State& state) {
-  const int slices = static_cast<int>(state.range(0));
-  const bool fallback = state.range(1) != 0;
+// `slices` v6e 4x4 slices; with `fallback`, preferring the reserved market (all held: pending), then any market.
+SliceGroupRequest V6eSlices(int slices, bool fallback) {
   SliceGroupRequest request;
   SliceShapeRequest shape;
   shape.generation = TpuGeneration::kV6e;
   shape.topology = Topology{{4, 4}};
   shape.num_slices = slices;
+  request.primary = shape;
   if (fallback) {
-    // Prefer the reserved market (all held: pending), fall back to any market.
-    request.primary = shape;
     request.primary.selector = Sel({{std::string(kLabelMarketType), "reserved"}});
     request.fallbacks = {shape};
-  } else {
-    request.primary = shape;
   }
+  return request;
+}
+
+void BM_SliceGroup(benchmark::State& state) {
+  const int slices = static_cast<int>(state.range(0));
+  const bool fallback = state.range(1) != 0;
+  const SliceGroupRequest request = V6eSlices(slices, fallback);
   const ClusterIndex& index = Cluster();
   SliceGroupOutcome check = PlaceSliceGroup(index, request);
   const auto* placed = std::get_if<SliceGroupPlacement>(&check);
@@ -294,16 +303,7 @@ ClusterIndex& MutableCluster() {
 void BM_SliceGroupWithUpkeep(benchmark::State& state) {
   const int slices = static_cast<int>(state.range(0));
   const bool fallback = state.range(1) != 0;
-  SliceGroupRequest request;
-  SliceShapeRequest shape;
-  shape.generation = TpuGeneration::kV6e;
-  shape.topology = Topology{{4, 4}};
-  shape.num_slices = slices;
-  request.primary = shape;
-  if (fallback) {
-    request.primary.selector = Sel({{std::string(kLabelMarketType), "reserved"}});
-    request.fallbacks = {shape};
-  }
+  const SliceGroupRequest request = V6eSlices(slices, fallback);
   ClusterIndex& index = MutableCluster();
   Held held;
   Measure(
@@ -320,10 +320,7 @@ void BM_SliceGroupWithUpkeep(benchmark::State& state) {
 BENCHMARK(BM_SliceGroupWithUpkeep)->ArgsProduct({{1, 8}, {0, 1}})->ArgNames({"slices", "fallback"});
 
 void BM_SliceGroupGiveBack(benchmark::State& state) {
-  SliceGroupRequest request;
-  request.primary.generation = TpuGeneration::kV6e;
-  request.primary.topology = Topology{{4, 4}};
-  request.primary.num_slices = 8;
+  const SliceGroupRequest request = V6eSlices(8, false);
   ClusterIndex& index = MutableCluster();
   Held held;
   std::vector<double> ns;
@@ -335,16 +332,7 @@ void BM_SliceGroupGiveBack(benchmark::State& state) {
     GiveBack(index, held);
     ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - start).count());
   }
-  std::sort(ns.begin(), ns.end());
-  Row r;
-  r.p50_us = ns[ns.size() / 2] / 1000;
-  r.p99_us = ns[std::min(ns.size() - 1, ns.size() * 99 / 100)] / 1000;
-  double sum = 0;
-  for (double v : ns) sum += v;
-  r.mean_us = sum / static_cast<double>(ns.size()) / 1000;
-  r.per_second = 1e6 / r.mean_us;
-  r.decisions = static_cast<int64_t>(ns.size());
-  Rows()["give back x8 slices (index upkeep alone)"] = r;
+  Rows()["give back x8 slices (index upkeep alone)"] = Summarize(std::move(ns));
 }
 BENCHMARK(BM_SliceGroupGiveBack);
 

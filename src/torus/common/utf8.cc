@@ -5,8 +5,16 @@ namespace {
 
 // The length of the well-formed sequence starting at text[i], or 0 when none starts there.
 size_t SequenceLength(std::string_view text, size_t i) {
+  const int n = Utf8SequenceAt(text.substr(i));
+  return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
+}  // namespace
+
+int Utf8SequenceAt(std::string_view text) {
+  if (text.empty()) return 0;
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char b0 = byte(i);
+  const unsigned char b0 = byte(0);
   if (b0 < 0x80) return 1;
   size_t n = 0;
   unsigned char lo = 0x80, hi = 0xBF;  // bounds of the second byte
@@ -21,17 +29,15 @@ size_t SequenceLength(std::string_view text, size_t i) {
     if (b0 == 0xF0) lo = 0x90;  // no overlong forms
     if (b0 == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
   } else {
-    return 0;
+    return -1;
   }
-  if (i + n > text.size()) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if (k >= text.size()) return 0;  // well-formed so far, cut short
+    const unsigned char c = byte(k);
+    if (k == 1 ? (c < lo || c > hi) : (c < 0x80 || c > 0xBF)) return -1;
   }
-  return n;
+  return static_cast<int>(n);
 }
-
-}  // namespace
 
 bool IsValidUtf8(std::string_view text) {
   for (size_t i = 0; i < text.size();) {

@@ -8,6 +8,10 @@
 
 namespace torus {
 
+// The UTF-8 sequence at the start of `text`: its length (1-4) when it is whole and well-formed; 0 when `text` is
+// empty or ends inside a sequence that is well-formed so far; -1 when no well-formed sequence starts there.
+int Utf8SequenceAt(std::string_view text);
+
 // True when `text` is well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF).
 bool IsValidUtf8(std::string_view text);
 

@@ -31,5 +31,18 @@ TEST(Utf8Test, InvalidBytesBecomeQuestionMarks) {
   }
 }
 
+TEST(Utf8Test, SequenceAtTellsWholeFromCutFromBroken) {
+  EXPECT_EQ(Utf8SequenceAt(""), 0);
+  EXPECT_EQ(Utf8SequenceAt("a"), 1);
+  EXPECT_EQ(Utf8SequenceAt("\xc3\xa9x"), 2);
+  EXPECT_EQ(Utf8SequenceAt("\xf0\x9f\x9a\x80"), 4);
+  EXPECT_EQ(Utf8SequenceAt("\xf0\x9f\x9a"), 0);  // cut short: may be completed
+  EXPECT_EQ(Utf8SequenceAt("\xe2"), 0);
+  EXPECT_EQ(Utf8SequenceAt("\xe2\x41"), -1);      // broken
+  EXPECT_EQ(Utf8SequenceAt("\xed\xa0\x80"), -1);  // a surrogate
+  EXPECT_EQ(Utf8SequenceAt("\xc0\xaf"), -1);      // overlong
+  EXPECT_EQ(Utf8SequenceAt("\xff"), -1);
+}
+
 }  // namespace utf8_test
 }  // namespace torus

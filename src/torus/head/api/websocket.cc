@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/escaping.h"
+#include "torus/common/utf8.h"
 
 namespace torus::head {
 namespace {
@@ -32,35 +33,6 @@ bool ListsToken(std::string_view value, std::string_view token) {
     if (comma == std::string_view::npos) return false;
     value.remove_prefix(comma + 1);
   }
-}
-
-// The length of the UTF-8 sequence at the start of `s`: > 0 for a whole valid one, 0 when `s` is a valid but
-// incomplete start of one, -1 when its first byte begins no valid sequence (or one broken before its end).
-int SequenceLength(std::string_view s) {
-  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char lead = b(0);
-  if (lead < 0x80) return 1;
-  int length = 0;
-  unsigned char low = 0x80, high = 0xBF;  // the range of the second byte
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) low = 0xA0;   // no overlong forms
-    if (lead == 0xED) high = 0x9F;  // no surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) low = 0x90;   // no overlong forms
-    if (lead == 0xF4) high = 0x8F;  // nothing above U+10FFFF
-  } else {
-    return -1;
-  }
-  for (int i = 1; i < length; ++i) {
-    if (static_cast<size_t>(i) >= s.size()) return 0;
-    const unsigned char c = b(static_cast<size_t>(i));
-    if (i == 1 ? (c < low || c > high) : (c < 0x80 || c > 0xBF)) return -1;
-  }
-  return length;
 }
 
 }  // namespace
@@ -136,7 +108,7 @@ std::string Utf8Text::Next(std::string_view bytes) {
     out.append(rest.substr(0, ascii));
     rest.remove_prefix(ascii);
     if (rest.empty()) break;
-    const int length = SequenceLength(rest);
+    const int length = Utf8SequenceAt(rest);
     if (length > 0) {
       out.append(rest.substr(0, static_cast<size_t>(length)));
       rest.remove_prefix(static_cast<size_t>(length));
