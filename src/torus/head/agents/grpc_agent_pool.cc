@@ -264,14 +264,16 @@ std::vector<AgentReads> ByAgent(const std::vector<LogRead>& reads) {
   return out;
 }
 
-// A wait for any of an agent's reads: a byte of each is enough to know whether there is any.
-void FillWaitRequest(const std::vector<LogRead>& reads, const AgentReads& agent, rpc::ReadWorkerLogsRequest* req) {
+// One agent's call: its reads, waiting as long as the longest of theirs. A `probe` reads a byte of each (enough to
+// know whether there is any).
+void FillRequest(const std::vector<LogRead>& reads, const AgentReads& agent, bool probe,
+                 rpc::ReadWorkerLogsRequest* req) {
   req->set_wait_ms(agent.wait_ms);
   for (size_t i : agent.reads) {
     rpc::ReadWorkerLogRequest* read = req->add_reads();
     read->set_worker_id(reads[i].worker.str());
     read->set_offset(reads[i].offset);
-    read->set_max_bytes(1);
+    read->set_max_bytes(probe ? 1 : reads[i].max_bytes);
   }
 }
 
@@ -286,13 +288,7 @@ std::vector<absl::StatusOr<LogChunk>> GrpcAgentPool::ReadWorkerLogs(const std::v
       agents.size(),
       [&](size_t i, grpc::ClientContext* ctx, rpc::ReadWorkerLogsRequest* req, rpc::ReadWorkerLogsReply* reply,
           std::function<void(grpc::Status)> done) {
-        for (size_t r : agents[i].reads) {
-          rpc::ReadWorkerLogRequest* read = req->add_reads();
-          read->set_worker_id(reads[r].worker.str());
-          read->set_offset(reads[r].offset);
-          read->set_max_bytes(reads[r].max_bytes);
-        }
-        req->set_wait_ms(agents[i].wait_ms);
+        FillRequest(reads, agents[i], /*probe=*/false, req);
         StubFor(agents[i].target)->async()->ReadWorkerLogs(ctx, req, reply, std::move(done));
       },
       token_, rpc_timeout_ + std::chrono::milliseconds(longest_wait), &replies);
@@ -322,7 +318,7 @@ void GrpcAgentPool::WaitForAnyLog(const std::vector<LogRead>& reads) {
       agents.size(),
       [&](size_t i, grpc::ClientContext* ctx, rpc::ReadWorkerLogsRequest* req, rpc::ReadWorkerLogsReply* reply,
           std::function<void(grpc::Status)> done) {
-        FillWaitRequest(reads, agents[i], req);
+        FillRequest(reads, agents[i], /*probe=*/true, req);
         StubFor(agents[i].target)->async()->ReadWorkerLogs(ctx, req, reply, std::move(done));
       },
       token_, rpc_timeout_ + std::chrono::milliseconds(longest_wait), nullptr,

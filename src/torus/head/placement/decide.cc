@@ -201,10 +201,9 @@ DecideOutcome DecideSlices(const Group& g, PassInput& input) {
     request.keep_slices = g.slices;
   }
   sched::SliceGroupOutcome outcome;
-  if (rescheduling) {
-    WithoutHoldings own(g, input);
-    outcome = sched::PlaceSliceGroup(input.Index(), request);
-  } else {
+  {
+    std::optional<WithoutHoldings> own;
+    if (rescheduling) own.emplace(g, input);
     outcome = sched::PlaceSliceGroup(input.Index(), request);
   }
   if (auto* pending = std::get_if<sched::Pending>(&outcome)) return NotPlaced{Reason(*pending)};
