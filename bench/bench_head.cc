@@ -181,8 +181,10 @@ rpc::RegisterNodeRequest SyntheticV6eHost(int i) {
 }
 
 std::vector<uint64_t> RegisterSyntheticHosts(const std::vector<std::unique_ptr<rpc::HeadService::Stub>>& stubs,
-                                             const std::string& token, int n) {
+                                             const std::string& token, int n,
+                                             std::vector<rpc::RegisterNodeReply>* replies) {
   std::vector<uint64_t> incarnations(n, 0);
+  if (replies != nullptr) replies->assign(n, rpc::RegisterNodeReply());
   InFlight inflight(2000);
   for (int i = 0; i < n; ++i) {
     struct Call {
@@ -195,8 +197,9 @@ std::vector<uint64_t> RegisterSyntheticHosts(const std::vector<std::unique_ptr<r
     call->request = SyntheticV6eHost(i);
     inflight.Acquire();
     stubs[i % stubs.size()]->async()->RegisterNode(&call->ctx, &call->request, &call->reply,
-                                                    [call, &incarnations, i, &inflight](grpc::Status s) {
+                                                    [call, &incarnations, i, &inflight, replies](grpc::Status s) {
                                                       if (s.ok()) incarnations[i] = call->reply.incarnation();
+                                                      if (s.ok() && replies != nullptr) (*replies)[i] = call->reply;
                                                       delete call;
                                                       inflight.Release();
                                                     });

@@ -65,9 +65,10 @@ std::vector<std::unique_ptr<rpc::HeadService::Stub>> MakeStubs(const std::string
 rpc::RegisterNodeRequest SyntheticV6eHost(int i);
 
 // Registers hosts 0..n-1 (SyntheticV6eHost) over `stubs`, up to 2,000 calls in flight; returns each host's
-// incarnation, 0 for a registration that failed.
+// incarnation, 0 for a registration that failed; each registration's reply in `replies` when given.
 std::vector<uint64_t> RegisterSyntheticHosts(const std::vector<std::unique_ptr<rpc::HeadService::Stub>>& stubs,
-                                             const std::string& token, int n);
+                                             const std::string& token, int n,
+                                             std::vector<rpc::RegisterNodeReply>* replies = nullptr);
 
 // Sends one heartbeat of `node_id` as `incarnation`, asynchronously, holding a slot of `inflight` until it answers;
 // counts it in `failed` unless the head answers OK.

@@ -3,14 +3,20 @@
 // Starts torus-head, registers N synthetic nodes over gRPC (TPU hosts in v6e-16 slices, with the labels a real
 // agent sends), then heartbeats every node at the default period for a measurement window and reports the head's
 // CPU (% of one core, from /proc/<pid>/stat) and resident memory, plus whether every node stayed ALIVE. Heartbeats
-// go as agents send them (`stream`: one HeartbeatStream per node, a message per period) or one unary call each
-// (`unary`, as agents did before streams); both modes run against a fresh head each, one after the other.
+// go as agents send them (`datagram`: a HeartbeatStream open per node, as agents keep one for their reports, and a
+// UDP datagram per period — an agent's beat that reports nothing new — each answered by the head), a message per
+// period on each stream (`stream`, as agents did before datagrams), or one unary call each (`unary`, as agents did
+// before streams); each mode runs against a fresh head, one after the other.
 //
-//   build/bin/bench_registration --nodes 1000,10000 --seconds 20 --mode stream,unary
+//   build/bin/bench_registration --nodes 1000,10000 --seconds 20 --mode datagram,stream,unary
 //
 // `--channels 0` gives every node a connection of its own, as real agents have. `--security plain,tls` runs each
 // size against a plaintext head and against a head with TLS (`torus-head --tls`), where every node heartbeats over
 // its own connection with a certificate of its own (issued here from the head's CA for "torus-node:bench-<i>").
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -27,6 +33,7 @@
 #include "bench_head.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/head.grpc.pb.h"
+#include "torus/rpc/beat_datagram.h"
 #include "torus/tls/credentials.h"
 #include "torus/tls/pki.h"
 
@@ -38,6 +45,7 @@ using Clock = std::chrono::steady_clock;
 struct Node {
   std::string id;
   uint64_t incarnation = 0;
+  std::string beat_key;  // the registration's datagram key
 };
 
 // Every node's heartbeat stream, as agents keep them: opened once, a message per period. A write still in flight at
@@ -134,6 +142,85 @@ class BenchStreams {
   size_t finished_ = 0;  // guarded by mu_
 };
 
+// Every node's heartbeat datagrams: signed with its registration's key, sent over a few UDP sockets (the head answers
+// each datagram's source address, so it does not matter that nodes share them), answers read and checked by one
+// thread. A beat answered other than OK, or not answered by the end, counts as failed.
+class BenchBeats {
+ public:
+  BenchBeats(const std::vector<Node>& nodes, int port) : nodes_(nodes), sequences_(nodes.size(), 0) {
+    sockaddr_in head{};
+    head.sin_family = AF_INET;
+    head.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &head.sin_addr);
+    for (int i = 0; i < kSockets; ++i) {
+      fds_[i] = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      int buffer = 4 << 20;
+      setsockopt(fds_[i], SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+      if (connect(fds_[i], reinterpret_cast<sockaddr*>(&head), sizeof(head)) != 0) {
+        perror("bench_registration: connect");
+        exit(1);
+      }
+    }
+    reader_ = std::thread([this] { Read(); });
+  }
+  ~BenchBeats() {
+    stop_ = true;
+    reader_.join();
+    for (int fd : fds_) close(fd);
+  }
+
+  void Beat(size_t i) {
+    torus::rpc::BeatDatagram beat;
+    beat.kind = torus::rpc::BeatKind::kBeat;
+    beat.incarnation = nodes_[i].incarnation;
+    beat.sequence = ++sequences_[i];
+    beat.node_id = nodes_[i].id;
+    const std::string bytes = torus::rpc::EncodeBeat(beat, nodes_[i].beat_key);
+    if (send(fds_[i % kSockets], bytes.data(), bytes.size(), 0) < 0) ++send_failed_;
+    ++sent_;
+  }
+  // Beats sent since the last reset that got no OK (waits a moment for answers in flight).
+  int64_t Failed() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return sent_.load() - ok_.load() + send_failed_.load();
+  }
+  // Waits for the answers in flight, then counts from zero.
+  void Reset() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    sent_ = 0;
+    ok_ = 0;
+    send_failed_ = 0;
+  }
+
+ private:
+  static constexpr int kSockets = 8;
+  void Read() {
+    pollfd waits[kSockets];
+    for (int i = 0; i < kSockets; ++i) waits[i] = {.fd = fds_[i], .events = POLLIN, .revents = 0};
+    char buffer[torus::rpc::kMaxBeatDatagramBytes + 1];
+    while (!stop_) {
+      if (poll(waits, kSockets, 100) <= 0) continue;
+      for (int i = 0; i < kSockets; ++i) {
+        if (waits[i].revents == 0) continue;
+        ssize_t got;
+        while ((got = recv(fds_[i], buffer, sizeof(buffer), MSG_DONTWAIT)) > 0) {
+          auto answer = torus::rpc::PeekBeat(std::string_view(buffer, static_cast<size_t>(got)));
+          if (answer.ok() && answer->action == torus::rpc::BeatAction::kOk) ++ok_;
+        }
+      }
+    }
+  }
+
+  const std::vector<Node>& nodes_;
+  std::vector<uint64_t> sequences_;
+  int fds_[kSockets] = {};
+  std::thread reader_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> sent_{0};
+  std::atomic<int64_t> ok_{0};
+  std::atomic<int64_t> send_failed_{0};
+};
+
 struct Result {
   int nodes = 0;
   double connect_s = 0;   // connections (and TLS handshakes) before registering
@@ -205,8 +292,10 @@ std::vector<std::unique_ptr<torus::rpc::HeadService::Stub>> NodeStubs(HeadProces
   return stubs;
 }
 
-Result RunOnce(int n, int seconds, int64_t period_ms, int64_t node_timeout_ms, int channels_count, bool stream,
-               Pinning pin, bool tls) {
+Result RunOnce(int n, int seconds, int64_t period_ms, int64_t node_timeout_ms, int channels_count,
+               const std::string& mode, Pinning pin, bool tls) {
+  const bool datagram = mode == "datagram";
+  const bool stream = mode == "stream" || datagram;
   std::vector<std::string> head_args = {"--heartbeat-period-ms", std::to_string(period_ms), "--node-timeout-ms",
                                         std::to_string(node_timeout_ms)};
   if (tls) head_args.push_back("--tls");
@@ -228,9 +317,10 @@ Result RunOnce(int n, int seconds, int64_t period_ms, int64_t node_timeout_ms, i
   InFlight inflight(2000);
 
   auto t0 = Clock::now();
-  const std::vector<uint64_t> incarnations = RegisterSyntheticHosts(stubs, head.token, n);
+  std::vector<torus::rpc::RegisterNodeReply> replies;
+  const std::vector<uint64_t> incarnations = RegisterSyntheticHosts(stubs, head.token, n, &replies);
   for (int i = 0; i < n; ++i) {
-    nodes[i] = {"bench-" + std::to_string(i), incarnations[i]};
+    nodes[i] = {"bench-" + std::to_string(i), incarnations[i], replies[i].beat_key()};
     if (incarnations[i] == 0) ++failed;
   }
   Result r;
@@ -242,9 +332,20 @@ Result RunOnce(int n, int seconds, int64_t period_ms, int64_t node_timeout_ms, i
   std::atomic<int64_t> sent{0};
   std::unique_ptr<BenchStreams> streams;
   if (stream) streams = std::make_unique<BenchStreams>(stubs, bearer, nodes, failed);
+  std::unique_ptr<BenchBeats> beats;
+  if (datagram) {
+    if (replies.empty() || replies[0].beat_port() == 0) {
+      fprintf(stderr, "bench_registration: the head gave no heartbeat datagram port\n");
+      exit(1);
+    }
+    beats = std::make_unique<BenchBeats>(nodes, static_cast<int>(replies[0].beat_port()));
+    for (int i = 0; i < n; ++i) streams->Beat(i);  // an agent's first beat of a stream carries its availability
+  }
   auto heartbeat = [&](int i) {
     ++sent;
-    if (stream) {
+    if (datagram) {
+      beats->Beat(i);
+    } else if (stream) {
       streams->Beat(i);
     } else {
       SendHeartbeat(*stubs[i % stubs.size()], bearer, nodes[i].id, nodes[i].incarnation, inflight, failed);
@@ -265,12 +366,14 @@ Result RunOnce(int n, int seconds, int64_t period_ms, int64_t node_timeout_ms, i
   run_for(3);  // warm-up
   failed = 0;
   sent = 0;
+  if (beats) beats->Reset();
   double cpu0 = CpuSeconds(head.pid);
   auto w0 = Clock::now();
   run_for(seconds);
   double wall = std::chrono::duration<double>(Clock::now() - w0).count();
   double cpu1 = CpuSeconds(head.pid);
   inflight.Drain();
+  if (beats) failed += beats->Failed();
   if (streams) streams->Close();
   r.cpu_percent = 100.0 * (cpu1 - cpu0) / wall;
   r.rss_mb = RssMb(head.pid);
@@ -298,7 +401,7 @@ int main(int argc, char** argv) {
   int64_t period_ms = 500;
   int64_t node_timeout_ms = 3000;
   int channels = 4;
-  std::string modes = "stream,unary";
+  std::string modes = "datagram,stream,unary";
   std::string security = "plain";
   Pinning pin;
   CLI::App app{"Registration and heartbeat load on torus-head"};
@@ -309,7 +412,8 @@ int main(int argc, char** argv) {
   app.add_option("--channels", channels, "Client connections (0: one per node)")->capture_default_str();
   app.add_option("--security", security, "plain, tls (a head with --tls, node certificates), or plain,tls")
       ->capture_default_str();
-  app.add_option("--mode", modes, "Heartbeats as streams (stream), unary calls (unary), or both")
+  app.add_option("--mode", modes, "Heartbeats as datagrams beside open streams (datagram), stream messages (stream), unary calls "
+                 "(unary), or a list of them")
       ->capture_default_str();
   app.add_option("--head-cpu", pin.head, "Pin the head to this CPU (-1: not pinned)")->capture_default_str();
   app.add_option("--load-cpu", pin.load, "Pin the load generator to this CPU (-1: not pinned)")->capture_default_str();
@@ -324,8 +428,8 @@ int main(int argc, char** argv) {
     std::stringstream mode_list(modes);
     std::string mode;
     while (std::getline(mode_list, mode, ',')) {
-      if (mode != "stream" && mode != "unary") {
-        fprintf(stderr, "--mode: '%s' is not stream or unary\n", mode.c_str());
+      if (mode != "datagram" && mode != "stream" && mode != "unary") {
+        fprintf(stderr, "--mode: '%s' is not datagram, stream or unary\n", mode.c_str());
         return 2;
       }
       std::stringstream wires(security);
@@ -335,7 +439,7 @@ int main(int argc, char** argv) {
           fprintf(stderr, "--security: '%s' is not plain or tls\n", wire.c_str());
           return 2;
         }
-        Result r = RunOnce(n, seconds, period_ms, node_timeout_ms, channels, mode == "stream", pin, wire == "tls");
+        Result r = RunOnce(n, seconds, period_ms, node_timeout_ms, channels, mode, pin, wire == "tls");
         printf("%8d  %7s  %6s  %10.3f  %12.3f  %12.0f  %10.1f  %9.1f  %12.0f  %8lld  %8d\n", r.nodes, mode.c_str(),
                wire.c_str(), r.connect_s, r.register_s, r.nodes / r.register_s, r.cpu_percent, r.rss_mb,
                r.heartbeats_per_s, static_cast<long long>(r.failed), r.alive_at_end);

@@ -4,6 +4,7 @@ import os
 import re
 import signal
 import time
+import urllib.request
 
 from conftest import binary, ephemeral_ports, node, node_state, pid_alive, slice_of, wait_until
 
@@ -124,10 +125,14 @@ def test_mark_dead_is_immediate_and_running_agent_rejoins(torus):
     assert slice_of(dead, "v6e-1")["reason"] == "worker 0 dead (node v6e-1-w0)"
     assert dead["resources_total"]["TPU"] == 44
 
-    # The agent is still running: its next heartbeat is refused and it registers as a new incarnation.
+    # The agent is still running: its next heartbeat — a datagram, as nothing changed on its host — is answered
+    # "register again" and it registers as a new incarnation.
     after = wait_for_new_incarnation(torus, "v6e-1-w0", old["incarnation"], 3 * HEARTBEAT_S + 1)
     assert node(after, "v6e-1-w0")["pid"] == old["pid"] == torus.pid_of("v6e-1-w0")
     assert_whole_cluster(after)
+    log = (torus.session / "logs" / "node-v6e-1-w0.log").read_text()
+    assert (f"head does not know incarnation {old['incarnation']} (answer to a heartbeat datagram); registering "
+            "again") in log, log
 
 
 def test_mark_dead_with_reason_and_unknown_node(torus):
@@ -198,6 +203,59 @@ def test_restarted_head_gets_every_agent_back(torus):
     assert after["cluster_id"] == before["cluster_id"]
     assert {n["node_id"]: n["pid"] for n in after["nodes"]} == agent_pids
     assert all(pid_alive(pid) for pid in agent_pids.values())
+
+
+def datagrams(torus, outcome):
+    """The head's count of heartbeat datagrams with `outcome`; None when it takes none."""
+    dashboard = (torus.session / "dashboard_address").read_text().strip()
+    request = urllib.request.Request(f"http://{dashboard}/metrics", headers={"Authorization": f"Bearer {torus.token}"})
+    text = urllib.request.urlopen(request, timeout=10).read().decode()
+    match = re.search(r'^torus_heartbeat_datagrams_total\{outcome="' + outcome + r'"\} (\S+)$', text, re.M)
+    return float(match.group(1)) if match else None
+
+
+def test_agents_beat_by_datagram_while_nothing_changes_and_stay_alive(torus):
+    torus.up(*FAST)
+    before = torus.status()
+    assert_whole_cluster(before)
+    applied = datagrams(torus, "applied")
+    time.sleep(3 * NODE_TIMEOUT_S)
+    after = torus.status()
+    assert_whole_cluster(after)
+    assert {n["node_id"]: n["incarnation"] for n in after["nodes"]} == \
+        {n["node_id"]: n["incarnation"] for n in before["nodes"]}
+    # 16 agents, one beat each half second: about 144 in 4.5 s, all but a few of them datagrams.
+    assert datagrams(torus, "applied") - applied >= 100
+    assert datagrams(torus, "dropped") == 0
+
+
+def test_a_head_without_heartbeat_datagrams_keeps_agents_alive_on_their_streams(torus):
+    torus.up(*FAST)
+    first = {n["node_id"]: n["incarnation"] for n in torus.status()["nodes"]}
+    session = torus.session
+    port = torus.address.rsplit(":", 1)[1]
+    head_pid = torus.pid_of("head", role="head")
+    os.kill(head_pid, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head_pid), 5, message="the head to exit")
+    (session / "head_address").unlink()
+    (session / "dashboard_address").unlink()
+    other_ports = ephemeral_ports("torus-head")[2:]
+    head = torus.spawn([binary("torus-head"), "--session-dir", session, "--port", port, *other_ports, *FAST,
+                        "--no-heartbeat-datagrams"], torus.root / "head-no-datagrams.log")
+    torus.record_process("head", "head", head.pid)
+    wait_until(lambda: (session / "dashboard_address").exists() or head.poll() is not None, 10,
+               message="the new head to listen")
+    assert head.poll() is None, (torus.root / "head-no-datagrams.log").read_text()
+    # Restored from the journal, every node is ALIVE at once; its agent registers again as a new incarnation.
+    registered = wait_until(lambda: (lambda s: s if s["nodes_alive"] == 16 and all(
+        n["incarnation"] != first[n["node_id"]] for n in s["nodes"]) else None)(torus.status()), 10,
+        message="every agent to register with the new head")
+    time.sleep(3 * NODE_TIMEOUT_S)
+    after = torus.status()
+    assert_whole_cluster(after)
+    assert {n["node_id"]: n["incarnation"] for n in after["nodes"]} == \
+        {n["node_id"]: n["incarnation"] for n in registered["nodes"]}
+    assert datagrams(torus, "applied") is None
 
 
 def test_what_workers_started_does_not_outlive_their_agent(torus, tmp_path):

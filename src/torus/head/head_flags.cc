@@ -60,6 +60,15 @@ std::optional<int> ParseHeadFlags(int argc, char** argv, HeadFlags* flags) {
   app.add_option("--heartbeat-period-ms", flags->heartbeat_period_ms, "Heartbeat period agents are told to use")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{10}, int64_t{60'000}));
+  CLI::Option* heartbeat_port =
+      app.add_option("--heartbeat-port", flags->heartbeat_port,
+                     "UDP port of heartbeat datagrams (agents' beats that report nothing new); default: the number of "
+                     "the gRPC port, or any free one when that is taken; 0 picks a free one")
+          ->check(CLI::Range(0, 65535));
+  app.add_flag("--no-heartbeat-datagrams", flags->no_heartbeat_datagrams,
+               "Take every heartbeat on the agents' streams (agents fall back to them by themselves when datagrams "
+               "go unanswered)")
+      ->excludes(heartbeat_port);
   app.add_option("--node-timeout-ms", flags->node_timeout_ms, "A node silent this long is DEAD")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{50}, int64_t{3'600'000}));

@@ -18,6 +18,9 @@ struct HeadFlags {
   std::string token_file;
   int64_t heartbeat_period_ms = 500;
   int64_t node_timeout_ms = 3000;
+  // UDP port of heartbeat datagrams: -1 = the gRPC port's number (any free one when that is taken), 0 = any free.
+  int heartbeat_port = -1;
+  bool no_heartbeat_datagrams = false;  // agents heartbeat on their streams only
   int64_t agent_rpc_timeout_ms = 2000;
   int64_t prepare_ttl_ms = 10'000;
   std::string python_path;

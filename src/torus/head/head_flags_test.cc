@@ -28,6 +28,23 @@ TEST(HeadFlagsTest, TlsIsOnUnlessTheHostIsLoopback) {
   }
 }
 
+TEST(HeadFlagsTest, HeartbeatDatagramsTakeThePortOrAreTurnedOff) {
+  HeadFlags defaults;
+  ASSERT_EQ(Parse({"--session-dir", "/tmp/s"}, &defaults), std::nullopt);
+  EXPECT_EQ(defaults.heartbeat_port, -1);  // the gRPC port's number
+  EXPECT_FALSE(defaults.no_heartbeat_datagrams);
+  HeadFlags port;
+  ASSERT_EQ(Parse({"--session-dir", "/tmp/s", "--heartbeat-port", "7000"}, &port), std::nullopt);
+  EXPECT_EQ(port.heartbeat_port, 7000);
+  HeadFlags off;
+  ASSERT_EQ(Parse({"--session-dir", "/tmp/s", "--no-heartbeat-datagrams"}, &off), std::nullopt);
+  EXPECT_TRUE(off.no_heartbeat_datagrams);
+  HeadFlags both;
+  EXPECT_EQ(Parse({"--session-dir", "/tmp/s", "--no-heartbeat-datagrams", "--heartbeat-port", "7000"}, &both), 2);
+  HeadFlags out_of_range;
+  EXPECT_EQ(Parse({"--session-dir", "/tmp/s", "--heartbeat-port", "70000"}, &out_of_range), 2);
+}
+
 TEST(HeadFlagsTest, TlsOnLoopbackIsAskedForAndPlaintextElsewhereIsToo) {
   HeadFlags on_loopback;
   ASSERT_EQ(Parse({"--session-dir", "/tmp/s", "--tls"}, &on_loopback), std::nullopt);

@@ -34,6 +34,7 @@
 #include "torus/head/head_flags.h"
 #include "torus/head/admission/cluster_authority.h"
 #include "torus/head/api/head_service.h"
+#include "torus/head/api/beat_server.h"
 #include "torus/head/api/node_callers.h"
 #include "torus/head/api/http_api.h"
 #include "torus/head/api/packages_http.h"
@@ -363,6 +364,24 @@ int Run(const HeadFlags& flags) {
     admission = std::make_unique<torus::head::NodeAdmissionServiceImpl>(authority.get(), &store, *token);
     builder.RegisterService(admission.get());
   }
+  // Heartbeat datagrams on the gRPC port's number over UDP (agents learn the port when they register).
+  std::unique_ptr<torus::head::BeatServer> beats;
+  if (!flags.no_heartbeat_datagrams) {
+    const int wanted = flags.heartbeat_port >= 0 ? flags.heartbeat_port : flags.port;
+    auto bound = torus::head::BeatServer::Bind(flags.host, wanted, &liveness, &node_callers);
+    if (!bound.ok() && flags.heartbeat_port < 0 && wanted != 0) {
+      bound = torus::head::BeatServer::Bind(flags.host, 0, &liveness, &node_callers);
+    }
+    if (!bound.ok()) {
+      spdlog::error("{} (--heartbeat-port chooses another port; --no-heartbeat-datagrams does without)",
+                    std::string(bound.status().message()));
+      return 1;
+    }
+    beats = *std::move(bound);
+    beats->Start();
+    service.SetBeatServer(beats.get());
+    spdlog::info("heartbeat datagrams on UDP {}:{}", flags.host, beats->port());
+  }
   service.SetMetricsStore(&metrics);
   service.SetPackageStore(&packages);
   torus::head::ActorDirectory actors(&store, &clock);
@@ -455,6 +474,17 @@ int Run(const HeadFlags& flags) {
   http.AddMetricsSource([&services, &routes](torus::head::PrometheusWriter& w) {
     torus::head::WriteServiceMetrics(w, services.List(), routes.Counters());
   });
+  if (beats) {
+    http.AddMetricsSource([&beats](torus::head::PrometheusWriter& w) {
+      const torus::head::BeatServer::Counts counts = beats->counts();
+      w.Family("torus_heartbeat_datagrams_total", "counter",
+               "Heartbeat datagrams by outcome: applied (a node heard), refused (revoked), dropped (malformed, "
+               "unknown node, wrong key or incarnation, replayed).");
+      w.Sample("torus_heartbeat_datagrams_total", {{"outcome", "applied"}}, static_cast<double>(counts.applied));
+      w.Sample("torus_heartbeat_datagrams_total", {{"outcome", "refused"}}, static_cast<double>(counts.refused));
+      w.Sample("torus_heartbeat_datagrams_total", {{"outcome", "dropped"}}, static_cast<double>(counts.dropped));
+    });
+  }
   http.AddMetricsSource([&jobs, &runs](torus::head::PrometheusWriter& w) {
     w.Family("torus_jobs", "gauge", "Jobs by status.");
     for (const auto& [status, count] : jobs.CountByStatus()) w.Sample("torus_jobs", {{"status", status}}, count);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -115,6 +116,17 @@ grpc::Status Agent::Register() {
   if (status.ok()) {
     incarnation_ = reply.incarnation();
     period_ms_ = std::clamp<int64_t>(reply.heartbeat_period_ms(), 10, 60'000);
+    beats_.reset();
+    if (reply.beat_port() != 0 && reply.beat_key().size() == rpc::kBeatKeyBytes &&
+        identity_.node_id.size() <= rpc::kMaxBeatNodeIdBytes) {
+      auto beats = BeatSender::Connect(ctx.peer(), static_cast<int>(reply.beat_port()), reply.beat_key(),
+                                       identity_.node_id, incarnation_);
+      if (beats.ok()) {
+        beats_ = *std::move(beats);
+      } else {
+        spdlog::info("heartbeats go on the stream only: {}", beats.status().ToString());
+      }
+    }
     // What the head does not hold here: bundles released (their workers stopped), workers stopped.
     std::vector<std::string> stop(reply.stop_workers().begin(), reply.stop_workers().end());
     for (const rpc::BundleRef& ref : reply.release()) {
@@ -199,17 +211,26 @@ Agent::Heartbeats Agent::StreamHeartbeats() {
       if (stopping_) return Heartbeats::kStopping;
       stream_ = stream;
     }
+    std::optional<rpc::BeatAction> refusal;  // a datagram's answer: REREGISTER or REFUSED
     if (stream->Open()) {
       HeadAnswered();
       backoff_ms = 100;
       if (!last_error_.empty()) spdlog::info("head reachable again");
       last_error_.clear();
       // The first heartbeat of a stream carries the availability: what an earlier stream sent may not have arrived.
+      // A heartbeat that reports nothing new goes as a datagram while the head answers them; until it does (and
+      // whenever its answers stop), on the stream, with a datagram beside it to learn whether they arrive.
       bool first = true;
-      while (stream->Send(NextHeartbeat(first))) {
+      while (true) {
+        rpc::HeartbeatRequest heartbeat = NextHeartbeat(first);
+        const bool news = first || heartbeat.has_resources_available();
+        const bool answering = beats_ != nullptr && beats_->Answering(SteadyMillis(), 2 * period_ms_ + 100);
+        if ((news || !answering) && !stream->Send(heartbeat)) break;
+        if (beats_ != nullptr && !(news && answering)) beats_->Send();
         first = false;
         if (!SleepFor(period_ms_)) break;
         if (stream->ended()) break;
+        if (beats_ != nullptr && (refusal = beats_->Poll(SteadyMillis()))) break;
         HeadAnswered();  // the stream is up: gRPC keepalive would have ended it otherwise
       }
     }
@@ -221,11 +242,16 @@ Agent::Heartbeats Agent::StreamHeartbeats() {
       stopping = stopping_;
     }
     if (stopping) return Heartbeats::kStopping;
-    if (stream->reregister()) {
+    if (refusal == rpc::BeatAction::kRefused) {
+      // Revoked: the registration says so, and ends the agent.
+      spdlog::warn("heartbeat refused (answer to a heartbeat datagram)");
+      return Heartbeats::kReregister;
+    }
+    if (stream->reregister() || refusal == rpc::BeatAction::kReregister) {
       // The head restarted, or declared this node dead: it learns what this host holds from the registration and
       // says what to drop.
-      spdlog::warn("head does not know incarnation {}; registering again with what this host holds",
-                   incarnation_.load());
+      spdlog::warn("head does not know incarnation {}{}; registering again with what this host holds",
+                   incarnation_.load(), refusal ? " (answer to a heartbeat datagram)" : "");
       return Heartbeats::kReregister;
     }
     if (end.error_code() == grpc::StatusCode::PERMISSION_DENIED) {

@@ -22,6 +22,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "torus/head.grpc.pb.h"
+#include "torus/node/beat_sender.h"
 #include "torus/node/bundle_ledger.h"
 #include "torus/node/heartbeat_stream.h"
 #include "torus/node/node_identity.h"
@@ -97,6 +98,7 @@ class Agent {
   bool stopping_ = false;                   // guarded by mu_
   bool woken_ = false;                      // guarded by mu_
   std::shared_ptr<HeartbeatStream> stream_;  // guarded by mu_; the open stream, for Stop() to cancel
+  std::unique_ptr<BeatSender> beats_;        // heartbeat datagrams of the latest registration; null: stream only
 };
 
 }  // namespace torus::node

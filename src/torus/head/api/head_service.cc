@@ -83,6 +83,10 @@ grpc::ServerUnaryReactor* HeadServiceImpl::RegisterNode(grpc::CallbackServerCont
   reply->set_incarnation(registered->incarnation);
   reply->set_heartbeat_period_ms(options_.heartbeat_period_ms);
   reply->set_cluster_id(options_.cluster_id);
+  if (beats_ != nullptr) {
+    reply->set_beat_port(beats_->port());
+    reply->set_beat_key(beats_->Issue(node.node_id(), registered->incarnation));
+  }
   for (const auto& [group, index] : registered->release) {
     rpc::BundleRef* ref = reply->add_release();
     ref->set_group_id(group);
@@ -107,7 +111,10 @@ grpc::ServerUnaryReactor* HeadServiceImpl::UnregisterNode(grpc::CallbackServerCo
                                                           rpc::UnregisterNodeReply* reply) {
   if (grpc::Status auth = AuthenticateNode(ctx, request->node_id()); !auth.ok()) return Finish(ctx, auth);
   absl::Status s = membership_->Unregister(NodeId(request->node_id()), request->incarnation(), request->reason());
-  if (s.ok()) spdlog::info("node {} unregistered: {}", request->node_id(), request->reason());
+  if (s.ok()) {
+    spdlog::info("node {} unregistered: {}", request->node_id(), request->reason());
+    if (beats_ != nullptr) beats_->Forget(request->node_id());
+  }
   return Finish(ctx, rpc::ToGrpc(s));
 }
 

@@ -13,6 +13,7 @@
 #include "torus/head/actors/detached_actors.h"
 #include "torus/head/tasks/task_table.h"
 #include "torus/head.grpc.pb.h"
+#include "torus/head/api/beat_server.h"
 #include "torus/head/api/heartbeat_stream.h"
 #include "torus/head/api/node_callers.h"
 #include "torus/head/metrics/metrics_store.h"
@@ -98,6 +99,9 @@ class HeadServiceImpl final : public HeadServiceBase {
   void SetTaskTable(TaskTable* tasks) { tasks_ = tasks; }
   grpc::ServerUnaryReactor* ReportTasks(grpc::CallbackServerContext* ctx, const rpc::ReportTasksRequest* request,
                                         rpc::ReportTasksReply* reply) override;
+  // Heartbeat datagrams: each registration is given a key and the port (RegisterNodeReply.beat_port, beat_key);
+  // set before serving (without it agents heartbeat on their streams only).
+  void SetBeatServer(BeatServer* beats) { beats_ = beats; }
   // The HTTP API's host:port, given in ClusterStatus.http_address once the HTTP server listens.
   void SetHttpAddress(std::string address) ABSL_LOCKS_EXCLUDED(http_mu_);
 
@@ -119,6 +123,7 @@ class HeadServiceImpl final : public HeadServiceBase {
   ActorDirectory* actors_ = nullptr;
   DetachedActors* detached_ = nullptr;
   TaskTable* tasks_ = nullptr;
+  BeatServer* beats_ = nullptr;
   const Clock* clock_;
   const HeadServiceOptions options_;
   const int64_t start_time_ms_;
