@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<BeatSender>> BeatSender::Connect(const std::strin
 }
 
 BeatSender::BeatSender(int fd, std::string key, std::string node_id, uint64_t incarnation)
-    : fd_(fd), key_(std::move(key)), node_id_(std::move(node_id)), incarnation_(incarnation) {}
+    : fd_(fd), mac_(key), node_id_(std::move(node_id)), incarnation_(incarnation) {}
 
 BeatSender::~BeatSender() { close(fd_); }
 
@@ -66,7 +66,7 @@ void BeatSender::Send() {
   beat.incarnation = incarnation_;
   beat.sequence = ++sequence_;
   beat.node_id = node_id_;
-  const std::string bytes = rpc::EncodeBeat(beat, key_);
+  const std::string bytes = mac_.Encode(beat);
   (void)send(fd_, bytes.data(), bytes.size(), MSG_DONTWAIT);
 }
 
@@ -83,7 +83,7 @@ std::optional<rpc::BeatAction> BeatSender::Poll(int64_t now_ms) {
     auto answer = rpc::PeekBeat(bytes);
     if (!answer.ok() || answer->kind != rpc::BeatKind::kAnswer || answer->node_id != node_id_ ||
         answer->incarnation != incarnation_ || answer->sequence == 0 || answer->sequence > sequence_ ||
-        !rpc::BeatSignedWith(bytes, key_)) {
+        !mac_.Signed(bytes)) {
       continue;
     }
     if (answer->action == rpc::BeatAction::kOk) {

@@ -41,7 +41,7 @@ class BeatSender {
   BeatSender(int fd, std::string key, std::string node_id, uint64_t incarnation);
 
   const int fd_;
-  const std::string key_;
+  rpc::BeatMac mac_;
   const std::string node_id_;
   const uint64_t incarnation_;
   uint64_t sequence_ = 0;

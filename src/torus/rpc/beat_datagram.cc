@@ -1,7 +1,8 @@
 #include "torus/rpc/beat_datagram.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
-#include <openssl/hmac.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include <cstdio>
@@ -25,15 +26,6 @@ uint64_t GetLittle(std::string_view in, size_t at, int bytes) {
   return value;
 }
 
-// HMAC-SHA256 of `signed_part` with `key`, cut to kBeatMacBytes.
-std::string Mac(std::string_view signed_part, std::string_view key) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(signed_part.data()), signed_part.size(), digest, &length);
-  return std::string(reinterpret_cast<const char*>(digest), kBeatMacBytes);
-}
-
 }  // namespace
 
 std::string NewBeatKey() {
@@ -45,7 +37,33 @@ std::string NewBeatKey() {
   return key;
 }
 
-std::string EncodeBeat(const BeatDatagram& beat, std::string_view key) {
+BeatMac::BeatMac(std::string_view key) {
+  EVP_MAC* hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  ctx_ = hmac != nullptr ? EVP_MAC_CTX_new(hmac) : nullptr;
+  EVP_MAC_free(hmac);  // the context holds its own reference
+  char digest[] = "SHA256";
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                               OSSL_PARAM_construct_end()};
+  if (ctx_ == nullptr ||
+      EVP_MAC_init(ctx_, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) != 1) {
+    std::fputs("OpenSSL has no HMAC-SHA256: heartbeat datagrams cannot be signed\n", stderr);
+    std::abort();  // the library is broken; nothing safe can be signed
+  }
+}
+
+BeatMac::~BeatMac() { EVP_MAC_CTX_free(ctx_); }
+
+std::string BeatMac::Mac(std::string_view signed_part) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  size_t length = 0;
+  // Initialising again without a key keeps the key (its padded blocks are not hashed again).
+  EVP_MAC_init(ctx_, nullptr, 0, nullptr);
+  EVP_MAC_update(ctx_, reinterpret_cast<const unsigned char*>(signed_part.data()), signed_part.size());
+  EVP_MAC_final(ctx_, digest, &length, sizeof(digest));
+  return std::string(reinterpret_cast<const char*>(digest), kBeatMacBytes);
+}
+
+std::string BeatMac::Encode(const BeatDatagram& beat) {
   std::string out(kMagic, sizeof(kMagic));
   out.push_back(static_cast<char>(beat.kind));
   out.push_back(static_cast<char>(beat.action));
@@ -53,9 +71,18 @@ std::string EncodeBeat(const BeatDatagram& beat, std::string_view key) {
   PutLittle(out, beat.incarnation, 8);
   PutLittle(out, beat.sequence, 8);
   out += beat.node_id;
-  out += Mac(out, key);
+  out += Mac(out);
   return out;
 }
+
+bool BeatMac::Signed(std::string_view bytes) {
+  if (bytes.size() < kBeatMacBytes) return false;
+  const std::string_view signed_part = bytes.substr(0, bytes.size() - kBeatMacBytes);
+  const std::string expected = Mac(signed_part);
+  return CRYPTO_memcmp(expected.data(), bytes.data() + signed_part.size(), kBeatMacBytes) == 0;
+}
+
+std::string EncodeBeat(const BeatDatagram& beat, std::string_view key) { return BeatMac(key).Encode(beat); }
 
 absl::StatusOr<BeatDatagram> PeekBeat(std::string_view bytes) {
   if (bytes.size() < kBeatHeaderBytes + kBeatMacBytes) {
@@ -91,11 +118,6 @@ absl::StatusOr<BeatDatagram> PeekBeat(std::string_view bytes) {
   return beat;
 }
 
-bool BeatSignedWith(std::string_view bytes, std::string_view key) {
-  if (bytes.size() < kBeatMacBytes) return false;
-  const std::string_view signed_part = bytes.substr(0, bytes.size() - kBeatMacBytes);
-  const std::string expected = Mac(signed_part, key);
-  return CRYPTO_memcmp(expected.data(), bytes.data() + signed_part.size(), kBeatMacBytes) == 0;
-}
+bool BeatSignedWith(std::string_view bytes, std::string_view key) { return BeatMac(key).Signed(bytes); }
 
 }  // namespace torus::rpc

@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include <openssl/types.h>
+
 #include "absl/status/statusor.h"
 
 namespace torus::rpc {
@@ -39,6 +41,25 @@ struct BeatDatagram {
 
 // A fresh random key for one registration.
 std::string NewBeatKey();
+
+// The MAC of one key, keyed once (a keyed HMAC context: a datagram's MAC then costs a fifth of a one-shot HMAC).
+// Not thread-safe: one user at a time.
+class BeatMac {
+ public:
+  explicit BeatMac(std::string_view key);
+  ~BeatMac();
+  BeatMac(const BeatMac&) = delete;
+  BeatMac& operator=(const BeatMac&) = delete;
+
+  // The datagram signed with this key. `beat.node_id` must be 1..kMaxBeatNodeIdBytes long.
+  std::string Encode(const BeatDatagram& beat);
+  // Whether `bytes` (a datagram PeekBeat accepted) carries this key's MAC. Constant time.
+  bool Signed(std::string_view bytes);
+
+ private:
+  std::string Mac(std::string_view signed_part);
+  EVP_MAC_CTX* ctx_;
+};
 
 // The datagram signed with `key`. `node_id` must be 1..kMaxBeatNodeIdBytes long.
 std::string EncodeBeat(const BeatDatagram& beat, std::string_view key);

@@ -81,8 +81,9 @@ BeatServer::~BeatServer() {
 
 std::string BeatServer::Issue(const std::string& node_id, uint64_t incarnation) {
   std::string key = rpc::NewBeatKey();
+  auto mac = std::make_unique<rpc::BeatMac>(key);
   absl::MutexLock lock(&mu_);
-  keys_[node_id] = Key{.key = key, .incarnation = incarnation, .last_sequence = 0};
+  keys_[node_id] = Key{.mac = std::move(mac), .incarnation = incarnation, .last_sequence = 0};
   return key;
 }
 
@@ -104,6 +105,17 @@ void BeatServer::Stop() {
 
 BeatServer::Counts BeatServer::counts() const {
   return Counts{.applied = applied_.load(), .refused = refused_.load(), .dropped = dropped_.load()};
+}
+
+rpc::BeatAction BeatServer::Take(const std::string& node_id, uint64_t incarnation) {
+  if (!callers_->MaySpeakFor(node_id, node_id).ok()) {
+    ++refused_;
+    return rpc::BeatAction::kRefused;
+  }
+  ++applied_;
+  return liveness_->Heartbeat(NodeId(node_id), incarnation, nullptr) == Liveness::Beat::kOk
+             ? rpc::BeatAction::kOk
+             : rpc::BeatAction::kReregister;
 }
 
 void BeatServer::Serve() {
@@ -141,29 +153,21 @@ void BeatServer::Serve() {
           ++dropped_;
           continue;
         }
-        std::string key;
+        rpc::BeatDatagram answer = *std::move(beat);
+        answer.kind = rpc::BeatKind::kAnswer;
         {
+          // The node's keyed MAC is used and replaced under the lock (Issue runs on gRPC's threads).
           absl::MutexLock lock(&mu_);
-          auto it = keys_.find(beat->node_id);
-          if (it == keys_.end() || it->second.incarnation != beat->incarnation ||
-              beat->sequence <= it->second.last_sequence || !rpc::BeatSignedWith(bytes, it->second.key)) {
+          auto it = keys_.find(answer.node_id);
+          if (it == keys_.end() || it->second.incarnation != answer.incarnation ||
+              answer.sequence <= it->second.last_sequence || !it->second.mac->Signed(bytes)) {
             ++dropped_;
             continue;
           }
-          it->second.last_sequence = beat->sequence;
-          key = it->second.key;
+          it->second.last_sequence = answer.sequence;
+          answer.action = Take(answer.node_id, answer.incarnation);
+          answers[answered] = it->second.mac->Encode(answer);
         }
-        rpc::BeatDatagram answer = *std::move(beat);
-        answer.kind = rpc::BeatKind::kAnswer;
-        if (!callers_->MaySpeakFor(answer.node_id, answer.node_id).ok()) {
-          answer.action = rpc::BeatAction::kRefused;
-          ++refused_;
-        } else {
-          const Liveness::Beat taken = liveness_->Heartbeat(NodeId(answer.node_id), answer.incarnation, nullptr);
-          answer.action = taken == Liveness::Beat::kOk ? rpc::BeatAction::kOk : rpc::BeatAction::kReregister;
-          ++applied_;
-        }
-        answers[answered] = rpc::EncodeBeat(answer, key);
         out_io[answered] = {.iov_base = answers[answered].data(), .iov_len = answers[answered].size()};
         out_msgs[answered].msg_hdr = msghdr{};
         out_msgs[answered].msg_hdr.msg_iov = &out_io[answered];

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "torus/head/api/node_callers.h"
 #include "torus/head/state/liveness.h"
+#include "torus/rpc/beat_datagram.h"
 
 namespace torus::head {
 
@@ -55,9 +56,12 @@ class BeatServer {
  private:
   BeatServer(int fd, int wake_fd, int port, Liveness* liveness, const NodeCallers* callers);
   void Serve();
+  // A beat of `node_id` as `incarnation` that carries its key: REFUSED (revoked), or heard (OK, or REREGISTER when
+  // Liveness does not know that incarnation).
+  rpc::BeatAction Take(const std::string& node_id, uint64_t incarnation);
 
   struct Key {
-    std::string key;
+    std::unique_ptr<rpc::BeatMac> mac;
     uint64_t incarnation = 0;
     uint64_t last_sequence = 0;
   };
