@@ -66,15 +66,18 @@ torus::rpc::SliceGroupSpec OneSlice() {
   return spec;
 }
 
-// One create -> CREATED -> remove cycle; returns false on any error.
+// One create -> CREATED -> remove cycle, as `torus pg create --wait` and `torus pg remove` make it (the create
+// answers once the group is CREATED); returns false on any error.
 bool Cycle(torus::client::Client& client, bool slice, Sample& out) {
   auto t0 = Clock::now();
-  auto created = slice ? client.ReserveSlices(OneSlice()) : client.CreatePlacementGroup(FourBundles());
-  if (!created.ok()) return false;
-  auto ready = client.WaitUntilReady(created->id(), std::chrono::seconds(30));
+  torus::rpc::PlacementGroupSpec bundles = FourBundles();
+  torus::rpc::SliceGroupSpec slices = OneSlice();
+  bundles.set_wait_ready_ms(30'000);
+  slices.set_wait_ready_ms(30'000);
+  auto ready = slice ? client.ReserveSlices(slices) : client.CreatePlacementGroup(bundles);
   if (!ready.ok() || ready->state() != "CREATED") return false;
   auto t1 = Clock::now();
-  if (!client.RemovePlacementGroup(created->id()).ok()) return false;
+  if (!client.RemovePlacementGroup(ready->id()).ok()) return false;
   auto t2 = Clock::now();
   out.ready_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   out.cycle_ms = std::chrono::duration<double, std::milli>(t2 - t0).count();

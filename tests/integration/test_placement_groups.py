@@ -433,6 +433,15 @@ def test_impossible_group_pends_then_times_out(torus):
     assert waiting["state"] == "PENDING"
     assert [g["id"] for g in torus.status()["pending"]] == [waiting["id"]]
 
+    # A create that waits answers with the group as it is when the wait ends; the group goes on waiting.
+    short = torus.run("pg", "create", "--bundles", '[{"CPU": 1000}]', "--wait", "0.5", "--json")
+    assert short.returncode == 1
+    pending = json.loads(short.stdout)
+    assert pending["state"] == "PENDING"
+    assert f"{pending['id']} is PENDING after 0.5 s" in short.stderr
+    assert [g["id"] for g in torus.status()["pending"]] == [waiting["id"], pending["id"]]
+    torus.ok("pg", "remove", pending["id"])
+
     result = torus.run("pg", "create", "--bundles", '[{"CPU": 1000}]', "--timeout", "1", "--wait", "5", "--json")
     assert result.returncode == 1
     failed = json.loads(result.stdout)

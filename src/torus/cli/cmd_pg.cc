@@ -1,4 +1,6 @@
 // torus pg create | list | get | remove, and torus slice reserve.
+#include <algorithm>
+#include <chrono>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -24,14 +26,14 @@ absl::StatusOr<std::unique_ptr<client::Client>> Connect(const HeadFlags& head) {
   return client::Client::Connect(*endpoint);
 }
 
-// Prints the group (after waiting when asked); exit code 0 unless a wait ended without CREATED.
-int Report(const std::string& command, client::Client& client, rpc::PlacementGroupView view, double wait_s,
-           bool json) {
-  if (wait_s > 0) {
-    auto waited = client.WaitUntilReady(view.id(), std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)));
-    if (!waited.ok()) return Fail(command, waited.status());
-    view = *std::move(waited);
-  }
+// How long a create or reserve waits for its group to settle (wait_ready_ms), from --wait seconds.
+int64_t WaitMillis(double wait_s) {
+  return wait_s > 0 ? std::min<int64_t>(static_cast<int64_t>(wait_s * 1000), 3'600'000) : 0;
+}
+
+// Prints the group (as it was when the create's wait ended, when it waited); exit code 0 unless a wait ended
+// without CREATED.
+int Report(const std::string& command, const rpc::PlacementGroupView& view, double wait_s, bool json) {
   if (json) {
     std::cout << rpc::PlacementGroupToJson(view).dump(2) << "\n";
   } else {
@@ -53,6 +55,7 @@ int CmdPgCreate(const HeadFlags& head, const PgCreateFlags& flags) {
   spec.set_name(flags.name);
   spec.set_strategy(flags.strategy);
   spec.set_timeout_s(flags.timeout_s);
+  spec.set_wait_ready_ms(WaitMillis(flags.wait_s));
   auto bundles = ParseBundlesJson("--bundles", flags.bundles);
   if (!bundles.ok()) return Fail(command, bundles.status());
   if (!flags.bundle_label_selector.empty()) {
@@ -69,7 +72,7 @@ int CmdPgCreate(const HeadFlags& head, const PgCreateFlags& flags) {
   if (!client.ok()) return Fail(command, client.status());
   auto view = (*client)->CreatePlacementGroup(spec);
   if (!view.ok()) return Fail(command, view.status());
-  return Report(command, **client, *std::move(view), flags.wait_s, flags.json);
+  return Report(command, *view, flags.wait_s, flags.json);
 }
 
 int CmdSliceReserve(const HeadFlags& head, const SliceReserveFlags& flags) {
@@ -78,6 +81,7 @@ int CmdSliceReserve(const HeadFlags& head, const SliceReserveFlags& flags) {
   spec.set_name(flags.name);
   spec.set_per_chip(flags.per_chip);
   spec.set_timeout_s(flags.timeout_s);
+  spec.set_wait_ready_ms(WaitMillis(flags.wait_s));
   rpc::SliceShapeProto* primary = spec.mutable_primary();
   primary->set_accelerator_type(flags.accelerator_type);
   primary->set_topology(flags.topology);
@@ -103,7 +107,7 @@ int CmdSliceReserve(const HeadFlags& head, const SliceReserveFlags& flags) {
   if (!client.ok()) return Fail(command, client.status());
   auto view = (*client)->ReserveSlices(spec);
   if (!view.ok()) return Fail(command, view.status());
-  return Report(command, **client, *std::move(view), flags.wait_s, flags.json);
+  return Report(command, *view, flags.wait_s, flags.json);
 }
 
 int CmdPgList(const HeadFlags& head, bool include_removed, bool json) {
@@ -124,9 +128,9 @@ int CmdPgList(const HeadFlags& head, bool include_removed, bool json) {
 int CmdPgGet(const HeadFlags& head, const std::string& id, double wait_s, bool json) {
   auto client = Connect(head);
   if (!client.ok()) return Fail("pg get", client.status());
-  auto view = (*client)->GetPlacementGroup(id);
+  auto view = (*client)->WaitUntilReady(id, std::chrono::milliseconds(WaitMillis(wait_s)));
   if (!view.ok()) return Fail("pg get", view.status());
-  return Report("pg get", **client, *std::move(view), wait_s, json);
+  return Report("pg get", *view, wait_s, json);
 }
 
 int CmdPgRemove(const HeadFlags& head, const std::string& id) {

@@ -73,7 +73,7 @@ absl::StatusOr<bool> Client::MarkNodeDead(const std::string& node_id, const std:
 
 absl::StatusOr<rpc::PlacementGroupView> Client::CreatePlacementGroup(const rpc::PlacementGroupSpec& spec) {
   grpc::ClientContext ctx;
-  Prepare(ctx, 10'000);
+  Prepare(ctx, static_cast<int>(std::min<int64_t>(std::max<int64_t>(spec.wait_ready_ms(), 0) + 10'000, 3'700'000)));
   rpc::PlacementGroupView reply;
   grpc::Status status = stub_->CreatePlacementGroup(&ctx, spec, &reply);
   if (!status.ok()) return WithContext(status, endpoint_.address);
@@ -82,7 +82,7 @@ absl::StatusOr<rpc::PlacementGroupView> Client::CreatePlacementGroup(const rpc::
 
 absl::StatusOr<rpc::PlacementGroupView> Client::ReserveSlices(const rpc::SliceGroupSpec& spec) {
   grpc::ClientContext ctx;
-  Prepare(ctx, 10'000);
+  Prepare(ctx, static_cast<int>(std::min<int64_t>(std::max<int64_t>(spec.wait_ready_ms(), 0) + 10'000, 3'700'000)));
   rpc::PlacementGroupView reply;
   grpc::Status status = stub_->ReserveSlices(&ctx, spec, &reply);
   if (!status.ok()) return WithContext(status, endpoint_.address);

@@ -34,8 +34,9 @@ class Client {
   // With `revoke`, the node's certificate is refused from now on and it is issued none again (TLS clusters).
   absl::StatusOr<bool> MarkNodeDead(const std::string& node_id, const std::string& reason, bool revoke = false);
 
-  // Placement groups and slice groups. Create and Reserve return at once (usually PENDING); WaitUntilReady answers
-  // as soon as the group is CREATED, FAILED or REMOVED, or after `timeout` with its state then.
+  // Placement groups and slice groups. Create and Reserve return at once (usually PENDING), or with the spec's
+  // wait_ready_ms as WaitUntilReady does, in one call; WaitUntilReady answers as soon as the group is CREATED,
+  // FAILED or REMOVED, or after `timeout` with its state then.
   absl::StatusOr<rpc::PlacementGroupView> CreatePlacementGroup(const rpc::PlacementGroupSpec& spec);
   absl::StatusOr<rpc::PlacementGroupView> ReserveSlices(const rpc::SliceGroupSpec& spec);
   absl::StatusOr<rpc::PlacementGroupView> WaitUntilReady(const std::string& id_or_name,

@@ -156,6 +156,7 @@ grpc::ServerUnaryReactor* HeadServiceImpl::CreatePlacementGroup(grpc::CallbackSe
   if (!bundles.ok()) return Finish(ctx, rpc::ToGrpc(bundles.status()));
   auto group = groups_->CreateBundles(*std::move(bundles), request->name(), request->timeout_s());
   if (!group.ok()) return Finish(ctx, rpc::ToGrpc(group.status()));
+  if (request->wait_ready_ms() > 0) return AnswerWhenSettled(ctx, group->id.str(), request->wait_ready_ms(), reply);
   *reply = store_->Read([&](const ClusterState& s) { return GroupView(s, *group); });
   return Finish(ctx, grpc::Status::OK);
 }
@@ -168,6 +169,7 @@ grpc::ServerUnaryReactor* HeadServiceImpl::ReserveSlices(grpc::CallbackServerCon
   if (!slices.ok()) return Finish(ctx, rpc::ToGrpc(slices.status()));
   auto group = groups_->CreateSlices(*std::move(slices), request->name(), request->timeout_s());
   if (!group.ok()) return Finish(ctx, rpc::ToGrpc(group.status()));
+  if (request->wait_ready_ms() > 0) return AnswerWhenSettled(ctx, group->id.str(), request->wait_ready_ms(), reply);
   *reply = store_->Read([&](const ClusterState& s) { return GroupView(s, *group); });
   return Finish(ctx, grpc::Status::OK);
 }
@@ -176,17 +178,23 @@ grpc::ServerUnaryReactor* HeadServiceImpl::GetPlacementGroup(grpc::CallbackServe
                                                              const rpc::GetPlacementGroupRequest* request,
                                                              rpc::PlacementGroupView* reply) {
   if (grpc::Status auth = Authenticate(ctx); !auth.ok()) return Finish(ctx, auth);
+  return AnswerWhenSettled(ctx, request->id(), request->wait_ready_ms(), reply);
+}
+
+grpc::ServerUnaryReactor* HeadServiceImpl::AnswerWhenSettled(grpc::CallbackServerContext* ctx,
+                                                             const std::string& id_or_name, int64_t wait_ms,
+                                                             rpc::PlacementGroupView* reply) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   // Answered when the group settles or the wait ends, without holding a thread in between.
-  const int64_t wait_ms = std::clamp<int64_t>(request->wait_ready_ms(), 0, 3'600'000);
-  groups_->WaitSettled(request->id(), wait_ms, [this, reactor, reply](absl::StatusOr<Group> group) {
-    if (!group.ok()) {
-      reactor->Finish(rpc::ToGrpc(group.status()));
-      return;
-    }
-    *reply = store_->Read([&](const ClusterState& s) { return GroupView(s, *group); });
-    reactor->Finish(grpc::Status::OK);
-  });
+  groups_->WaitSettled(id_or_name, std::clamp<int64_t>(wait_ms, 0, 3'600'000),
+                       [this, reactor, reply](absl::StatusOr<Group> group) {
+                         if (!group.ok()) {
+                           reactor->Finish(rpc::ToGrpc(group.status()));
+                           return;
+                         }
+                         *reply = store_->Read([&](const ClusterState& s) { return GroupView(s, *group); });
+                         reactor->Finish(grpc::Status::OK);
+                       });
   return reactor;
 }
 

@@ -111,6 +111,10 @@ class HeadServiceImpl final : public HeadServiceBase {
   grpc::Status Authenticate(const grpc::CallbackServerContext* ctx) const;
   // Authenticate, then refuse (UNAVAILABLE, saying why) while the journal cannot commit: for calls that change state.
   grpc::Status AuthenticateChange(const grpc::CallbackServerContext* ctx) const;
+  // Answers with group `id_or_name` once it is CREATED, FAILED or REMOVED, or after `wait_ms` (0: at once) with its
+  // state then; NOT_FOUND for an unknown group.
+  grpc::ServerUnaryReactor* AnswerWhenSettled(grpc::CallbackServerContext* ctx, const std::string& id_or_name,
+                                              int64_t wait_ms, rpc::PlacementGroupView* reply);
   // For a node's calls about `node_id`: its certificate with TLS, the token without (NodeCallers).
   grpc::Status AuthenticateNode(const grpc::CallbackServerContext* ctx, const std::string& node_id) const;
 
