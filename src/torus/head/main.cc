@@ -370,6 +370,9 @@ int Run(const HeadFlags& flags) {
     const int wanted = flags.heartbeat_port >= 0 ? flags.heartbeat_port : flags.port;
     auto bound = torus::head::BeatServer::Bind(flags.host, wanted, &liveness, &node_callers);
     if (!bound.ok() && flags.heartbeat_port < 0 && wanted != 0) {
+      spdlog::warn("{}; taking any free UDP port instead (agents learn it when they register; a firewall or "
+                   "Service that passes only UDP {} keeps them on their streams)",
+                   std::string(bound.status().message()), wanted);
       bound = torus::head::BeatServer::Bind(flags.host, 0, &liveness, &node_callers);
     }
     if (!bound.ok()) {
@@ -423,7 +426,7 @@ int Run(const HeadFlags& flags) {
   interceptors.push_back(std::make_unique<torus::head::GrpcCountingInterceptorFactory>(
       &grpc_requests, std::vector<std::string>{"torus.rpc.HeadService"}));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  torus::head::HeartbeatStreamServer heartbeat_streams(&service, &liveness, &node_callers, builder);
+  torus::head::HeartbeatStreamServer heartbeat_streams(&service, &liveness, &node_callers, beats.get(), builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     spdlog::error("cannot listen on {}:{} (in use, or not a local address?)", flags.host, flags.port);
@@ -474,17 +477,21 @@ int Run(const HeadFlags& flags) {
   http.AddMetricsSource([&services, &routes](torus::head::PrometheusWriter& w) {
     torus::head::WriteServiceMetrics(w, services.List(), routes.Counters());
   });
-  if (beats) {
-    http.AddMetricsSource([&beats](torus::head::PrometheusWriter& w) {
-      const torus::head::BeatServer::Counts counts = beats->counts();
-      w.Family("torus_heartbeat_datagrams_total", "counter",
-               "Heartbeat datagrams by outcome: applied (a node heard), refused (revoked), dropped (malformed, "
-               "unknown node, wrong key or incarnation, replayed).");
-      w.Sample("torus_heartbeat_datagrams_total", {{"outcome", "applied"}}, static_cast<double>(counts.applied));
-      w.Sample("torus_heartbeat_datagrams_total", {{"outcome", "refused"}}, static_cast<double>(counts.refused));
-      w.Sample("torus_heartbeat_datagrams_total", {{"outcome", "dropped"}}, static_cast<double>(counts.dropped));
-    });
-  }
+  http.AddMetricsSource([&beats, &heartbeat_streams](torus::head::PrometheusWriter& w) {
+    w.Family("torus_heartbeat_stream_messages_total", "counter",
+             "Heartbeats taken on agents' streams (first beats, changes, and beats while datagrams go unanswered).");
+    w.Sample("torus_heartbeat_stream_messages_total", {}, static_cast<double>(heartbeat_streams.messages()));
+    if (!beats) return;
+    const torus::head::BeatServer::Counts counts = beats->counts();
+    w.Family("torus_heartbeat_datagrams_total", "counter",
+             "Heartbeat datagrams by outcome: ok (a node heard), reregister (an incarnation the head does not know), "
+             "refused (revoked), dropped (malformed, unknown node, wrong key or incarnation, replayed, no open "
+             "stream).");
+    w.Sample("torus_heartbeat_datagrams_total", {{"outcome", "ok"}}, static_cast<double>(counts.ok));
+    w.Sample("torus_heartbeat_datagrams_total", {{"outcome", "reregister"}}, static_cast<double>(counts.reregister));
+    w.Sample("torus_heartbeat_datagrams_total", {{"outcome", "refused"}}, static_cast<double>(counts.refused));
+    w.Sample("torus_heartbeat_datagrams_total", {{"outcome", "dropped"}}, static_cast<double>(counts.dropped));
+  });
   http.AddMetricsSource([&jobs, &runs](torus::head::PrometheusWriter& w) {
     w.Family("torus_jobs", "gauge", "Jobs by status.");
     for (const auto& [status, count] : jobs.CountByStatus()) w.Sample("torus_jobs", {{"status", status}}, count);

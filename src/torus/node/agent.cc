@@ -218,19 +218,20 @@ Agent::Heartbeats Agent::StreamHeartbeats() {
       if (!last_error_.empty()) spdlog::info("head reachable again");
       last_error_.clear();
       // The first heartbeat of a stream carries the availability: what an earlier stream sent may not have arrived.
-      // A heartbeat that reports nothing new goes as a datagram while the head answers them; until it does (and
-      // whenever its answers stop), on the stream, with a datagram beside it to learn whether they arrive.
+      // A heartbeat that reports nothing new goes as a datagram when the head answered the latest one; otherwise
+      // on the stream, with a datagram beside it to learn whether they arrive again.
       bool first = true;
       while (true) {
         rpc::HeartbeatRequest heartbeat = NextHeartbeat(first);
         const bool news = first || heartbeat.has_resources_available();
-        const bool answering = beats_ != nullptr && beats_->Answering(SteadyMillis(), 2 * period_ms_ + 100);
-        if ((news || !answering) && !stream->Send(heartbeat)) break;
-        if (beats_ != nullptr && !(news && answering)) beats_->Send();
+        const bool answered = beats_ != nullptr && beats_->LatestAnswered();
+        if ((news || !answered) && !stream->Send(heartbeat)) break;
+        // (Not beside a stream's first beat: the head takes datagrams only once it has read from the stream.)
+        if (beats_ != nullptr && !first && !(news && answered)) beats_->Send();
         first = false;
         if (!SleepFor(period_ms_)) break;
         if (stream->ended()) break;
-        if (beats_ != nullptr && (refusal = beats_->Poll(SteadyMillis()))) break;
+        if (beats_ != nullptr && (refusal = beats_->Poll())) break;
         HeadAnswered();  // the stream is up: gRPC keepalive would have ended it otherwise
       }
     }

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 
 namespace torus::node {
@@ -17,7 +18,10 @@ namespace torus::node {
 absl::StatusOr<std::unique_ptr<BeatSender>> BeatSender::Connect(const std::string& head_peer, int port,
                                                                std::string key, std::string node_id,
                                                                uint64_t incarnation) {
-  absl::string_view rest = head_peer;
+  // Newer gRPC percent-encodes the brackets of an IPv6 peer.
+  const std::string peer =
+      absl::StrReplaceAll(head_peer, {{"%5B", "["}, {"%5D", "]"}, {"%5b", "["}, {"%5d", "]"}});
+  absl::string_view rest = peer;
   sockaddr_storage address{};
   socklen_t length = 0;
   if (port <= 0 || port > 65535) return absl::InvalidArgumentError(absl::StrCat("beat port ", port, " (1-65535)"));
@@ -70,7 +74,7 @@ void BeatSender::Send() {
   (void)send(fd_, bytes.data(), bytes.size(), MSG_DONTWAIT);
 }
 
-std::optional<rpc::BeatAction> BeatSender::Poll(int64_t now_ms) {
+std::optional<rpc::BeatAction> BeatSender::Poll() {
   std::optional<rpc::BeatAction> said;
   std::array<char, rpc::kMaxBeatDatagramBytes + 1> buffer{};
   while (true) {
@@ -82,21 +86,16 @@ std::optional<rpc::BeatAction> BeatSender::Poll(int64_t now_ms) {
     const std::string_view bytes(buffer.data(), static_cast<size_t>(got));
     auto answer = rpc::PeekBeat(bytes);
     if (!answer.ok() || answer->kind != rpc::BeatKind::kAnswer || answer->node_id != node_id_ ||
-        answer->incarnation != incarnation_ || answer->sequence == 0 || answer->sequence > sequence_ ||
-        !mac_.Signed(bytes)) {
+        answer->incarnation != incarnation_ || answer->sequence != sequence_ || !mac_.Signed(bytes)) {
       continue;
     }
     if (answer->action == rpc::BeatAction::kOk) {
-      last_ok_ms_ = now_ms;
+      answered_ok_ = answer->sequence;
     } else {
       said = answer->action;
     }
   }
   return said;
-}
-
-bool BeatSender::Answering(int64_t now_ms, int64_t window_ms) const {
-  return last_ok_ms_.has_value() && now_ms - *last_ok_ms_ <= window_ms;
 }
 
 }  // namespace torus::node

@@ -1,6 +1,7 @@
 #include "torus/head/api/beat_server.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,6 +26,8 @@ class BeatServerTest : public ::testing::Test {
     ASSERT_TRUE(bound.ok()) << bound.status();
     server_ = *std::move(bound);
     server_->Start();
+    server_->StreamOpened("n1");
+    server_->StreamOpened("n2");
     fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     timeval wait{.tv_sec = 5, .tv_usec = 0};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
@@ -79,7 +82,7 @@ TEST_F(BeatServerTest, ABeatOfTheRegisteredIncarnationIsHeardAndAnsweredOkWithIt
   EXPECT_EQ(answer.incarnation, 3u);
   EXPECT_EQ(answer.sequence, 1u);
   EXPECT_EQ(liveness_.SilentMicros(NodeId("n1")), 0);
-  EXPECT_EQ(server_->counts().applied, 1u);
+  EXPECT_EQ(server_->counts().ok, 1u);
 }
 
 TEST_F(BeatServerTest, ForgedReplayedStaleAndUnknownDatagramsAreDroppedUnansweredAndUnheard) {
@@ -89,8 +92,8 @@ TEST_F(BeatServerTest, ForgedReplayedStaleAndUnknownDatagramsAreDroppedUnanswere
   EXPECT_EQ(Answer(key).first.sequence, 5u);
   clock_.AdvanceMillis(2000);
 
-  Send(Beat("n1", 3, 6, rpc::NewBeatKey()));  // another key
-  Send(Beat("n1", 3, 5, key));                // replayed
+  Send(Beat("n1", 3, 1000, rpc::NewBeatKey()));  // another key (its sequence must not count)
+  Send(Beat("n1", 3, 5, key));                   // replayed
   Send(Beat("n1", 3, 4, key));                // older
   Send(Beat("n1", 2, 7, key));                // another incarnation
   Send(Beat("n2", 3, 7, key));                // a node given no key
@@ -103,7 +106,7 @@ TEST_F(BeatServerTest, ForgedReplayedStaleAndUnknownDatagramsAreDroppedUnanswere
   EXPECT_TRUE(signed_ok);
   EXPECT_EQ(answer.sequence, 9u);
   EXPECT_EQ(server_->counts().dropped, 7u);
-  EXPECT_EQ(server_->counts().applied, 2u);
+  EXPECT_EQ(server_->counts().ok, 2u);
 }
 
 TEST_F(BeatServerTest, ANewRegistrationsKeyReplacesTheOldOneAndForgetDropsTheNode) {
@@ -118,8 +121,11 @@ TEST_F(BeatServerTest, ANewRegistrationsKeyReplacesTheOldOneAndForgetDropsTheNod
   EXPECT_EQ(answer.incarnation, 4u);
   EXPECT_EQ(server_->counts().dropped, 1u);
 
-  server_->Forget("n1");
+  server_->Forget("n1", 3);  // a late unregistration of the earlier incarnation changes nothing
   Send(Beat("n1", 4, 2, key));
+  EXPECT_EQ(Answer(key).first.sequence, 2u);
+  server_->Forget("n1", 4);
+  Send(Beat("n1", 4, 3, key));
   liveness_.Registered(NodeId("n2"), 1, ResourceSet());
   const std::string other = server_->Issue("n2", 1);
   Send(Beat("n2", 1, 1, other));
@@ -136,6 +142,8 @@ TEST_F(BeatServerTest, AnIncarnationTheHeadNoLongerKnowsIsAskedToRegisterAgain) 
   EXPECT_TRUE(signed_ok);
   EXPECT_EQ(answer.action, BeatAction::kReregister);
   EXPECT_FALSE(liveness_.SilentMicros(NodeId("n1")).has_value());
+  EXPECT_EQ(server_->counts().reregister, 1u);
+  EXPECT_EQ(server_->counts().ok, 0u);
 }
 
 TEST_F(BeatServerTest, ARevokedNodeIsRefusedAndNotHeard) {
@@ -151,6 +159,33 @@ TEST_F(BeatServerTest, ARevokedNodeIsRefusedAndNotHeard) {
   EXPECT_EQ(server_->counts().refused, 1u);
 }
 
+TEST_F(BeatServerTest, ANodeWithoutAnOpenHeartbeatStreamIsNotHeardByDatagram) {
+  liveness_.Registered(NodeId("n3"), 1, ResourceSet());
+  const std::string key = server_->Issue("n3", 1);
+  clock_.AdvanceMillis(1000);
+  liveness_.Registered(NodeId("n2"), 1, ResourceSet());
+  const std::string other = server_->Issue("n2", 1);
+  Send(Beat("n3", 1, 1, key));  // no stream yet: a datagram recorded earlier cannot stand in for a live agent
+  // Datagrams from one socket are taken in order: n2's answer means n3's beat was dropped already.
+  Send(Beat("n2", 1, 1, other));
+  EXPECT_EQ(Answer(other).first.node_id, "n2");
+  server_->StreamOpened("n3");
+  server_->StreamOpened("n3");  // a new stream may open before the broken one ends
+  server_->StreamClosed("n3");
+  Send(Beat("n3", 1, 2, key));
+  EXPECT_EQ(Answer(key).first.sequence, 2u);
+  EXPECT_EQ(server_->counts().dropped, 1u);
+  EXPECT_EQ(liveness_.SilentMicros(NodeId("n3")), 0);
+
+  server_->StreamClosed("n3");  // the agent's process ended
+  clock_.AdvanceMillis(1000);
+  Send(Beat("n3", 1, 3, key));
+  Send(Beat("n2", 1, 2, other));
+  EXPECT_EQ(Answer(other).first.node_id, "n2");
+  EXPECT_EQ(server_->counts().dropped, 2u);
+  EXPECT_EQ(liveness_.SilentMicros(NodeId("n3")), 1'000'000);
+}
+
 TEST(BeatServerBindTest, APortInUseIsRefusedNamingTheAddress) {
   FakeClock clock;
   Liveness liveness(&clock);
@@ -163,6 +198,38 @@ TEST(BeatServerBindTest, APortInUseIsRefusedNamingTheAddress) {
                                            std::to_string((*first)->port()) + ": Address already in use");
   EXPECT_EQ(BeatServer::Bind("no such host.invalid", 0, &liveness, &callers).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+TEST(BeatServerBindTest, EveryAddressOfTheHostIsServedOnOnePort) {
+  FakeClock clock;
+  Liveness liveness(&clock);
+  NodeCallers callers("token", false);
+  auto bound = BeatServer::Bind("localhost", 0, &liveness, &callers);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  liveness.Registered(NodeId("n1"), 1, ResourceSet());
+  const std::string key = (*bound)->Issue("n1", 1);
+  (*bound)->StreamOpened("n1");
+  (*bound)->Start();
+  // Whichever of 127.0.0.1 and ::1 "localhost" names here answers on the one port.
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  ASSERT_EQ(getaddrinfo("localhost", std::to_string((*bound)->port()).c_str(), &hints, &found), 0);
+  uint64_t sequence = 0;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    timeval wait{.tv_sec = 5, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+    ASSERT_EQ(connect(fd, a->ai_addr, a->ai_addrlen), 0);
+    const std::string beat = rpc::EncodeBeat(
+        BeatDatagram{.kind = BeatKind::kBeat, .incarnation = 1, .sequence = ++sequence, .node_id = "n1"}, key);
+    ASSERT_GT(send(fd, beat.data(), beat.size(), 0), 0);
+    char buffer[rpc::kMaxBeatDatagramBytes];
+    EXPECT_GT(recv(fd, buffer, sizeof(buffer), 0), 0) << "no answer on address family " << a->ai_family;
+    close(fd);
+  }
+  freeaddrinfo(found);
+  EXPECT_EQ((*bound)->counts().ok, sequence);
 }
 
 }  // namespace beat_server_test

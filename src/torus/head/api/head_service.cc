@@ -113,7 +113,7 @@ grpc::ServerUnaryReactor* HeadServiceImpl::UnregisterNode(grpc::CallbackServerCo
   absl::Status s = membership_->Unregister(NodeId(request->node_id()), request->incarnation(), request->reason());
   if (s.ok()) {
     spdlog::info("node {} unregistered: {}", request->node_id(), request->reason());
-    if (beats_ != nullptr) beats_->Forget(request->node_id());
+    if (beats_ != nullptr) beats_->Forget(request->node_id(), request->incarnation());
   }
   return Finish(ctx, rpc::ToGrpc(s));
 }

@@ -18,6 +18,9 @@ class HeartbeatStreamServer::Call {
   Call(HeartbeatStreamServer* server, grpc::ServerCompletionQueue* cq) : server_(server), cq_(cq), stream_(&ctx_) {
     server_->service_->RequestHeartbeatStream(&ctx_, &stream_, cq_, cq_, this);
   }
+  ~Call() {
+    if (announced_) server_->beats_->StreamClosed(node_id_);
+  }
 
   // The outstanding operation completed with `ok`.
   void Proceed(bool ok) {
@@ -79,10 +82,15 @@ class HeartbeatStreamServer::Call {
       Finish(may);
       return;
     }
+    ++server_->messages_;
     auto action = ApplyHeartbeat(request_, *server_->liveness_);
     if (!action.ok()) {
       Finish(rpc::ToGrpc(action.status()));
       return;
+    }
+    if (!announced_ && server_->beats_ != nullptr) {
+      server_->beats_->StreamOpened(node_id_);
+      announced_ = true;
     }
     if (*action == rpc::HeartbeatReply::OK) {
       Read();
@@ -105,6 +113,7 @@ class HeartbeatStreamServer::Call {
   Step step_ = Step::kRequested;
   std::string node_id_;      // the node of the stream's first heartbeat
   std::string caller_node_;  // the node of the caller's certificate ("" without TLS)
+  bool announced_ = false;   // beats_ was told this node's stream is open
   rpc::HeartbeatRequest request_;
   rpc::HeartbeatReply reply_;
 };
@@ -147,8 +156,9 @@ absl::StatusOr<rpc::HeartbeatReply::Action> ApplyHeartbeat(const rpc::HeartbeatR
 }
 
 HeartbeatStreamServer::HeartbeatStreamServer(HeadServiceBase* service, Liveness* liveness,
-                                             const NodeCallers* callers, grpc::ServerBuilder& builder, int queues)
-    : service_(service), liveness_(liveness), callers_(callers) {
+                                             const NodeCallers* callers, BeatServer* beats,
+                                             grpc::ServerBuilder& builder, int queues)
+    : service_(service), liveness_(liveness), callers_(callers), beats_(beats) {
   for (int i = 0; i < queues; ++i) queues_.push_back(builder.AddCompletionQueue());
 }
 

@@ -12,6 +12,7 @@
 // Thread-safety: construct, Start and Stop from one thread; the streams run on the queues' threads.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 #include "grpcpp/grpcpp.h"
 #include "torus/common/resources.h"
 #include "torus/head.grpc.pb.h"
+#include "torus/head/api/beat_server.h"
 #include "torus/head/api/node_callers.h"
 #include "torus/head/state/liveness.h"
 
@@ -66,8 +68,9 @@ class HeartbeatStreamServer {
  public:
   // Adds `queues` completion queues to `builder`; `service` must be registered with the same builder.
   // `callers` admits each stream (the token, or the node's own certificate with TLS; every heartbeat must then name
-  // that node, and a node revoked while its stream is open is refused at its next heartbeat).
-  HeartbeatStreamServer(HeadServiceBase* service, Liveness* liveness, const NodeCallers* callers,
+  // that node, and a node revoked while its stream is open is refused at its next heartbeat). `beats` (optional) is
+  // told which nodes have a stream open, from a stream's first heartbeat to its end.
+  HeartbeatStreamServer(HeadServiceBase* service, Liveness* liveness, const NodeCallers* callers, BeatServer* beats,
                         grpc::ServerBuilder& builder, int queues = 8);
   ~HeartbeatStreamServer();  // Stop()
   HeartbeatStreamServer(const HeartbeatStreamServer&) = delete;
@@ -78,6 +81,9 @@ class HeartbeatStreamServer {
   // After the server's Shutdown (which ends every stream): drains the queues and joins their threads.
   void Stop();
 
+  // Heartbeats read from streams so far.
+  uint64_t messages() const { return messages_.load(); }
+
  private:
   class Call;
   // Asks for the next stream on `cq` (unless stopping).
@@ -87,6 +93,8 @@ class HeartbeatStreamServer {
   HeadServiceBase* service_;
   Liveness* liveness_;
   const NodeCallers* const callers_;
+  BeatServer* const beats_;
+  std::atomic<uint64_t> messages_{0};
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
   std::vector<std::thread> threads_;
   bool stopped_ = false;
