@@ -299,8 +299,11 @@ node_types:
   await page.waitForFunction(() => document.querySelectorAll('#nodes-table tr[data-node]').length === 4, null, { timeout: 10000 });
   await shot('nodes');
   await page.click(`#nodes-table tr[data-node="${rank2Node}"] a`);
+  // The nodes view is loaded already (the list): wait for it to show the node.
+  const opened = await page.waitForFunction((node) => document.querySelector('.page[data-view="nodes"]')?.getAttribute('data-node') === node,
+    rank2Node, { timeout: 10000 }).then(() => true, () => false);
+  check(opened, 'the node link did not open the node page');
   await loaded('nodes');
-  check(await page.getAttribute('.page[data-view="nodes"]', 'data-node') === rank2Node, 'the node link did not open the node page');
   await page.waitForSelector('#node-resources tr[data-resource="TPU"]');
   // Its charts draw the sampled series (CPU, duty cycle), and its log files include libtpu's.
   for (const chart of ['cpu', 'duty']) {
