@@ -42,11 +42,12 @@ absl::StatusOr<std::unique_ptr<BeatServer>> BeatServer::Bind(const std::string& 
   std::vector<int> fds;
   int bound_port = port;
   std::string error;
+  std::string skipped;  // an address this machine cannot serve (no IPv6): fine while another one is served
   for (addrinfo* a = found; a != nullptr && error.empty(); a = a->ai_next) {
     const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
     if (fd < 0) {
-      error = std::strerror(errno);
-      break;
+      skipped = std::strerror(errno);
+      continue;
     }
     const int one = 1;
     // With several addresses, an IPv6 one must not take the IPv4 port too; alone ("::") it serves both, as gRPC does.
@@ -59,8 +60,13 @@ absl::StatusOr<std::unique_ptr<BeatServer>> BeatServer::Bind(const std::string& 
       reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_port = htons(static_cast<uint16_t>(bound_port));
     }
     if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      error = std::strerror(errno);
+      const int bind_error = errno;
       close(fd);
+      if (bind_error == EADDRNOTAVAIL || bind_error == EAFNOSUPPORT) {
+        skipped = std::strerror(bind_error);
+        continue;
+      }
+      error = std::strerror(bind_error);
       break;
     }
     // Room for bursts: 10,000 nodes beating at once is about a megabyte of datagrams (capped by net.core.rmem_max).
@@ -74,6 +80,7 @@ absl::StatusOr<std::unique_ptr<BeatServer>> BeatServer::Bind(const std::string& 
     fds.push_back(fd);
   }
   freeaddrinfo(found);
+  if (error.empty() && fds.empty()) error = skipped.empty() ? "no address" : skipped;
   const int wake = error.empty() ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : -1;
   if (error.empty() && wake < 0) error = absl::StrCat("eventfd: ", std::strerror(errno));
   if (!error.empty()) {

@@ -218,9 +218,12 @@ TEST(BeatServerBindTest, EveryAddressOfTheHostIsServedOnOnePort) {
   uint64_t sequence = 0;
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
     const int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, a->ai_addr, a->ai_addrlen) != 0) {  // a machine without IPv6
+      if (fd >= 0) close(fd);
+      continue;
+    }
     timeval wait{.tv_sec = 5, .tv_usec = 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
-    ASSERT_EQ(connect(fd, a->ai_addr, a->ai_addrlen), 0);
     const std::string beat = rpc::EncodeBeat(
         BeatDatagram{.kind = BeatKind::kBeat, .incarnation = 1, .sequence = ++sequence, .node_id = "n1"}, key);
     ASSERT_GT(send(fd, beat.data(), beat.size(), 0), 0);
@@ -229,6 +232,7 @@ TEST(BeatServerBindTest, EveryAddressOfTheHostIsServedOnOnePort) {
     close(fd);
   }
   freeaddrinfo(found);
+  EXPECT_GE(sequence, 1u);
   EXPECT_EQ((*bound)->counts().ok, sequence);
 }
 
