@@ -1,7 +1,8 @@
 // Agent: keeps one host registered with the head. Registers — with every bundle of its ledger and every worker it
 // runs or remembers, so that the head reconciles rather than forgets — heartbeats at the period the head asks for
 // on one stream (HeadService.HeartbeatStream, reopened with backoff when it breaks; the channel's keepalive pings
-// notice a head that vanished without closing it),
+// notice a head that vanished without closing it) — a beat that reports nothing new goes instead as a signed UDP
+// datagram (beat_sender.h) whenever the head answered the latest one —
 // registers again when the head says it does not know this incarnation (the head restarted, or declared this node
 // dead), and keeps retrying with backoff while the head is unreachable. The head's answer to a registration names
 // the bundles to release and the workers to stop (those it does not hold here); everything else keeps running.
