@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "torus/common/clock.h"
 #include "torus/rpc/beat_datagram.h"
 
@@ -186,10 +188,15 @@ TEST_F(BeatServerTest, ANodeWithoutAnOpenHeartbeatStreamIsNotHeardByDatagram) {
   EXPECT_EQ(liveness_.SilentMicros(NodeId("n3")), 1'000'000);
 }
 
-TEST(BeatServerBindTest, APortInUseIsRefusedNamingTheAddress) {
+// What a BeatServer needs, for tests of its binding.
+class BeatServerBindTest : public ::testing::Test {
+ protected:
   FakeClock clock;
-  Liveness liveness(&clock);
-  NodeCallers callers("token", false);
+  Liveness liveness{&clock};
+  NodeCallers callers{"token", false};
+};
+
+TEST_F(BeatServerBindTest, APortInUseIsRefusedNamingTheAddress) {
   auto first = BeatServer::Bind("127.0.0.1", 0, &liveness, &callers);
   ASSERT_TRUE(first.ok()) << first.status();
   auto second = BeatServer::Bind("127.0.0.1", (*first)->port(), &liveness, &callers);
@@ -200,10 +207,7 @@ TEST(BeatServerBindTest, APortInUseIsRefusedNamingTheAddress) {
             absl::StatusCode::kUnavailable);
 }
 
-TEST(BeatServerBindTest, EveryAddressOfTheHostIsServedOnOnePort) {
-  FakeClock clock;
-  Liveness liveness(&clock);
-  NodeCallers callers("token", false);
+TEST_F(BeatServerBindTest, EveryAddressOfTheHostIsServedOnOnePort) {
   auto bound = BeatServer::Bind("localhost", 0, &liveness, &callers);
   ASSERT_TRUE(bound.ok()) << bound.status();
   liveness.Registered(NodeId("n1"), 1, ResourceSet());
@@ -216,23 +220,31 @@ TEST(BeatServerBindTest, EveryAddressOfTheHostIsServedOnOnePort) {
   addrinfo* found = nullptr;
   ASSERT_EQ(getaddrinfo("localhost", std::to_string((*bound)->port()).c_str(), &hints, &found), 0);
   uint64_t sequence = 0;
+  std::set<int> answered;  // address families
+  uint64_t answers = 0;
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
     const int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, a->ai_addr, a->ai_addrlen) != 0) {  // a machine without IPv6
-      if (fd >= 0) close(fd);
+    if (a->ai_family == AF_INET6 && (fd < 0 || connect(fd, a->ai_addr, a->ai_addrlen) != 0)) {
+      close(fd);  // a machine without IPv6: only ::1 may be missing
       continue;
     }
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(connect(fd, a->ai_addr, a->ai_addrlen), 0);
     timeval wait{.tv_sec = 5, .tv_usec = 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
     const std::string beat = rpc::EncodeBeat(
         BeatDatagram{.kind = BeatKind::kBeat, .incarnation = 1, .sequence = ++sequence, .node_id = "n1"}, key);
     ASSERT_GT(send(fd, beat.data(), beat.size(), 0), 0);
     char buffer[rpc::kMaxBeatDatagramBytes];
-    EXPECT_GT(recv(fd, buffer, sizeof(buffer), 0), 0) << "no answer on address family " << a->ai_family;
+    if (recv(fd, buffer, sizeof(buffer), 0) > 0) {
+      answered.insert(a->ai_family);
+      ++answers;
+    }
     close(fd);
   }
   freeaddrinfo(found);
-  EXPECT_GE(sequence, 1u);
+  EXPECT_TRUE(answered.contains(AF_INET));  // 127.0.0.1 always
+  EXPECT_EQ(answers, sequence);             // and every other address tried
   EXPECT_EQ((*bound)->counts().ok, sequence);
 }
 
