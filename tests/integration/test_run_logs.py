@@ -58,6 +58,9 @@ def test_a_waiting_read_of_all_ranks_answers_when_any_rank_writes(torus, tmp_pat
         go.write_text("")
         reader.join(timeout=50)
         assert [r["data"] for r in answer["ranks"]] == ["", "", "rank 2 late\n", ""]
+        # The silent ranks' waits were cut short: nothing new from them, read again from where they were.
+        assert [r["next_offset"] for r in answer["ranks"]] == [ups[0], ups[1], ups[2] + len("rank 2 late\n"), ups[3]]
+        assert not any(r["finished"] for r in answer["ranks"])
         assert torus.ok("train", "stop", "waiter").stdout == "waiter stopped\n"
         code, out, err = finish(proc, timeout=30)
     finally:
@@ -66,6 +69,39 @@ def test_a_waiting_read_of_all_ranks_answers_when_any_rank_writes(torus, tmp_pat
     # `torus train` printed every line, the late one too, and how the run ended.
     assert sorted(out.splitlines()) == sorted([f"[rank {r}] rank {r} up" for r in range(4)] + ["[rank 2] rank 2 late"])
     assert "STOPPED" in err
+
+
+def test_a_waiting_read_of_all_ranks_answers_when_the_last_silent_rank_ends(torus, tmp_path):
+    torus.up()
+    go = tmp_path / "go"
+    proc = start_train(torus, tmp_path, *V6E_4X4, "--name", "enders", command=[
+        "sh", "-c", f'echo "rank $RANK up"; if [ "$RANK" = 3 ]; then while [ ! -e {go} ]; do sleep 0.05; done; fi'])
+    try:
+        run = wait_until(lambda: (lambda r: r if r and r["status"] == "RUNNING" else None)(
+            run_view(torus, "enders")), 30, message="the run to start")
+        ups = [len(f"rank {r} up\n") for r in range(4)]
+        first = wait_until(lambda: (lambda v: v if [c.get("next_offset") for c in v["ranks"]] == ups and all(
+            c["finished"] for c in v["ranks"][:3]) else None)(run_logs(torus, run["run_id"], "")), 10,
+            message="every rank's first line, and ranks 0-2 ended")
+        assert not first["ranks"][3]["finished"]
+        offsets = ",".join(str(n) for n in ups)
+        # Three ranks have ended without more output and rank 3 runs silently: the read waits for its end.
+        answer = {}
+        reader = threading.Thread(target=lambda: answer.update(
+            run_logs(torus, run["run_id"], f"offsets={offsets}&wait_ms=60000", timeout=45)))
+        reader.start()
+        time.sleep(1)
+        assert not answer, "it answered while rank 3 still ran and nobody wrote"
+        go.write_text("")
+        reader.join(timeout=50)
+        assert [(r["data"], r["next_offset"], r["finished"]) for r in answer["ranks"]] == [
+            ("", n, True) for n in ups]
+        code, out, err = finish(proc, timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 0, err
+    assert sorted(out.splitlines()) == sorted(f"[rank {r}] rank {r} up" for r in range(4))
 
 
 def test_logs_of_a_rank_the_run_lacks_is_an_error(torus, tmp_path):

@@ -139,7 +139,7 @@ class HttpApiClient {
                                          int64_t wait_ms = 0);
   // Every rank's output of attempt `attempt` (0: the current one) in one request, rank r from offsets[r] (empty:
   // every rank from 0; otherwise one per rank).
-  // With `wait_ms` > 0 the head answers when a rank that runs writes or ends, or after that long.
+  // With `wait_ms` > 0 the head answers when a rank that runs writes or all of them have ended, or after that long.
   absl::StatusOr<RunLogs> ReadRunLogs(const std::string& id_or_name, int attempt, const std::vector<int64_t>& offsets,
                                       int64_t wait_ms = 0);
 

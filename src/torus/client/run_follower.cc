@@ -153,8 +153,11 @@ absl::StatusOr<nlohmann::json> FollowRun(HttpApiClient& http, const std::string&
     }
     Drained drained;
     if (shown_attempt > 0) {
+      // While the run runs, the read waits for output of any rank, or for all of them to end (which is how a run
+      // changes while its workers run: a stop or a failure ends them); it answers at once when there is output.
       const int ranks = static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size());
-      auto read = Drain(http, waiter, id, shown_attempt, ranks, rank, offsets, printer);
+      const bool wait = options.follow && !IsTerminalStatus(status);
+      auto read = Drain(http, waiter, id, shown_attempt, ranks, rank, offsets, printer, wait ? wait_ms : 0);
       if (!read.ok()) return read.status();
       drained = *read;
     }
@@ -172,15 +175,8 @@ absl::StatusOr<nlohmann::json> FollowRun(HttpApiClient& http, const std::string&
       }
       return *run;
     }
-    if (any) continue;
-    if (shown_attempt > 0 && !drained.complete && !IsTerminalStatus(status)) {
-      // Nothing new while ranks run: wait for the output of any of them, or the end of one (which is how a run
-      // changes while its workers run: a stop or a failure ends them).
-      const int ranks = static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size());
-      auto read = Drain(http, waiter, id, shown_attempt, ranks, rank, offsets, printer, wait_ms);
-      if (!read.ok()) return read.status();
-      continue;
-    }
+    // Output came, or the wait for it ended with ranks still running: read the run again, and wait again.
+    if (any || (shown_attempt > 0 && !drained.complete && !IsTerminalStatus(status))) continue;
     // Nothing new and no rank running: wait for the run's next change (an attempt starting, its status).
     const std::string run_id = (*run)["run_id"].get<std::string>();
     auto changes = waiter.Retry([&] { return http.WaitEvents(&*cursor, {.ids = {run_id}}, wait_ms); });

@@ -1,8 +1,8 @@
 // Following a gang run as `torus train` and the Python trainers do: every rank's output as it comes (prefixed
 // "[rank N] ", or one rank bare), a line per attempt ("[torus] attempt 2: 4 workers, resuming from ..."), the
-// failed attempt's reason and evidence, and at the end the run's status, message and goodput. Changes of the run
-// are waited for on the head's event stream (no polling); output is read again at each change and at least once a
-// second while the run runs. A restart of the head is waited out (HeadWaiter).
+// failed attempt's reason and evidence, and at the end the run's status, message and goodput. While ranks run, one
+// read of all of them waits for the output of any or the end of all; otherwise the run's changes are waited for on
+// the head's event stream (no polling). A restart of the head is waited out (HeadWaiter).
 //
 // Example:
 //   auto run = torus::client::FollowRun(*http, "run-7037b84a20", {.follow = true});

@@ -44,8 +44,8 @@ void ExitReporter::Report(const WorkerExit& exit) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (queue_.size() >= std::max<size_t>(options_.max_queued, 1)) {
-      // Keep the report in flight; drop the oldest waiting one.
-      auto victim = queue_.begin() + (in_flight_ ? 1 : 0);
+      // Keep the reports in flight; drop the oldest waiting one.
+      auto victim = queue_.begin() + static_cast<std::ptrdiff_t>(in_flight_);
       if (victim != queue_.end()) {
         spdlog::warn("exit report queue full: dropped the report of worker {}", victim->worker_id);
         queue_.erase(victim);
@@ -58,7 +58,7 @@ void ExitReporter::Report(const WorkerExit& exit) {
 
 bool ExitReporter::WaitIdle(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [this] { return queue_.empty() && !in_flight_; });
+  return cv_.wait_for(lock, timeout, [this] { return queue_.empty() && in_flight_ == 0; });
 }
 
 size_t ExitReporter::Pending() const {
@@ -73,17 +73,39 @@ void ExitReporter::SenderLoop() {
   while (true) {
     cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
-    const WorkerExit exit = queue_.front();
-    in_flight_ = true;
+    in_flight_ = std::min(queue_.size(), std::max<size_t>(options_.max_batch, 1));
+    const std::vector<WorkerExit> batch(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(in_flight_));
     lock.unlock();
-    const absl::Status status = send_(exit);
+    const std::vector<absl::Status> answers = send_(batch);
     lock.lock();
-    in_flight_ = false;
-    const ReportOutcome outcome = ClassifyReportReply(status);
-    if (outcome == ReportOutcome::kRetry) {
-      std::string error = absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
+    in_flight_ = 0;
+    // The reports the head took (or refused for good) leave the queue, in order, up to the first it did not take.
+    size_t taken = 0;
+    absl::Status retry = absl::UnavailableError("the head did not answer for this report");
+    for (; taken < batch.size(); ++taken) {
+      const absl::Status status = taken < answers.size() ? answers[taken] : retry;
+      const ReportOutcome outcome = ClassifyReportReply(status);
+      if (outcome == ReportOutcome::kRetry) {
+        retry = status;
+        break;
+      }
+      if (outcome == ReportOutcome::kRejected) {
+        if (status.code() == absl::StatusCode::kUnimplemented) {
+          spdlog::info("head does not track workers: exit of worker {} not reported", batch[taken].worker_id);
+        } else {
+          spdlog::warn("head refused the exit report of worker {} ({}: {}); dropped", batch[taken].worker_id,
+                       absl::StatusCodeToString(status.code()), std::string(status.message()));
+        }
+      }
+    }
+    // A report dropped from a full queue meanwhile was one waiting behind the batch, never one of it.
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(taken));
+    cv_.notify_all();
+    if (taken < batch.size()) {
+      std::string error = absl::StrCat(absl::StatusCodeToString(retry.code()), ": ", retry.message());
       if (error != last_error) {
-        spdlog::warn("cannot report the exit of worker {} to the head ({}); will retry", exit.worker_id, error);
+        spdlog::warn("cannot report the exit of worker {} to the head ({}); will retry", batch[taken].worker_id,
+                     error);
       }
       last_error = std::move(error);
       cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return stopping_; });
@@ -93,42 +115,42 @@ void ExitReporter::SenderLoop() {
     if (!last_error.empty()) spdlog::info("head reachable again for exit reports");
     last_error.clear();
     backoff_ms = options_.initial_backoff_ms;
-    if (outcome == ReportOutcome::kRejected) {
-      if (status.code() == absl::StatusCode::kUnimplemented) {
-        spdlog::info("head does not track workers: exit of worker {} not reported", exit.worker_id);
-      } else {
-        spdlog::warn("head refused the exit report of worker {} ({}: {}); dropped", exit.worker_id,
-                     absl::StatusCodeToString(status.code()), std::string(status.message()));
-      }
-    }
-    queue_.pop_front();
-    cv_.notify_all();
   }
 }
 
 ExitReporter::SendFn MakeHeadExitSender(std::shared_ptr<grpc::Channel> channel, std::string token,
                                         std::string node_id) {
   std::shared_ptr<rpc::HeadService::Stub> stub = rpc::HeadService::NewStub(channel);
-  return [stub, token = std::move(token), node_id = std::move(node_id)](const WorkerExit& exit) {
+  return [stub, token = std::move(token), node_id = std::move(node_id)](const std::vector<WorkerExit>& exits) {
     rpc::WorkerExitedRequest request;
     request.set_node_id(node_id);
-    request.set_worker_id(exit.worker_id);
-    request.set_owner(exit.owner);
-    request.set_exit_code(exit.exit_code);
-    request.set_signal(exit.signal);
-    request.set_end_time_ms(exit.end_time_ms);
-    request.set_pid(exit.pid);
-    request.set_start_time_ms(exit.start_time_ms);
-    request.set_stopped(exit.stopped);
-    request.set_oom_killed(exit.oom_killed);
-    request.set_peak_rss_bytes(exit.peak_rss_bytes);
-    request.set_output_tail(exit.output_tail);
-    request.set_accelerator_error(exit.accelerator_error);
+    for (const WorkerExit& exit : exits) {
+      rpc::WorkerExitReport* r = request.add_exits();
+      r->set_worker_id(exit.worker_id);
+      r->set_owner(exit.owner);
+      r->set_exit_code(exit.exit_code);
+      r->set_signal(exit.signal);
+      r->set_end_time_ms(exit.end_time_ms);
+      r->set_pid(exit.pid);
+      r->set_start_time_ms(exit.start_time_ms);
+      r->set_stopped(exit.stopped);
+      r->set_oom_killed(exit.oom_killed);
+      r->set_peak_rss_bytes(exit.peak_rss_bytes);
+      r->set_output_tail(exit.output_tail);
+      r->set_accelerator_error(exit.accelerator_error);
+    }
     grpc::ClientContext ctx;
     ctx.AddMetadata(rpc::kAuthMetadataKey, absl::StrCat("Bearer ", token));
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     rpc::WorkerExitedReply reply;
-    return rpc::FromGrpc(stub->WorkerExited(&ctx, request, &reply));
+    const absl::Status call = rpc::FromGrpc(stub->WorkerExited(&ctx, request, &reply));
+    if (!call.ok()) return std::vector<absl::Status>(exits.size(), call);
+    std::vector<absl::Status> out;
+    for (const rpc::WorkerExitResult& r : reply.results()) {
+      out.push_back(r.error_code() == 0 ? absl::OkStatus()
+                                        : absl::Status(static_cast<absl::StatusCode>(r.error_code()), r.error()));
+    }
+    return out;
   };
 }
 

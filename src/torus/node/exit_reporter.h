@@ -1,7 +1,8 @@
-// ExitReporter: tells the head that workers exited, in the order they did. One sender thread delivers the oldest
-// report until the head acknowledges it, retrying with backoff while the head is unreachable or restarting; a
-// report the head refuses for good (unknown worker, bad request, or a head that does not track workers) is
-// dropped with a log line.
+// ExitReporter: tells the head that workers exited, in the order they did. One sender thread delivers what is queued
+// in one call (at most `max_batch` reports, oldest first: exits that come while a call is under way go together in
+// the next), retrying from the first report the head has not taken, with backoff, while the head is unreachable or
+// restarting; a report the head refuses for good (unknown worker, bad request, or a head that does not track
+// workers) is dropped with a log line.
 //
 // Thread-safety: thread-safe. `send` runs on the sender thread only.
 #pragma once
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
@@ -34,12 +36,14 @@ struct ExitReporterOptions {
   int64_t initial_backoff_ms = 100;
   int64_t max_backoff_ms = 2000;
   size_t max_queued = 10000;  // beyond this the oldest reports are dropped
+  size_t max_batch = 64;      // reports in one call
 };
 
 class ExitReporter {
  public:
-  // Delivers one report; the status is the head's answer.
-  using SendFn = std::function<absl::Status(const WorkerExit&)>;
+  // Delivers reports in one call; the answer has the head's status of each, in order. A call that failed answers
+  // with its status for every report; an answer shorter than the reports leaves the rest to be sent again.
+  using SendFn = std::function<std::vector<absl::Status>(const std::vector<WorkerExit>&)>;
 
   explicit ExitReporter(SendFn send, ExitReporterOptions options = {});
   // Stops the sender; reports not yet delivered are dropped.
@@ -62,13 +66,13 @@ class ExitReporter {
   const ExitReporterOptions options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;                        // new report, idle, or stopping
-  std::deque<WorkerExit> queue_;                      // guarded by mu_; front() is in flight while sending
-  bool in_flight_ = false;                            // guarded by mu_
+  std::deque<WorkerExit> queue_;                      // guarded by mu_; the first in_flight_ are being sent
+  size_t in_flight_ = 0;                              // guarded by mu_
   bool stopping_ = false;                             // guarded by mu_
   std::thread sender_;
 };
 
-// The agent's sender: HeadService.WorkerExited over `channel`, with the cluster token, as node `node_id`.
+// The agent's sender: HeadService.WorkerExited (several exits a call) over `channel`, with the cluster token, as node `node_id`.
 ExitReporter::SendFn MakeHeadExitSender(std::shared_ptr<grpc::Channel> channel, std::string token,
                                         std::string node_id);
 

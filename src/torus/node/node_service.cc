@@ -441,10 +441,11 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLogs(grpc::CallbackServerCo
     return FinishCall(ctx, InvalidArgument("wait_ms must be 0..60000"));
   }
   if (request->reads_size() > 4096) return FinishCall(ctx, InvalidArgument("at most 4096 reads in one call"));
-  // Reads every log; true when one has something new or has ended (or cannot be read): nothing to wait for.
+  // Reads every log; true when one has something new (or cannot be read) or all have ended: nothing to wait for.
   auto answer = [this, request, reply]() -> bool {
     reply->clear_results();
-    bool settled = request->reads_size() == 0;
+    bool settled = false;
+    bool all_ended = true;
     for (const rpc::ReadWorkerLogRequest& read : request->reads()) {
       rpc::ReadWorkerLogResult* result = reply->add_results();
       absl::StatusOr<LogChunk> chunk = absl::InvalidArgumentError("offset must be >= 0");
@@ -461,12 +462,13 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLogs(grpc::CallbackServerCo
         settled = true;
         continue;
       }
-      settled = settled || !chunk->data.empty() || chunk->finished;
+      settled = settled || !chunk->data.empty();
+      all_ended = all_ended && chunk->finished;
       result->mutable_chunk()->set_data(std::move(chunk->data));
       result->mutable_chunk()->set_next_offset(chunk->next_offset);
       result->mutable_chunk()->set_finished(chunk->finished);
     }
-    return settled;
+    return settled || all_ended;
   };
   if (answer() || request->wait_ms() == 0) return FinishCall(ctx, grpc::Status::OK);
   {
@@ -479,7 +481,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLogs(grpc::CallbackServerCo
   std::thread([this, ctx, request, reactor, deadline, answer] {
     std::vector<std::pair<std::string, int64_t>> logs;
     for (const rpc::ReadWorkerLogRequest& read : request->reads()) logs.emplace_back(read.worker_id(), read.offset());
-    workers_->WaitForAnyLog(logs, deadline, [this, ctx] { return stopping_.load() || ctx->IsCancelled(); })
+    workers_->WaitForLogs(logs, deadline, [this, ctx] { return stopping_.load() || ctx->IsCancelled(); })
         .IgnoreError();  // a worker forgotten meanwhile: the reads say so
     answer();
     reactor->Finish(grpc::Status::OK);

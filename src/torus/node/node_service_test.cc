@@ -219,6 +219,21 @@ TEST_F(NodeServiceTest, ReadWorkerLogsAnswersEachReadAndWaitsForAnyOfThem) {
   EXPECT_EQ(refused.error_message(), "wait_ms must be 0..60000");
 }
 
+// An exit without output does not end a wait of several reads while another of them runs; the exit of all does.
+TEST_F(NodeServiceTest, ReadWorkerLogsWaitsForTheEndOfAllWhenNoneWrites) {
+  rpc::StartWorkerReply started;
+  ASSERT_TRUE(Start("brief", {"/bin/sh", "-c", "sleep 0.1"}, &started).ok());
+  ASSERT_TRUE(Start("longer", {"/bin/sh", "-c", "sleep 0.6"}, &started).ok());
+  rpc::ReadWorkerLogsRequest request;
+  for (const char* id : {"brief", "longer"}) request.add_reads()->set_worker_id(id);
+  request.set_wait_ms(20'000);
+  rpc::ReadWorkerLogsReply reply;
+  ASSERT_TRUE(stub_->ReadWorkerLogs(Ctx().get(), request, &reply).ok());
+  ASSERT_EQ(reply.results_size(), 2);
+  EXPECT_TRUE(reply.results(0).chunk().finished());
+  EXPECT_TRUE(reply.results(1).chunk().finished());  // answered once the longer one ended too
+}
+
 TEST_F(NodeServiceTest, ListAndReadLogs) {
   std::ofstream(dir_ + "/tpu/tpu_driver.INFO") << "libtpu says hi\n";
   rpc::StartWorkerReply started;

@@ -151,9 +151,9 @@ class WorkerSupervisor {
   // the file's changes (inotify) and by the worker's exit. NotFound for an unknown id.
   absl::Status WaitForLog(const std::string& worker_id, int64_t offset, std::chrono::steady_clock::time_point deadline,
                           const std::function<bool()>& cancelled);
-  // The same for several workers at once: returns once any of them has more output than its offset or has exited
-  // (or at the deadline, or when cancelled). NotFound names the first unknown worker.
-  absl::Status WaitForAnyLog(const std::vector<std::pair<std::string, int64_t>>& logs,
+  // The same for several workers at once: returns once any of them has more output than its offset, or every one
+  // of them has exited (or at the deadline, or when cancelled). NotFound names the first unknown worker.
+  absl::Status WaitForLogs(const std::vector<std::pair<std::string, int64_t>>& logs,
                              std::chrono::steady_clock::time_point deadline, const std::function<bool()>& cancelled);
 
   // Every known worker, running and finished, ordered by id.

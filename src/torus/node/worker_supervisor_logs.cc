@@ -75,18 +75,20 @@ absl::StatusOr<LogChunk> WorkerSupervisor::ReadLog(const std::string& worker_id,
 absl::Status WorkerSupervisor::WaitForLog(const std::string& worker_id, int64_t offset,
                                           std::chrono::steady_clock::time_point deadline,
                                           const std::function<bool()>& cancelled) {
-  return WaitForAnyLog({{worker_id, offset}}, deadline, cancelled);
+  return WaitForLogs({{worker_id, offset}}, deadline, cancelled);
 }
 
-absl::Status WorkerSupervisor::WaitForAnyLog(const std::vector<std::pair<std::string, int64_t>>& logs,
-                                             std::chrono::steady_clock::time_point deadline,
-                                             const std::function<bool()>& cancelled) {
+absl::Status WorkerSupervisor::WaitForLogs(const std::vector<std::pair<std::string, int64_t>>& logs,
+                                           std::chrono::steady_clock::time_point deadline,
+                                           const std::function<bool()>& cancelled) {
   // Woken by writes to the logs (inotify) and by a worker's exit (an eventfd the reaper signals, so that an exit
-  // that closed its log before the watch was set still wakes it); `cancelled` is asked every tick.
+  // that closed its log before the watch was set still wakes it); `cancelled` is asked every tick. A worker that has
+  // ended is not waited on: what it wrote is all there is.
   constexpr auto kTick = std::chrono::milliseconds(100);
   const int exited = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (exited < 0) return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
-  std::vector<std::pair<std::string, int64_t>> paths;  // log path, offset
+  std::vector<std::pair<std::string, int64_t>> paths;  // log path, offset, of the running ones
+  std::vector<std::string> running;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [worker_id, offset] : logs) {
@@ -95,13 +97,15 @@ absl::Status WorkerSupervisor::WaitForAnyLog(const std::vector<std::pair<std::st
         close(exited);
         return absl::NotFoundError(absl::StrCat("no worker ", worker_id, " on this node"));
       }
-      if (!it->second.info.running) {  // ended: what it wrote is all there is
-        close(exited);
-        return absl::OkStatus();
-      }
+      if (!it->second.info.running) continue;
       paths.emplace_back(it->second.info.log_path, offset);
+      running.push_back(worker_id);
     }
-    for (const auto& [worker_id, offset] : logs) log_waiters_.emplace(worker_id, exited);
+    for (const std::string& worker_id : running) log_waiters_.emplace(worker_id, exited);
+  }
+  if (running.empty()) {
+    close(exited);
+    return absl::OkStatus();
   }
   const int watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   for (const auto& [path, offset] : paths) {
@@ -117,16 +121,28 @@ absl::Status WorkerSupervisor::WaitForAnyLog(const std::vector<std::pair<std::st
     }
     return false;
   };
-  while (!cancelled() && !written()) {
+  auto all_ended = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& worker_id : running) {
+      auto it = workers_.find(worker_id);
+      if (it != workers_.end() && it->second.info.running) return false;
+    }
+    return true;
+  };
+  // (An exit before the waiters were registered is caught by the first check.)
+  while (!cancelled() && !written() && !all_ended()) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
     const auto slice = std::min<std::chrono::steady_clock::duration>(deadline - now, kTick);
     const int ms = std::max<int>(1, std::chrono::duration_cast<std::chrono::milliseconds>(slice).count());
     pollfd fds[2] = {{exited, POLLIN, 0}, {watch, POLLIN, 0}};
     if (poll(fds, watch >= 0 ? 2 : 1, ms) <= 0) continue;
-    if (fds[0].revents & POLLIN) break;  // one exited: what it wrote is all there is
+    if (fds[0].revents & POLLIN) {
+      uint64_t count = 0;
+      [[maybe_unused]] ssize_t n = read(exited, &count, sizeof(count));  // one exited: the loop asks whether all did
+    }
     alignas(inotify_event) char buffer[4096];
-    while (read(watch, buffer, sizeof(buffer)) > 0) {
+    while (watch >= 0 && read(watch, buffer, sizeof(buffer)) > 0) {
     }
   }
   {

@@ -436,23 +436,31 @@ TEST_F(WorkerSupervisorTest, WaitForLogEndsWhenCancelledAndKnowsNoStranger) {
   ASSERT_TRUE(supervisor_->Stop("idle", 0).ok());
 }
 
-TEST_F(WorkerSupervisorTest, WaitForAnyLogReturnsWhenOneOfSeveralWritesOrEnds) {
+TEST_F(WorkerSupervisorTest, WaitForLogsReturnsWhenOneOfSeveralWritesOrAllEnd) {
   ASSERT_TRUE(StartShell("quiet", "exec sleep 30").ok());
   ASSERT_TRUE(StartShell("talker", "sleep 0.3; echo late; exec sleep 30").ok());
   const auto deadline = std::chrono::steady_clock::now() + seconds(20);
-  ASSERT_TRUE(supervisor_->WaitForAnyLog({{"quiet", 0}, {"talker", 0}}, deadline, [] { return false; }).ok());
+  ASSERT_TRUE(supervisor_->WaitForLogs({{"quiet", 0}, {"talker", 0}}, deadline, [] { return false; }).ok());
   EXPECT_LT(std::chrono::steady_clock::now(), deadline);
   EXPECT_EQ(Log("talker"), "late\n");
   EXPECT_EQ(Log("quiet"), "");
 
-  // An exit ends it too, even without output.
-  ASSERT_TRUE(StartShell("brief", "sleep 0.3").ok());
-  const auto later = std::chrono::steady_clock::now() + seconds(20);
-  ASSERT_TRUE(supervisor_->WaitForAnyLog({{"quiet", 0}, {"brief", 0}}, later, [] { return false; }).ok());
-  EXPECT_LT(std::chrono::steady_clock::now(), later);
+  // One exit without output does not end it while another runs: it lasts to the deadline.
+  ASSERT_TRUE(StartShell("brief", "sleep 0.2").ok());
+  const auto soon = std::chrono::steady_clock::now() + milliseconds(800);
+  ASSERT_TRUE(supervisor_->WaitForLogs({{"quiet", 0}, {"brief", 0}}, soon, [] { return false; }).ok());
+  EXPECT_GE(std::chrono::steady_clock::now(), soon);
   ASSERT_TRUE(exits_.WaitFor("brief").has_value());
 
-  EXPECT_EQ(supervisor_->WaitForAnyLog({{"quiet", 0}, {"nobody", 0}}, deadline, [] { return false; }).message(),
+  // The exit of all does, even without output; one that has already ended is not waited on.
+  ASSERT_TRUE(StartShell("short", "sleep 0.3").ok());
+  const auto later = std::chrono::steady_clock::now() + seconds(20);
+  ASSERT_TRUE(supervisor_->WaitForLogs({{"brief", 0}, {"short", 0}}, later, [] { return false; }).ok());
+  EXPECT_LT(std::chrono::steady_clock::now(), later);
+  for (const WorkerInfo& w : supervisor_->List()) EXPECT_TRUE(w.worker_id != "short" || !w.running);
+  ASSERT_TRUE(exits_.WaitFor("short").has_value());
+
+  EXPECT_EQ(supervisor_->WaitForLogs({{"quiet", 0}, {"nobody", 0}}, deadline, [] { return false; }).message(),
             "no worker nobody on this node");
 }
 

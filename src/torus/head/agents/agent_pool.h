@@ -91,12 +91,11 @@ class AgentPool {
   virtual void StopWorkers(const std::vector<std::pair<std::string, WorkerId>>& targets_and_workers,
                            int64_t grace_ms) = 0;
   // Workers' output, one chunk per read: one call per agent, carrying all its reads, the agents in parallel. A read
-  // with wait_ms > 0 makes its agent's call wait until any of that agent's reads has something new or has ended.
+  // with wait_ms > 0 makes its agent's call wait until one of that agent's reads has output, or all their workers
+  // have ended; once an agent answers with output, the other agents' calls are cancelled and their reads answer
+  // "nothing new" (no data, the read's offset, not finished).
   virtual std::vector<absl::StatusOr<LogChunk>> ReadWorkerLogs(const std::vector<LogRead>& reads) = 0;
   absl::StatusOr<LogChunk> ReadWorkerLog(const LogRead& read) { return ReadWorkerLogs({read}).front(); }
-  // Returns once any of `reads` has output after its offset or its worker has ended (or its agent fails), or when
-  // every read's wait_ms has passed; the other waits are cancelled then. It reads nothing (ReadWorkerLogs then).
-  virtual void WaitForAnyLog(const std::vector<LogRead>& reads) = 0;
   // A TCP port that was free on the agent's host a moment ago.
   virtual absl::StatusOr<int> FreePort(const std::string& target) = 0;
   // The host's log files (agent, libtpu, workers) and a piece of one.

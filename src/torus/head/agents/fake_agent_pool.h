@@ -60,7 +60,6 @@ class FakeAgentPool final : public AgentPool {
                    int64_t grace_ms) override;
   // Each worker's log is "log of <worker id>\n"; waits are not simulated.
   std::vector<absl::StatusOr<LogChunk>> ReadWorkerLogs(const std::vector<LogRead>& reads) override;
-  void WaitForAnyLog(const std::vector<LogRead>&) override {}  // a fake log is all there at once
   absl::StatusOr<int> FreePort(const std::string& target) override;
   absl::StatusOr<rpc::ListLogsReply> ListLogs(const std::string& target) override;
   absl::StatusOr<rpc::ReadLogReply> ReadLog(const std::string& target, const rpc::ReadLogRequest& request) override;

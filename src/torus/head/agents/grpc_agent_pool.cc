@@ -1,6 +1,7 @@
 #include "torus/head/agents/grpc_agent_pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -264,16 +265,14 @@ std::vector<AgentReads> ByAgent(const std::vector<LogRead>& reads) {
   return out;
 }
 
-// One agent's call: its reads, waiting as long as the longest of theirs. A `probe` reads a byte of each (enough to
-// know whether there is any).
-void FillRequest(const std::vector<LogRead>& reads, const AgentReads& agent, bool probe,
-                 rpc::ReadWorkerLogsRequest* req) {
+// One agent's call: its reads, waiting as long as the longest of theirs.
+void FillRequest(const std::vector<LogRead>& reads, const AgentReads& agent, rpc::ReadWorkerLogsRequest* req) {
   req->set_wait_ms(agent.wait_ms);
   for (size_t i : agent.reads) {
     rpc::ReadWorkerLogRequest* read = req->add_reads();
     read->set_worker_id(reads[i].worker.str());
     read->set_offset(reads[i].offset);
-    read->set_max_bytes(probe ? 1 : reads[i].max_bytes);
+    read->set_max_bytes(reads[i].max_bytes);
   }
 }
 
@@ -283,20 +282,38 @@ std::vector<absl::StatusOr<LogChunk>> GrpcAgentPool::ReadWorkerLogs(const std::v
   const std::vector<AgentReads> agents = ByAgent(reads);
   int64_t longest_wait = 0;
   for (const AgentReads& a : agents) longest_wait = std::max(longest_wait, a.wait_ms);
+  // Waiting: the first agent to answer with output ends the others' waits.
+  std::atomic<bool> settled{false};
+  std::function<bool(const grpc::Status&, const rpc::ReadWorkerLogsReply&)> settles;
+  if (longest_wait > 0) {
+    settles = [&settled](const grpc::Status& s, const rpc::ReadWorkerLogsReply& reply) {
+      if (!s.ok()) return false;
+      for (const rpc::ReadWorkerLogResult& r : reply.results()) {
+        if (r.error_code() == 0 && !r.chunk().data().empty()) {
+          settled = true;
+          return true;
+        }
+      }
+      return false;
+    };
+  }
   std::vector<rpc::ReadWorkerLogsReply> replies;
   std::vector<absl::Status> statuses = RunAll<rpc::ReadWorkerLogsRequest, rpc::ReadWorkerLogsReply>(
       agents.size(),
       [&](size_t i, grpc::ClientContext* ctx, rpc::ReadWorkerLogsRequest* req, rpc::ReadWorkerLogsReply* reply,
           std::function<void(grpc::Status)> done) {
-        FillRequest(reads, agents[i], /*probe=*/false, req);
+        FillRequest(reads, agents[i], req);
         StubFor(agents[i].target)->async()->ReadWorkerLogs(ctx, req, reply, std::move(done));
       },
-      token_, rpc_timeout_ + std::chrono::milliseconds(longest_wait), &replies);
+      token_, rpc_timeout_ + std::chrono::milliseconds(longest_wait), &replies, settles);
   std::vector<absl::StatusOr<LogChunk>> out(reads.size(), absl::InternalError("not read"));
   for (size_t a = 0; a < agents.size(); ++a) {
     for (size_t k = 0; k < agents[a].reads.size(); ++k) {
+      const LogRead& read = reads[agents[a].reads[k]];
       absl::StatusOr<LogChunk>& chunk = out[agents[a].reads[k]];
-      if (!statuses[a].ok()) {
+      if (settled && statuses[a].code() == absl::StatusCode::kCancelled) {
+        chunk = LogChunk{"", read.offset, false};  // its wait was ended by another agent's output
+      } else if (!statuses[a].ok()) {
         chunk = statuses[a];
       } else if (static_cast<int>(k) >= replies[a].results_size()) {
         chunk = absl::InternalError("the agent answered fewer reads than asked");
@@ -308,28 +325,6 @@ std::vector<absl::StatusOr<LogChunk>> GrpcAgentPool::ReadWorkerLogs(const std::v
     }
   }
   return out;
-}
-
-void GrpcAgentPool::WaitForAnyLog(const std::vector<LogRead>& reads) {
-  const std::vector<AgentReads> agents = ByAgent(reads);
-  int64_t longest_wait = 0;
-  for (const AgentReads& a : agents) longest_wait = std::max(longest_wait, a.wait_ms);
-  RunAll<rpc::ReadWorkerLogsRequest, rpc::ReadWorkerLogsReply>(
-      agents.size(),
-      [&](size_t i, grpc::ClientContext* ctx, rpc::ReadWorkerLogsRequest* req, rpc::ReadWorkerLogsReply* reply,
-          std::function<void(grpc::Status)> done) {
-        FillRequest(reads, agents[i], /*probe=*/true, req);
-        StubFor(agents[i].target)->async()->ReadWorkerLogs(ctx, req, reply, std::move(done));
-      },
-      token_, rpc_timeout_ + std::chrono::milliseconds(longest_wait), nullptr,
-      [](const grpc::Status& s, const rpc::ReadWorkerLogsReply& reply) {
-        // An agent that fails, or a read that does, answers at once: it settles too, rather than being waited on.
-        if (!s.ok()) return true;
-        for (const rpc::ReadWorkerLogResult& r : reply.results()) {
-          if (r.error_code() != 0 || !r.chunk().data().empty() || r.chunk().finished()) return true;
-        }
-        return false;
-      });
 }
 
 absl::StatusOr<int> GrpcAgentPool::FreePort(const std::string& target) {

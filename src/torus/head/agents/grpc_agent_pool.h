@@ -32,7 +32,6 @@ class GrpcAgentPool final : public AgentPool {
   void StopWorkers(const std::vector<std::pair<std::string, WorkerId>>& targets_and_workers,
                    int64_t grace_ms) override;
   std::vector<absl::StatusOr<LogChunk>> ReadWorkerLogs(const std::vector<LogRead>& reads) override;
-  void WaitForAnyLog(const std::vector<LogRead>& reads) override;
   absl::StatusOr<int> FreePort(const std::string& target) override;
   absl::StatusOr<rpc::ListLogsReply> ListLogs(const std::string& target) override;
   absl::StatusOr<rpc::ReadLogReply> ReadLog(const std::string& target, const rpc::ReadLogRequest& request) override;

@@ -223,24 +223,52 @@ grpc::ServerUnaryReactor* HeadServiceImpl::WorkerExited(grpc::CallbackServerCont
                                                         const rpc::WorkerExitedRequest* request,
                                                         rpc::WorkerExitedReply* reply) {
   if (grpc::Status auth = AuthenticateNode(ctx, request->node_id()); !auth.ok()) return Finish(ctx, auth);
-  if (request->worker_id().empty()) {
-    return Finish(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker_id is required"));
+  absl::StatusOr<ParsedExits> parsed = ParseWorkerExits(*request);
+  if (!parsed.ok()) return Finish(ctx, rpc::ToGrpc(parsed.status()));
+  std::vector<absl::Status> results(request->exits_size());
+  for (auto& [i, why] : parsed->refused) results[i] = std::move(why);
+  if (!parsed->exits.empty()) {
+    std::vector<absl::Status> done = membership_->ReportWorkerExits(NodeId(request->node_id()), std::move(parsed->exits));
+    for (size_t k = 0; k < done.size(); ++k) results[parsed->index[k]] = std::move(done[k]);
+  }
+  for (const absl::Status& s : results) {
+    rpc::WorkerExitResult* r = reply->add_results();
+    r->set_error_code(static_cast<int>(s.code()));
+    r->set_error(std::string(s.message()));
+  }
+  return Finish(ctx, grpc::Status::OK);
+}
+
+absl::StatusOr<ParsedExits> ParseWorkerExits(const rpc::WorkerExitedRequest& request) {
+  constexpr int kMaxExits = 1000;
+  if (request.exits_size() > kMaxExits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("exits: at most ", kMaxExits, " reports per call, not ", request.exits_size()));
   }
   // What the agent says about why, bounded: the head keeps it with the worker.
   constexpr size_t kMaxTail = 4096;
   constexpr size_t kMaxErrorLine = 1024;
-  WorkerExit exit{.exit_code = request->exit_code(),
-                  .signal = request->signal(),
-                  .wall_ms = request->end_time_ms(),
-                  .stopped = request->stopped(),
-                  .oom_killed = request->oom_killed(),
-                  .peak_rss_bytes = std::max<int64_t>(0, request->peak_rss_bytes()),
-                  .output_tail = request->output_tail().substr(
-                      request->output_tail().size() > kMaxTail ? request->output_tail().size() - kMaxTail : 0),
-                  .accelerator_error = request->accelerator_error().substr(0, kMaxErrorLine)};
-  absl::Status s = membership_->ReportWorkerExit(NodeId(request->node_id()), WorkerId(request->worker_id()),
-                                                 std::move(exit), request->pid(), request->start_time_ms());
-  return Finish(ctx, rpc::ToGrpc(s));
+  ParsedExits out;
+  for (int i = 0; i < request.exits_size(); ++i) {
+    const rpc::WorkerExitReport& r = request.exits(i);
+    if (r.worker_id().empty()) {
+      out.refused.emplace_back(i, absl::InvalidArgumentError(absl::StrCat("exits[", i, "].worker_id is required")));
+      continue;
+    }
+    const std::string& tail = r.output_tail();
+    out.exits.push_back({WorkerId(r.worker_id()),
+                         WorkerExit{.exit_code = r.exit_code(),
+                                    .signal = r.signal(),
+                                    .wall_ms = r.end_time_ms(),
+                                    .stopped = r.stopped(),
+                                    .oom_killed = r.oom_killed(),
+                                    .peak_rss_bytes = std::max<int64_t>(0, r.peak_rss_bytes()),
+                                    .output_tail = tail.substr(tail.size() > kMaxTail ? tail.size() - kMaxTail : 0),
+                                    .accelerator_error = r.accelerator_error().substr(0, kMaxErrorLine)},
+                         r.pid(), r.start_time_ms()});
+    out.index.push_back(i);
+  }
+  return out;
 }
 
 grpc::ServerUnaryReactor* HeadServiceImpl::ReadPackage(grpc::CallbackServerContext* ctx,

@@ -138,4 +138,14 @@ class HeadServiceImpl final : public HeadServiceBase {
 // The tags the head adds to a node's samples: node_id, and slice and worker_id when the node is a TPU slice host.
 MetricLabels NodeMetricTags(const std::string& node_id, const Labels& labels);
 
+// A WorkerExited call's reports as the head records them: each well-formed one (its output tail cut to the last
+// 4 KiB, its accelerator error to 1 KiB) with its index in the call, and an error naming the field for each other.
+// Refuses a call of more than 1,000 reports as a whole.
+struct ParsedExits {
+  std::vector<Membership::ReportedExit> exits;
+  std::vector<int> index;                           // exits[k] is report index[k]
+  std::vector<std::pair<int, absl::Status>> refused;  // (report index, why)
+};
+absl::StatusOr<ParsedExits> ParseWorkerExits(const rpc::WorkerExitedRequest& request);
+
 }  // namespace torus::head

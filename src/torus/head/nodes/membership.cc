@@ -255,19 +255,36 @@ std::vector<NodeId> Membership::ExpireSilent() {
 
 absl::Status Membership::ReportWorkerExit(const NodeId& node, const WorkerId& worker, WorkerExit exit, int64_t pid,
                                           int64_t start_ms) {
+  std::vector<ReportedExit> one;
+  one.push_back({worker, std::move(exit), pid, start_ms});
+  return ReportWorkerExits(node, std::move(one)).front();
+}
+
+std::vector<absl::Status> Membership::ReportWorkerExits(const NodeId& node, std::vector<ReportedExit> exits) {
   const int64_t wall = clock_->WallMillis();
   return store_->Update([&](Txn& txn) {
-    const Worker* w = txn.state().FindWorker(worker);
-    if (w == nullptr || w->node != node) {
-      return absl::NotFoundError(absl::StrCat("worker ", worker.str(), " is not known on node ", node.str()));
+    std::vector<absl::Status> out;
+    out.reserve(exits.size());
+    for (ReportedExit& e : exits) {
+      const Worker* w = txn.state().FindWorker(e.worker);
+      if (w == nullptr || w->node != node) {
+        out.push_back(absl::NotFoundError(absl::StrCat("worker ", e.worker.str(), " is not known on node ", node.str())));
+        continue;
+      }
+      if (w->phase == WorkerPhase::kExited) {
+        out.push_back(absl::OkStatus());
+        continue;
+      }
+      if (e.exit.wall_ms <= 0) e.exit.wall_ms = wall;
+      absl::Status s = absl::OkStatus();
+      if (w->phase == WorkerPhase::kStarting && e.pid > 0) {
+        // Its start's reply is still on the way (the worker ran and exited at once).
+        s = txn.Apply(WorkerStarted{e.worker, e.pid, e.start_ms > 0 ? e.start_ms : e.exit.wall_ms});
+      }
+      if (s.ok()) s = txn.Apply(WorkerExited{e.worker, std::move(e.exit)});
+      out.push_back(std::move(s));
     }
-    if (w->phase == WorkerPhase::kExited) return absl::OkStatus();
-    if (exit.wall_ms <= 0) exit.wall_ms = wall;
-    if (w->phase == WorkerPhase::kStarting && pid > 0) {
-      // Its start's reply is still on the way (the worker ran and exited at once).
-      TORUS_RETURN_IF_ERROR(txn.Apply(WorkerStarted{worker, pid, start_ms > 0 ? start_ms : exit.wall_ms}));
-    }
-    return txn.Apply(WorkerExited{worker, exit});
+    return out;
   });
 }
 

@@ -89,6 +89,15 @@ class Membership {
   // `exit` carries what the agent told (its wall_ms 0: now).
   absl::Status ReportWorkerExit(const NodeId& node, const WorkerId& worker, WorkerExit exit, int64_t pid = 0,
                                 int64_t start_ms = 0);
+  // Several exits of `node`'s workers, in the order they happened, in one transaction: one status per exit, each as
+  // ReportWorkerExit would answer it alone.
+  struct ReportedExit {
+    WorkerId worker;
+    WorkerExit exit;
+    int64_t pid = 0;
+    int64_t start_ms = 0;
+  };
+  std::vector<absl::Status> ReportWorkerExits(const NodeId& node, std::vector<ReportedExit> exits);
   absl::Status ReportWorkerExit(const NodeId& node, const WorkerId& worker, int exit_code, int signal,
                                 int64_t end_ms, int64_t pid = 0, int64_t start_ms = 0) {
     return ReportWorkerExit(node, worker, WorkerExit{.exit_code = exit_code, .signal = signal, .wall_ms = end_ms},

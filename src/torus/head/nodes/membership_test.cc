@@ -470,6 +470,34 @@ TEST_F(MembershipTest, ReportWorkerExit) {
   EXPECT_EQ(GetWorker("w1"), w);
 }
 
+// An agent's batch: each exit answered as it would be alone, the known ones recorded in the order reported.
+TEST_F(MembershipTest, ReportWorkerExitsAnswersEachExit) {
+  Register(Report("n1"));
+  Register(Report("n2"));
+  AddWorker("w1", "n1", WorkerPhase::kRunning);
+  AddWorker("w2", "n1", WorkerPhase::kStarting);
+  AddWorker("w3", "n1", WorkerPhase::kExited);
+  AddWorker("w4", "n2", WorkerPhase::kRunning);
+  std::vector<Membership::ReportedExit> exits;
+  exits.push_back({WorkerId("w2"), WorkerExit{.exit_code = 3}, 77, clock_.WallMillis() - 2});
+  exits.push_back({WorkerId("w-x"), WorkerExit{}});
+  exits.push_back({WorkerId("w1"), WorkerExit{.signal = 9, .wall_ms = 1234}});
+  exits.push_back({WorkerId("w3"), WorkerExit{.exit_code = 5}});
+  exits.push_back({WorkerId("w4"), WorkerExit{}});
+  std::vector<absl::Status> results;
+  EXPECT_THAT(RecordsOf([&] { results = membership_.ReportWorkerExits(NodeId("n1"), std::move(exits)); }),
+              ElementsAre("WorkerStarted", "WorkerExited", "WorkerExited"));
+  EXPECT_THAT(results, ElementsAre(absl::OkStatus(), absl::NotFoundError("worker w-x is not known on node n1"),
+                                   absl::OkStatus(), absl::OkStatus(),
+                                   absl::NotFoundError("worker w4 is not known on node n1")));
+  EXPECT_EQ(GetWorker("w2").pid, 77);
+  EXPECT_EQ(GetWorker("w2").exit, (WorkerExit{.exit_code = 3, .wall_ms = clock_.WallMillis()}));
+  EXPECT_EQ(GetWorker("w1").exit, (WorkerExit{.signal = 9, .wall_ms = 1234}));
+  EXPECT_EQ(GetWorker("w3").exit, (WorkerExit{.wall_ms = 1500}));  // known already: unchanged
+  EXPECT_EQ(GetWorker("w4").phase, WorkerPhase::kRunning);
+  EXPECT_THAT(membership_.ReportWorkerExits(NodeId("n1"), {}), IsEmpty());
+}
+
 TEST_F(MembershipTest, AnExitBeforeTheStartsReplyRecordsTheStartToo) {
   Register(Report("n1"));
   AddWorker("w1", "n1", WorkerPhase::kStarting);

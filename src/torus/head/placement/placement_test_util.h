@@ -260,7 +260,6 @@ class HookedAgentPool final : public AgentPool {
   std::vector<absl::StatusOr<LogChunk>> ReadWorkerLogs(const std::vector<LogRead>& reads) override {
     return inner_->ReadWorkerLogs(reads);
   }
-  void WaitForAnyLog(const std::vector<LogRead>& reads) override { inner_->WaitForAnyLog(reads); }
   absl::StatusOr<int> FreePort(const std::string& t) override { return inner_->FreePort(t); }
   absl::StatusOr<rpc::ListLogsReply> ListLogs(const std::string& t) override { return inner_->ListLogs(t); }
   absl::StatusOr<rpc::ReadLogReply> ReadLog(const std::string& t, const rpc::ReadLogRequest& r) override {

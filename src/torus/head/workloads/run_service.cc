@@ -236,22 +236,10 @@ absl::StatusOr<RunService::RankLogs> RunService::ReadLogs(const std::string& id_
                      .max_bytes = max_bytes});
     read_rank.push_back(r);
   }
+  // Waiting: each agent answers once one of its ranks writes or all of them have ended; the first to answer with
+  // output ends the others' waits.
+  for (LogRead& read : reads) read.wait_ms = std::clamp<int64_t>(wait_ms, 0, 60'000);
   std::vector<absl::StatusOr<LogChunk>> chunks = agents_->ReadWorkerLogs(reads);
-  if (wait_ms > 0) {
-    // Nothing new from any rank that still runs: wait for the first to write or end, then read them all again.
-    std::vector<LogRead> waits;
-    bool any = false;
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      if (!chunks[i].ok() || chunks[i]->finished) continue;
-      any = any || !chunks[i]->data.empty();
-      waits.push_back(reads[i]);
-      waits.back().wait_ms = std::min<int64_t>(wait_ms, 60'000);
-    }
-    if (!any && !waits.empty()) {
-      agents_->WaitForAnyLog(waits);
-      chunks = agents_->ReadWorkerLogs(reads);
-    }
-  }
   for (size_t i = 0; i < chunks.size(); ++i) out.ranks[read_rank[i]] = std::move(chunks[i]);
   // A host that is gone with its log: an ended attempt's output reads as empty and finished.
   for (size_t r = 0; r < out.ranks.size(); ++r) {

@@ -62,7 +62,8 @@ class RunService {
   // Every rank's output of an attempt (0 = the latest) at once, read from the agents in parallel: rank r from
   // offsets[r] (none given: every rank from 0; otherwise one per rank, InvalidArgument naming the count). With
   // `wait_ms` > 0 and nothing new yet from any rank whose worker still runs, it first waits up to that long for
-  // output of any of them or the end of one (ranks whose host does not answer are not waited for).
+  // output of any of them or the end of all (ranks whose host does not answer are not waited for); a rank whose
+  // host was still waiting when another answered with output reads as nothing new.
   struct RankLogs {
     int attempt = 0;  // 0: the run has no attempt yet (no ranks)
     std::vector<absl::StatusOr<LogChunk>> ranks;
