@@ -46,6 +46,7 @@ class RankPrinter {
 struct Drained {
   bool any = false;       // something came
   bool complete = false;  // every rank read was read to its worker's end
+  bool all = false;       // and every rank asked for was read (none failed): nothing more can come
 };
 
 // Reads what is new of each rank of `attempt` (or only rank `only`). An error is returned only for the one rank
@@ -60,16 +61,17 @@ absl::StatusOr<Drained> Drain(HttpApiClient& http, HeadWaiter& waiter, const std
     if (!chunk.ok()) return chunk.status();
     offsets[*only] = chunk->next_offset;
     if (!chunk->data.empty()) printer.Feed(*only, chunk->data, false);
-    return Drained{!chunk->data.empty(), chunk->finished};
+    return Drained{!chunk->data.empty(), chunk->finished, chunk->finished};
   }
   // Every rank in one request (the head reads them from their agents in parallel).
   std::vector<int64_t> from(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) from[static_cast<size_t>(r)] = offsets[r];
   auto logs = waiter.Retry([&] { return http.ReadRunLogs(id, attempt, from, wait_ms); });
   if (!logs.ok()) return logs.status();
-  Drained drained{false, true};
+  Drained drained{false, true, static_cast<int>(logs->ranks.size()) == ranks};
   for (int r = 0; r < static_cast<int>(logs->ranks.size()); ++r) {
     const auto& chunk = logs->ranks[static_cast<size_t>(r)];
+    drained.all = drained.all && chunk.ok() && chunk->finished;
     if (!chunk.ok()) continue;  // that rank's host is unreachable: the others go on
     offsets[r] = chunk->next_offset;
     drained.complete = drained.complete && chunk->finished;
@@ -115,6 +117,7 @@ absl::StatusOr<nlohmann::json> FollowRun(HttpApiClient& http, const std::string&
   const std::optional<int> rank = options.rank;
   int shown_attempt = 0;
   std::map<int, int64_t> offsets;
+  bool read_all = false;  // every rank of shown_attempt was read to its worker's end: its output is all shown
   RankPrinter printer(options.out);
   // Where the wait for the run's next change resumes; read before the run, so that no change is missed.
   std::optional<EventCursor> cursor;
@@ -134,10 +137,12 @@ absl::StatusOr<nlohmann::json> FollowRun(HttpApiClient& http, const std::string&
     const std::string status = (*run)["status"].get<std::string>();
     if (attempt != shown_attempt && attempt > 0) {
       if (shown_attempt > 0) {
-        auto drained = Drain(http, waiter, id, shown_attempt,
-                             static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size()), rank, offsets,
-                             printer);
-        if (!drained.ok()) return drained.status();
+        if (!read_all) {
+          auto drained = Drain(http, waiter, id, shown_attempt,
+                               static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size()), rank,
+                               offsets, printer);
+          if (!drained.ok()) return drained.status();
+        }
         printer.Flush(!rank.has_value());
         const auto& ended = (*run)["attempts"][shown_attempt - 1];
         err << "[torus] attempt " << shown_attempt << " ended: " << ended["end_reason"].get<std::string>() << "\n";
@@ -150,9 +155,10 @@ absl::StatusOr<nlohmann::json> FollowRun(HttpApiClient& http, const std::string&
       err.flush();
       shown_attempt = attempt;
       offsets.clear();
+      read_all = false;
     }
-    Drained drained;
-    if (shown_attempt > 0) {
+    Drained drained{.complete = read_all, .all = read_all};
+    if (shown_attempt > 0 && !read_all) {
       // While the run runs, the read waits for output of any rank, or for all of them to end (which is how a run
       // changes while its workers run: a stop or a failure ends them); it answers at once when there is output.
       const int ranks = static_cast<int>((*run)["attempts"][shown_attempt - 1]["ranks"].size());
@@ -160,6 +166,7 @@ absl::StatusOr<nlohmann::json> FollowRun(HttpApiClient& http, const std::string&
       auto read = Drain(http, waiter, id, shown_attempt, ranks, rank, offsets, printer, wait ? wait_ms : 0);
       if (!read.ok()) return read.status();
       drained = *read;
+      read_all = drained.all;
     }
     const bool any = drained.any && !drained.complete;  // more may follow at once
     if (!options.follow || (IsTerminalStatus(status) && !any && Settled(*run))) {
