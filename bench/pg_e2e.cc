@@ -2,7 +2,7 @@
 // with the head's journal on and off in one run (what the journal costs).
 //
 // Starts `torus up examples/clusters/local.yaml` (16 agents) in a temporary TORUS_TEMP_DIR, then through the C++
-// client: create a 4-bundle PG (or reserve one TPU-V6E 4x4 slice), wait until CREATED, remove it; sequentially and
+// client: the cheapest call to the head and to an agent (what a cycle's three calls cannot go below), then create a 4-bundle PG (or reserve one TPU-V6E 4x4 slice), wait until CREATED, remove it; sequentially and
 // with 8 concurrent clients. Prints ops/s and p50/p99 of create->CREATED and of the whole create+remove. Then 8
 // clients submit jobs (`true`, with entrypoint resources {"CPU": 0.01}, so each is a placement group too) over the
 // Ray Jobs REST API: submissions acknowledged per second, and the time until every one SUCCEEDED. With
@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -34,6 +35,8 @@
 #include "absl/strings/str_cat.h"
 #include "torus/client/client.h"
 #include "torus/client/http_api_client.h"
+#include "torus/node.grpc.pb.h"
+#include "torus/rpc/auth.h"
 
 namespace {
 
@@ -122,6 +125,52 @@ void Run(const torus::client::HeadEndpoint& endpoint, const std::string& mode, c
   if (g_throughput != nullptr) (*g_throughput)[what + " x" + std::to_string(clients)] = samples.size() / secs;
 }
 
+// What a cycle cannot go below here: its two calls to the head (create, remove) and the head's one call to an agent
+// (the group's prepare, committed at once), each as cheap as a call can be — the head answering NOT_FOUND for a group
+// that does not exist, an agent answering GetLedger — timed `ops` times each from one client.
+void RoundTrips(const torus::client::HeadEndpoint& endpoint, const std::string& mode, int ops) {
+  auto client = torus::client::Client::Connect(endpoint);
+  auto status = client.ok() ? (*client)->GetClusterStatus(false) : client.status();
+  if (!status.ok() || status->nodes().empty()) {
+    fprintf(stderr, "round trips: no agent to call (%s)\n", std::string(status.status().message()).c_str());
+    return;
+  }
+  const auto& node = status->nodes(0).info();
+  auto agent = torus::rpc::NodeService::NewStub(grpc::CreateChannel(
+      absl::StrCat(node.address(), ":", node.agent_port()), grpc::InsecureChannelCredentials()));
+  auto time_calls = [&](const std::function<bool()>& call) {
+    std::vector<double> ms;
+    for (int i = 0; i < ops; ++i) {
+      auto t0 = Clock::now();
+      if (!call()) return std::vector<double>{};
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    return ms;
+  };
+  const std::vector<double> head = time_calls([&] {
+    return (*client)->GetPlacementGroup("pg-that-does-not-exist").status().code() == absl::StatusCode::kNotFound;
+  });
+  const std::vector<double> to_agent = time_calls([&] {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(torus::rpc::kAuthMetadataKey, absl::StrCat("Bearer ", endpoint.token));
+    torus::rpc::LedgerView ledger;
+    return agent->GetLedger(&ctx, torus::rpc::GetLedgerRequest(), &ledger).ok();
+  });
+  if (head.empty() || to_agent.empty()) {
+    fprintf(stderr, "round trips: a call failed\n");
+    return;
+  }
+  auto row = [&](const std::string& what, double p50, double p99) {
+    printf("%-40s %8d %8d %8d %12.0f %14.2f %14.2f %14s %14s\n", (mode + what).c_str(), 1, ops, 0, 1000 / p50, p50,
+           p99, "-", "-");
+  };
+  row("round trip: head (NOT_FOUND)", Percentile(head, 0.5), Percentile(head, 0.99));
+  row("round trip: agent (GetLedger)", Percentile(to_agent, 0.5), Percentile(to_agent, 0.99));
+  const double floor_ms = 2 * Percentile(head, 0.5) + Percentile(to_agent, 0.5);
+  row("floor of a cycle: 2 head + 1 agent", floor_ms, 2 * Percentile(head, 0.99) + Percentile(to_agent, 0.99));
+  fflush(stdout);
+}
+
 // `clients` threads submit `jobs` jobs in all over HTTP; prints acknowledged submissions per second, and the seconds
 // until every job SUCCEEDED.
 void SubmitJobs(const torus::client::HeadEndpoint& http_endpoint, const std::string& mode, const std::string& what,
@@ -200,6 +249,7 @@ bool Round(const std::string& mode, const std::string& head_flags, int ops, int 
     fprintf(stderr, "cluster up in %s; press enter\n", root.c_str());
     getchar();
   }
+  RoundTrips(*endpoint, mode, ops);
   Run(*endpoint, mode, "pg 4 bundles PACK", false, 1, ops);
   Run(*endpoint, mode, "pg 4 bundles PACK", false, clients, ops);
   Run(*endpoint, mode, "slice group TPU-V6E 4x4 x1", true, 1, ops);
