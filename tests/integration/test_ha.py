@@ -165,38 +165,27 @@ def test_kill_of_the_leader_during_a_storm_of_8_clients_loses_nothing_and_runs_n
         assert by_id[group_id]["state"] in expected, by_id[group_id]
     assert_ledgers_equal_head_view(torus)
 
-    # Every acknowledged job and run ends SUCCEEDED, having run once (a run in its first attempt) — or, when the
-    # leader died after journaling its worker's start but before the start reached the agent, FAILED saying the
-    # worker was not found when its agent registered again, having never run. (A known limit: the start's spec is
-    # not journaled, so the new leader cannot deliver it again; such a start is in flight at the kill in about a
-    # third of storms on 2 cores.)
-    cut = "when its agent registered again"
+    # Every acknowledged job and run ends SUCCEEDED, having run once (a run in its first attempt) — a start the old
+    # leader journaled but did not get to send is sent by the new one, from the launch it journaled with it.
     def jobs_ended():
         jobs = {j["submission_id"]: j for j in json.loads(torus.ok("job", "list", "--json").stdout)}
         return jobs if all(jobs.get(j, {}).get("status") in ("SUCCEEDED", "FAILED", "STOPPED")
                            for j in jobs_acked) else None
     jobs = wait_until(jobs_ended, 120, interval=0.5, message="every acknowledged job to end")
-    jobs_cut = {j for j in jobs_acked if jobs[j]["status"] == "FAILED" and cut in jobs[j].get("message", "")}
-    for job_id in jobs_acked - jobs_cut:
+    for job_id in jobs_acked:
         assert jobs[job_id]["status"] == "SUCCEEDED", (jobs[job_id].get("message"), jobs[job_id])
 
     def runs_ended():
         views = {name: run_view(torus, name) for name in runs_acked}
         return views if all(v and v["status"] in ("SUCCEEDED", "FAILED", "STOPPED") for v in views.values()) else None
     runs = wait_until(runs_ended, 120, interval=0.5, message="every acknowledged run to end")
-    runs_cut = {name for name, view in runs.items() if view["status"] == "FAILED" and cut in json.dumps(view)}
     for name, view in runs.items():
-        if name not in runs_cut:
-            assert view["status"] == "SUCCEEDED" and view["attempt"] == 1, view
-    print("starts cut by the failover:", sorted(jobs_cut), sorted(runs_cut))
-    assert len(jobs_cut) + len(runs_cut) <= 2, (jobs_cut, runs_cut)  # only what was in flight at the kill
+        assert view["status"] == "SUCCEEDED" and view["attempt"] == 1, view
 
     jobs_ran = Counter(ran_jobs.read_text().split()) if ran_jobs.exists() else Counter()
     runs_ran = Counter(ran_runs.read_text().split()) if ran_runs.exists() else Counter()
-    assert {j: jobs_ran[j] for j in jobs_acked - jobs_cut if jobs_ran[j] != 1} == {}
-    assert {r: runs_ran[r] for r in set(runs_acked) - runs_cut if runs_ran[r] != 1} == {}
-    assert {j: jobs_ran[j] for j in jobs_cut if jobs_ran[j] != 0} == {}  # a cut start never ran
-    assert {r: runs_ran[r] for r in runs_cut if runs_ran[r] != 0} == {}
+    assert {j: jobs_ran[j] for j in jobs_acked if jobs_ran[j] != 1} == {}
+    assert {r: runs_ran[r] for r in runs_acked if runs_ran[r] != 1} == {}
     assert all(count == 1 for count in jobs_ran.values()), jobs_ran
     assert all(count == 1 for count in runs_ran.values()), runs_ran
     assert len(jobs_acked) >= 5 and len(runs_acked) >= 5 and len(groups_made) >= 5

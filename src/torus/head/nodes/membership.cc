@@ -170,6 +170,9 @@ absl::StatusOr<Registered> Membership::Register(AgentReport report) {
     }
     std::vector<WorkerId> vanished;
     for (const Worker* w : txn.state().LiveWorkersOn(node)) {
+      // One still starting whose start the agent never had (its head stopped after recording it, or the start is
+      // still on its way) stays starting: the workloads' driver sends its launch again.
+      if (w->phase == WorkerPhase::kStarting && w->launch) continue;
       if (!reported.contains(w->id)) vanished.push_back(w->id);
     }
     for (const WorkerId& id : vanished) {

@@ -6,7 +6,9 @@
 // reserved on that node by that attempt, workers of live workloads — adopted as they are, exits that happened while
 // it was away applied), and answers with what the agent must drop: bundles no live group holds there, workers no
 // workload runs there. What the head expected and the agent no longer has is lost (bundles: their groups are
-// placed again; workers: their workloads see them lost). A registration from a different agent process (another
+// placed again; workers: their workloads see them lost) — except a worker still starting whose launch the head
+// kept: the agent never had its start (a head that stopped after recording it), and it stays starting for the
+// workloads' driver to send again. A registration from a different agent process (another
 // pid or start time) than the one the head knew means the agent restarted: the node dies first, then joins anew.
 //
 // A death is one transaction: the node is DEAD, every bundle on it is lost (a slice group loses the whole slice,

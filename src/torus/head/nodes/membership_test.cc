@@ -326,6 +326,22 @@ INSTANTIATE_TEST_SUITE_P(
                    .records = {"WorkerExited"}}),
     [](const auto& info) { return info.param.name; });
 
+// A start recorded with its launch that the agent never had (its head stopped before sending it) stays starting, to
+// be sent again; one recorded without a launch (a journal from before launches were kept) is lost as before.
+TEST_F(MembershipTest, AStartingWorkerTheAgentNeverHadStaysStartingWhenItsLaunchIsKept) {
+  Register(Report("n1"));
+  Worker w;
+  w.id = WorkerId("w-cut");
+  w.node = NodeId("n1");
+  w.launch = WorkerLaunch{.owner_tag = "job:x", .argv = {"true"}};
+  Apply({WorkerStarting{w}});
+  AddWorker("w-old", "n1", WorkerPhase::kStarting);
+  EXPECT_THAT(RecordsOf([&] { Register(Report("n1")); }), ElementsAre("NodeRegistered", "WorkerExited"));
+  EXPECT_EQ(GetWorker("w-cut").phase, WorkerPhase::kStarting);
+  EXPECT_EQ(GetWorker("w-cut").launch, w.launch);
+  EXPECT_EQ(GetWorker("w-old").phase, WorkerPhase::kExited);
+}
+
 TEST_F(MembershipTest, ExitReportedWhileAwayKeepsTheAgentsEndTime) {
   Register(Report("n1"));
   AddWorker("w", "n1", WorkerPhase::kRunning);

@@ -223,6 +223,7 @@ absl::Status ClusterState::ApplyOne(const WorkerStarted& r) {
   Worker& w = it->second;
   w.pid = r.pid;
   w.start_wall_ms = r.wall_ms;
+  w.launch.reset();  // delivered
   // A quick worker may have exited (and been reported) before its start was acknowledged; it stays exited.
   if (w.phase == WorkerPhase::kStarting) w.phase = WorkerPhase::kRunning;
   // ... and its job may have ended already: it still ran, from when it started.
@@ -244,6 +245,7 @@ absl::Status ClusterState::ApplyOne(const WorkerExited& r) {
   }
   w.phase = WorkerPhase::kExited;
   w.exit = r.exit;
+  w.launch.reset();
   return absl::OkStatus();
 }
 

@@ -192,8 +192,6 @@ TORUS_JSON_ENUM(HostLoss, {{HostLoss::kNone, "NONE"},
 TORUS_JSON_FIELDS_AND_LATER(WorkerExit, (exit_code, signal, lost, start_failed, reason, wall_ms),
                             (stopped, oom_killed, peak_rss_bytes, output_tail, accelerator_error, host_loss,
                              host_last_seen_ms))
-TORUS_JSON_FIELDS(Worker, id, owner, attempt, rank, node, group, ledger_group, bundle,
-                                                chips, gpus, phase, pid, start_wall_ms, exit)
 // py_modules came later: a journal written before it has none.
 void to_json(json& j, const JobRequest& r) {
   j = json{{"entrypoint", r.entrypoint},       {"submission_id", r.submission_id}, {"env_vars", r.env_vars},
@@ -213,6 +211,11 @@ void from_json(const json& j, JobRequest& r) {
   TorusGetField(j, "runtime_env_json", r.runtime_env_json);
 }
 TORUS_JSON_FIELDS(Package, name, sha256, size, stored_wall_ms)
+TORUS_JSON_FIELDS(WorkerLaunch, owner_tag, argv, env_set, env_unset, cwd, working_dir_package, py_module_packages)
+// Launches came later: a journal written before them has none.
+TORUS_JSON_FIELDS_AND_LATER(Worker, (id, owner, attempt, rank, node, group, ledger_group, bundle, chips, gpus, phase,
+                                     pid, start_wall_ms, exit),
+                            (launch))
 TORUS_JSON_FIELDS(Job, id, request, status, message, error_type, submit_time_ms,
                                                 start_time_ms, end_time_ms, group, worker, exit_code, stop_requested)
 TORUS_JSON_FIELDS(RankState, rank, worker, node, address, slice_name, chips, gpus)

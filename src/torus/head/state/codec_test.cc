@@ -116,6 +116,19 @@ Worker RichWorker() {
   return w;
 }
 
+// A worker whose start is in flight, with everything its start carries.
+Worker StartingWorker() {
+  Worker w = MakeWorker("w-2", Owner::Job(JobId("j1")), "a", 0);
+  w.launch = WorkerLaunch{.owner_tag = "job:j1",
+                          .argv = {"/bin/sh", "-c", "echo ✓"},
+                          .env_set = {{"A", "1"}, {"TORUS_JOB_ID", "j1"}},
+                          .env_unset = {"B"},
+                          .cwd = "/srv",
+                          .working_dir_package = Package{"_ray_pkg_w.zip", "ab12", 10, 5},
+                          .py_module_packages = {Package{"_ray_pkg_m.zip", "cd34", 20, 6}}};
+  return w;
+}
+
 Job MakeJob(const std::string& id) {
   Job j;
   j.id = JobId(id);
@@ -159,6 +172,7 @@ std::vector<Record> OneOfEach() {
       GroupBundlesLost{GroupId("pg-s"), {1, 3}, {"s1"}, "host h2 died", 3200},
       GroupEnded{GroupId("pg-1"), PgState::kFailed, "timed out", 3300},
       WorkerStarting{RichWorker()},
+      WorkerStarting{StartingWorker()},
       WorkerStarted{WorkerId("w-1"), 31337, 3400},
       WorkerExited{WorkerId("w-1"),
                    {.exit_code = 0, .signal = 9, .lost = true, .reason = "host gone", .wall_ms = 3500, .stopped = true,
@@ -572,6 +586,14 @@ TEST(StateCodecTest, RecordsWithoutTheLaterFieldsDecodeWithDefaults) {
   ASSERT_TRUE(actor.ok()) << actor.status();
   EXPECT_EQ(std::get<ActorRegistered>(*actor).actor.max_restarts, 1);
   EXPECT_EQ(std::get<ActorRegistered>(*actor).actor.max_task_retries, 0);
+
+  // A worker's start recorded before launches were kept.
+  auto starting = StateCodec::DecodeRecord(
+      R"({"type":"WorkerStarting","worker":{"id":"w-1","owner":{"kind":"job","id":"j1"},"attempt":0,"rank":0,)"
+      R"("node":"a","group":"","ledger_group":"","bundle":-1,"chips":[],"gpus":[],"phase":"STARTING","pid":0,)"
+      R"("start_wall_ms":0,"exit":null}})");
+  ASSERT_TRUE(starting.ok()) << starting.status();
+  EXPECT_EQ(std::get<WorkerStarting>(*starting).worker.launch, std::nullopt);
 
   // A field that is there must still be of its type.
   auto bad = StateCodec::DecodeRecord(

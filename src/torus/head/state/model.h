@@ -155,6 +155,28 @@ struct WorkerExit {
   bool operator==(const WorkerExit&) const = default;
 };
 
+// A package the head holds; its bytes are a file in the head's package directory (PackageStore).
+struct Package {
+  std::string name;    // "_ray_pkg_<hash>.zip", "_torus_pkg_<hash>.zip", ...
+  std::string sha256;  // of the archive's bytes, lowercase hex
+  uint64_t size = 0;
+  int64_t stored_wall_ms = 0;
+  bool operator==(const Package&) const = default;
+};
+
+// What a worker's start carries to its agent, kept while the start is in flight (until the worker is known started
+// or ended), so that a head that takes over after sending it can send it again.
+struct WorkerLaunch {
+  std::string owner_tag;  // the agent's owner tag: "job:<id>" or "run:<id>:a<n>"
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env_set;
+  std::vector<std::string> env_unset;
+  std::string cwd;
+  std::optional<Package> working_dir_package;
+  std::vector<Package> py_module_packages;
+  bool operator==(const WorkerLaunch&) const = default;
+};
+
 struct Worker {
   WorkerId id;
   Owner owner;
@@ -170,6 +192,7 @@ struct Worker {
   int64_t pid = 0;
   int64_t start_wall_ms = 0;
   std::optional<WorkerExit> exit;
+  std::optional<WorkerLaunch> launch;  // while STARTING (none in a journal written before launches were kept)
   bool bound() const { return bundle >= 0; }
   bool operator==(const Worker&) const = default;
 };
@@ -340,15 +363,7 @@ struct Service {
 // The URI scheme Ray's job clients give uploaded packages ("gcs://<name>").
 inline constexpr std::string_view kPackageScheme = "gcs://";
 
-// A package the head holds; its bytes are a file in the head's package directory (PackageStore).
-struct Package {
-  std::string name;    // "_ray_pkg_<hash>.zip", "_torus_pkg_<hash>.zip", ...
-  std::string sha256;  // of the archive's bytes, lowercase hex
-  uint64_t size = 0;
-  int64_t stored_wall_ms = 0;
-  bool operator==(const Package&) const = default;
-};
-
+// (Package, a package the head holds, is declared with the workers that start in one.)
 // The package name of `uri` when it is a package URI ("gcs://x.zip" -> "x.zip"); nullopt for a path on the node.
 std::optional<std::string> PackageNameOf(std::string_view uri);
 

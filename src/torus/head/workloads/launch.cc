@@ -36,7 +36,7 @@ void RecordStarts(Txn& txn, const std::vector<WorkerId>& workers, const std::vec
 // Where a worker runs and what it imports: a package URI becomes a package the agent fetches; a path on the node is
 // used as it is (working_dir as the cwd, py_modules first on PYTHONPATH).
 void SetLocations(const ClusterState& state, const std::string& working_dir,
-                  const std::vector<std::string>& py_modules, StartSpec& spec) {
+                  const std::vector<std::string>& py_modules, WorkerLaunch& spec) {
   const Package* wd = PackageNameOf(working_dir) ? state.FindPackage(*PackageNameOf(working_dir)) : nullptr;
   if (wd != nullptr) {
     spec.working_dir_package = *wd;
@@ -67,6 +67,24 @@ absl::Status CheckLocationsStored(const ClusterState& state, const std::string& 
     TORUS_RETURN_IF_ERROR(state.CheckPackageStored(absl::StrCat("py_modules[", i, "]"), py_modules[i]));
   }
   return absl::OkStatus();
+}
+
+// The start an agent is asked for: the worker's launch, on its bundle.
+StartSpec SpecOf(const Worker& w) {
+  StartSpec spec;
+  spec.id = w.id;
+  spec.ledger_group = w.ledger_group;
+  spec.bundle = w.bundle;
+  if (!w.launch) return spec;
+  const WorkerLaunch& l = *w.launch;
+  spec.owner = l.owner_tag;
+  spec.argv = l.argv;
+  spec.env_set = l.env_set;
+  spec.env_unset = l.env_unset;
+  spec.cwd = l.cwd;
+  spec.working_dir_package = l.working_dir_package;
+  spec.py_module_packages = l.py_module_packages;
+  return spec;
 }
 
 std::string GenerationOf(const Node& node) {
@@ -119,22 +137,22 @@ void WorkloadDriver::LaunchJob(const JobId& id) {
       w.node = *node;
     }
     const Node* node = txn.state().FindNode(w.node);
-    Plan p;
-    p.target = node->target();
-    p.spec.id = w.id;
-    p.spec.owner = "job:" + id.str();
-    p.spec.argv = {"/bin/sh", "-c", job->request.entrypoint};
-    p.spec.env_set = job->request.env_vars;
-    SetLocations(txn.state(), job->request.working_dir, job->request.py_modules, p.spec);
+    WorkerLaunch launch;
+    launch.owner_tag = "job:" + id.str();
+    launch.argv = {"/bin/sh", "-c", job->request.entrypoint};
+    launch.env_set = job->request.env_vars;
+    SetLocations(txn.state(), job->request.working_dir, job->request.py_modules, launch);
     const absl::Status stored = CheckLocationsStored(txn.state(), job->request.working_dir, job->request.py_modules);
     // Set after the job's own variables: the job id tags the job's metrics and logs, and cannot be claimed.
-    p.spec.env_set["TORUS_JOB_ID"] = id.str();
-    p.spec.env_set["TORUS_ADDRESS"] = options.head_address;
-    p.spec.env_set["TORUS_TOKEN"] = options.token;
-    p.spec.env_set.erase("TORUS_RUN_ID");
-    p.spec.env_set.erase("TORUS_RANK");
-    p.spec.ledger_group = w.ledger_group;
-    p.spec.bundle = w.bundle;
+    launch.env_set["TORUS_JOB_ID"] = id.str();
+    launch.env_set["TORUS_ADDRESS"] = options.head_address;
+    launch.env_set["TORUS_TOKEN"] = options.token;
+    launch.env_set.erase("TORUS_RUN_ID");
+    launch.env_set.erase("TORUS_RANK");
+    w.launch = std::move(launch);
+    Plan p;
+    p.target = node->target();
+    p.spec = SpecOf(w);
     const WorkerId worker = w.id;
     if (!txn.Apply(WorkerStarting{std::move(w)}).ok()) return std::nullopt;
     if (!stored.ok()) {
@@ -316,26 +334,24 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
       attempt.ranks.push_back(RankState{static_cast<int>(r), w.id, b.node, prep->input.ranks[r].address,
                                         b.slice_name, b.chips, b.gpus});
       if (start_error.empty()) {
-        StartSpec spec;
-        spec.id = w.id;
-        spec.owner = owner;
-        spec.argv = prep->spec.entrypoint;
-        spec.env_set = (*envs)[r].set;
-        spec.env_unset = (*envs)[r].unset;
+        WorkerLaunch launch;
+        launch.owner_tag = owner;
+        launch.argv = prep->spec.entrypoint;
+        launch.env_set = (*envs)[r].set;
+        launch.env_unset = (*envs)[r].unset;
         if (!prep->service.empty()) {
-          spec.env_set["TORUS_SERVICE"] = prep->service;
-          spec.env_set["TORUS_SERVE_PORT"] = std::to_string(serve_port);
+          launch.env_set["TORUS_SERVICE"] = prep->service;
+          launch.env_set["TORUS_SERVE_PORT"] = std::to_string(serve_port);
         }
         if (!options.python_path.empty()) {
           auto user = prep->spec.env.find("PYTHONPATH");
-          spec.env_set["PYTHONPATH"] = user == prep->spec.env.end()
-                                           ? options.python_path
-                                           : absl::StrCat(options.python_path, ":", user->second);
+          launch.env_set["PYTHONPATH"] = user == prep->spec.env.end()
+                                             ? options.python_path
+                                             : absl::StrCat(options.python_path, ":", user->second);
         }
-        SetLocations(txn.state(), prep->spec.working_dir, prep->spec.py_modules, spec);
-        spec.ledger_group = b.ledger_group;
-        spec.bundle = b.ledger_index;
-        starts.emplace_back(prep->targets[r], std::move(spec));
+        SetLocations(txn.state(), prep->spec.working_dir, prep->spec.py_modules, launch);
+        w.launch = std::move(launch);
+        starts.emplace_back(prep->targets[r], SpecOf(w));
       }
       workers.push_back(w.id);
       planned.push_back(std::move(w));
@@ -365,6 +381,44 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
     });
   }
   Done(key);
+}
+
+void WorkloadDriver::RedeliverStarts(const NodeId& node) {
+  std::string target;
+  std::vector<std::pair<std::string, StartSpec>> starts;
+  std::vector<WorkerId> workers;
+  std::vector<Key> owners;
+  store_->Read([&](const ClusterState& s) {
+    const Node* n = s.FindNode(node);
+    if (n == nullptr || !n->alive()) return;
+    target = n->target();
+    absl::MutexLock lock(&mu_);
+    for (const Worker* w : s.LiveWorkersOn(node)) {
+      if (w->phase != WorkerPhase::kStarting || !w->launch || starting_.contains(w->id)) continue;
+      starting_.insert(w->id);
+      starts.emplace_back(target, SpecOf(*w));
+      workers.push_back(w->id);
+      owners.push_back({w->owner.kind, w->owner.id});
+    }
+  });
+  if (starts.empty()) return;
+  spdlog::info("node {} registered without {} worker(s) this head found starting there: sending their starts again",
+               node.str(), starts.size());
+  std::vector<absl::StatusOr<int64_t>> started = agents_->StartWorkers(starts);
+  store_->Update([&](Txn& txn) {
+    std::vector<WorkerId> answered;
+    std::vector<absl::StatusOr<int64_t>> answers;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      // The first start did arrive: the worker runs, and its exit report will record it.
+      if (started[i].status().code() == absl::StatusCode::kAlreadyExists) continue;
+      answered.push_back(workers[i]);
+      answers.push_back(started[i]);
+    }
+    RecordStarts(txn, answered, answers, clock_->WallMillis());
+    absl::MutexLock lock(&mu_);
+    for (const WorkerId& w : workers) starting_.erase(w);
+  });
+  Enqueue(owners);  // a stop that waited for the start's answer goes now
 }
 
 }  // namespace torus::head

@@ -67,6 +67,7 @@ void WorkloadDriver::Stop() {
 void WorkloadDriver::OnRecords(const std::vector<Record>& records) {
   std::vector<Key> keys;
   bool node_joined = false;
+  std::vector<NodeId> registered;
   store_->Read([&](const ClusterState& s) {
     auto owner_of_group = [&](const GroupId& id) {
       const Group* g = s.FindGroup(id);
@@ -90,7 +91,10 @@ void WorkloadDriver::OnRecords(const std::vector<Record>& records) {
       if (auto* x = std::get_if<GroupEnded>(&r)) owner_of_group(x->group);
       if (auto* x = std::get_if<WorkerStarted>(&r)) owner_of_worker(x->worker);
       if (auto* x = std::get_if<WorkerExited>(&r)) owner_of_worker(x->worker);
-      node_joined = node_joined || std::holds_alternative<NodeRegistered>(r);
+      if (auto* x = std::get_if<NodeRegistered>(&r)) {
+        node_joined = true;
+        registered.push_back(NodeId(x->info.node_id));
+      }
     }
   });
   std::erase_if(keys, [](const Key& k) { return k.kind == OwnerKind::kNone; });
@@ -106,6 +110,18 @@ void WorkloadDriver::OnRecords(const std::vector<Record>& records) {
     }
   }
   Enqueue(keys);
+  for (const NodeId& node : registered) {
+    {
+      absl::MutexLock lock(&mu_);
+      ++busy_;
+    }
+    executor_.Post([this, node] {
+      RedeliverStarts(node);
+      absl::MutexLock lock(&mu_);
+      --busy_;
+      cv_.SignalAll();
+    });
+  }
 }
 
 void WorkloadDriver::Enqueue(const std::vector<Key>& keys) {

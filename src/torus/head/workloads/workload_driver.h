@@ -89,6 +89,10 @@ class WorkloadDriver {
   // Run on the executor.
   void LaunchJob(const JobId& id);
   void LaunchAttempt(const RunId& id);
+  // Sends again the starts of `node`'s workers that are STARTING with their launch kept and not in flight from this
+  // head: a head that stopped after recording them (a failover) may not have sent them. An agent that has the
+  // worker already answers ALREADY_EXISTS; its report of the worker's exit then records how it ran.
+  void RedeliverStarts(const NodeId& node);
   // The workers of `candidates` that are not being started and were not asked to stop yet; marks them asked.
   std::vector<StopOrder> TakeStops(const std::vector<StopOrder>& candidates);
   void SendStops(std::vector<StopOrder> stops);

@@ -326,6 +326,53 @@ TEST(WorkloadDriverTest, AfterARestartARunningJobIsNotStartedAgainAndItsExitStil
   EXPECT_EQ(world.agents.start_calls(), 1);
 }
 
+// A head that recorded a job's start and stopped before sending it (a failover): the next head sends the launch it
+// finds recorded once the agent registers without the worker, and the job runs once.
+TEST(WorkloadDriverTest, AStartRecordedByAHeadThatStoppedBeforeSendingItIsSentByTheNext) {
+  World world;
+  const std::string target = TargetOf("10.0.0.7");
+  const WorkerLaunch launch{.owner_tag = "job:cut",
+                            .argv = {"/bin/sh", "-c", "echo hi"},
+                            .env_set = {{"TORUS_JOB_ID", "cut"}},
+                            .cwd = "/srv"};
+  {
+    TestHead first(&world);
+    ASSERT_TRUE(first.AddNode("n1", "10.0.0.7", 8).ok());
+    JobRequest request = JobWith("cut", "echo hi", 0);
+    request.label_selector = {{"torus.io/node-id", "none"}};  // waits: the driver starts nothing itself
+    ASSERT_TRUE(first.jobs.Submit(request).ok());
+    first.Settle();
+    // What LaunchJob records before it asks the agent; this head stops before asking.
+    Worker w;
+    w.id = JobWorker("cut");
+    w.owner = Owner::Job(JobId("cut"));
+    w.node = NodeId("n1");
+    w.launch = launch;
+    ASSERT_TRUE(first.store.Update([&](Txn& txn) { return txn.Apply(WorkerStarting{w}); }).ok());
+  }
+  EXPECT_EQ(world.agents.start_calls(), 0);
+
+  TestHead head(&world);
+  ASSERT_TRUE(head.open_status.ok()) << head.open_status;
+  ASSERT_TRUE(head.AddNode("n1", "10.0.0.7", 8).ok());  // the agent registers again, without the worker
+  ASSERT_TRUE(head.WaitForJob("cut", JobStatus::kRunning));
+  EXPECT_EQ(world.agents.start_calls(), 1);
+  const StartSpec spec = world.agents.Workers(target).at(JobWorker("cut")).spec;
+  EXPECT_EQ(spec.owner, launch.owner_tag);
+  EXPECT_EQ(spec.argv, launch.argv);
+  EXPECT_EQ(spec.env_set, launch.env_set);
+  EXPECT_EQ(spec.cwd, launch.cwd);
+  const Worker started = head.store.Read([](const ClusterState& s) { return *s.FindWorker(JobWorker("cut")); });
+  EXPECT_EQ(started.phase, WorkerPhase::kRunning);
+  EXPECT_EQ(started.launch, std::nullopt);  // delivered: not kept
+
+  ASSERT_TRUE(head.ExitWorker("n1", "10.0.0.7", JobWorker("cut"), 0).ok());
+  ASSERT_TRUE(head.WaitForJob("cut", JobStatus::kSucceeded));
+  head.AddNode("n1", "10.0.0.7", 8).IgnoreError();  // registering again sends nothing more
+  head.Settle();
+  EXPECT_EQ(world.agents.start_calls(), 1);
+}
+
 // ---- Gang runs ----
 
 class GangRunTest : public ::testing::Test {
