@@ -69,8 +69,9 @@ absl::Status CheckLocationsStored(const ClusterState& state, const std::string& 
   return absl::OkStatus();
 }
 
-// The start an agent is asked for: the worker's launch, on its bundle.
-StartSpec SpecOf(const Worker& w) {
+// The start an agent is asked for: the worker's launch, on its bundle. A job's worker also gets the cluster token
+// (TORUS_TOKEN), which is not journaled with the launch.
+StartSpec SpecOf(const Worker& w, const std::string& token) {
   StartSpec spec;
   spec.id = w.id;
   spec.ledger_group = w.ledger_group;
@@ -84,6 +85,7 @@ StartSpec SpecOf(const Worker& w) {
   spec.cwd = l.cwd;
   spec.working_dir_package = l.working_dir_package;
   spec.py_module_packages = l.py_module_packages;
+  if (w.owner.kind == OwnerKind::kJob) spec.env_set["TORUS_TOKEN"] = token;
   return spec;
 }
 
@@ -146,13 +148,13 @@ void WorkloadDriver::LaunchJob(const JobId& id) {
     // Set after the job's own variables: the job id tags the job's metrics and logs, and cannot be claimed.
     launch.env_set["TORUS_JOB_ID"] = id.str();
     launch.env_set["TORUS_ADDRESS"] = options.head_address;
-    launch.env_set["TORUS_TOKEN"] = options.token;
+    launch.env_set.erase("TORUS_TOKEN");  // SpecOf sets it
     launch.env_set.erase("TORUS_RUN_ID");
     launch.env_set.erase("TORUS_RANK");
     w.launch = std::move(launch);
     Plan p;
     p.target = node->target();
-    p.spec = SpecOf(w);
+    p.spec = SpecOf(w, options.token);
     const WorkerId worker = w.id;
     if (!txn.Apply(WorkerStarting{std::move(w)}).ok()) return std::nullopt;
     if (!stored.ok()) {
@@ -351,7 +353,7 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
         }
         SetLocations(txn.state(), prep->spec.working_dir, prep->spec.py_modules, launch);
         w.launch = std::move(launch);
-        starts.emplace_back(prep->targets[r], SpecOf(w));
+        starts.emplace_back(prep->targets[r], SpecOf(w, options.token));
       }
       workers.push_back(w.id);
       planned.push_back(std::move(w));
@@ -388,6 +390,11 @@ void WorkloadDriver::RedeliverStarts(const NodeId& node) {
   std::vector<std::pair<std::string, StartSpec>> starts;
   std::vector<WorkerId> workers;
   std::vector<Key> owners;
+  std::string token;
+  {
+    absl::MutexLock lock(&mu_);
+    token = options_.token;
+  }
   store_->Read([&](const ClusterState& s) {
     const Node* n = s.FindNode(node);
     if (n == nullptr || !n->alive()) return;
@@ -396,7 +403,7 @@ void WorkloadDriver::RedeliverStarts(const NodeId& node) {
     for (const Worker* w : s.LiveWorkersOn(node)) {
       if (w->phase != WorkerPhase::kStarting || !w->launch || starting_.contains(w->id)) continue;
       starting_.insert(w->id);
-      starts.emplace_back(target, SpecOf(*w));
+      starts.emplace_back(target, SpecOf(*w, token));
       workers.push_back(w->id);
       owners.push_back({w->owner.kind, w->owner.id});
     }

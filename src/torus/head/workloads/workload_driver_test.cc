@@ -45,7 +45,19 @@ std::map<WorkerId, FakeAgentPool::FakeWorker> AllWorkers(const FakeAgentPool& ag
 
 TEST(WorkloadDriverTest, JobWithResourcesRunsOnItsBundleAndGivesItBackWhenItSucceeds) {
   World world;
-  TestHead head(&world);
+  // The launch journaled with the worker's start, as a head that takes over would find it.
+  absl::Mutex mu;
+  std::optional<WorkerLaunch> journaled;
+  TestHead::Options options;
+  options.first_subscriber = [&](const std::vector<Record>& records) {
+    for (const Record& r : records) {
+      if (auto* x = std::get_if<WorkerStarting>(&r)) {
+        absl::MutexLock lock(&mu);
+        journaled = x->worker.launch;
+      }
+    }
+  };
+  TestHead head(&world, options);
   ASSERT_TRUE(head.open_status.ok()) << head.open_status;
   ASSERT_TRUE(head.AddNode("n1", "10.0.0.7", 8).ok());
   const std::string target = TargetOf("10.0.0.7");
@@ -78,6 +90,16 @@ TEST(WorkloadDriverTest, JobWithResourcesRunsOnItsBundleAndGivesItBackWhenItSucc
                                                        {"TORUS_JOB_ID", "job-1"},
                                                        {"TORUS_TOKEN", testutil::kClusterToken}};
   EXPECT_EQ(fw.spec.env_set, want_env);
+  head.Settle();  // every record committed so far delivered, to the first subscriber too
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(journaled.has_value());
+    EXPECT_EQ(journaled->argv, fw.spec.argv);
+    EXPECT_EQ(journaled->cwd, "/work");
+    std::map<std::string, std::string> without_token = want_env;
+    without_token.erase("TORUS_TOKEN");  // the cluster token is added when the start is sent, never journaled
+    EXPECT_EQ(journaled->env_set, without_token);
+  }
 
   const auto ledger = world.agents.Ledger(target);
   ASSERT_EQ(ledger.size(), 1u);
@@ -360,7 +382,9 @@ TEST(WorkloadDriverTest, AStartRecordedByAHeadThatStoppedBeforeSendingItIsSentBy
   const StartSpec spec = world.agents.Workers(target).at(JobWorker("cut")).spec;
   EXPECT_EQ(spec.owner, launch.owner_tag);
   EXPECT_EQ(spec.argv, launch.argv);
-  EXPECT_EQ(spec.env_set, launch.env_set);
+  std::map<std::string, std::string> want_env = launch.env_set;
+  want_env["TORUS_TOKEN"] = testutil::kClusterToken;  // added as it is sent
+  EXPECT_EQ(spec.env_set, want_env);
   EXPECT_EQ(spec.cwd, launch.cwd);
   const Worker started = head.store.Read([](const ClusterState& s) { return *s.FindWorker(JobWorker("cut")); });
   EXPECT_EQ(started.phase, WorkerPhase::kRunning);
