@@ -34,6 +34,20 @@ def run_logs(torus, run_id, query, timeout=10):
         return json.loads(response.read())
 
 
+def wait_then_go(torus, run_id, offsets, go, early):
+    """Starts a read of all ranks from `offsets` that waits (60 s); checks it has not answered a second later
+    (`early` says why it should not have), creates the file `go`, and returns the read's answer."""
+    answer = {}
+    reader = threading.Thread(target=lambda: answer.update(
+        run_logs(torus, run_id, f"offsets={offsets}&wait_ms=60000", timeout=45)))
+    reader.start()
+    time.sleep(1)
+    assert not answer, early
+    go.write_text("")
+    reader.join(timeout=50)
+    return answer
+
+
 def test_a_waiting_read_of_all_ranks_answers_when_any_rank_writes(torus, tmp_path):
     torus.up()
     go = tmp_path / "go"
@@ -49,14 +63,7 @@ def test_a_waiting_read_of_all_ranks_answers_when_any_rank_writes(torus, tmp_pat
         offsets = ",".join(str(n) for n in ups)
         # Nothing new from any rank: the read waits; rank 2 writes while it waits, and it answers with that, without
         # waiting for the three ranks that stay silent (60 s).
-        answer = {}
-        reader = threading.Thread(target=lambda: answer.update(
-            run_logs(torus, run["run_id"], f"offsets={offsets}&wait_ms=60000", timeout=45)))
-        reader.start()
-        time.sleep(1)
-        assert not answer, "it answered before any rank wrote"
-        go.write_text("")
-        reader.join(timeout=50)
+        answer = wait_then_go(torus, run["run_id"], offsets, go, "it answered before any rank wrote")
         assert [r["data"] for r in answer["ranks"]] == ["", "", "rank 2 late\n", ""]
         # The silent ranks' waits were cut short: nothing new from them, read again from where they were.
         assert [r["next_offset"] for r in answer["ranks"]] == [ups[0], ups[1], ups[2] + len("rank 2 late\n"), ups[3]]
@@ -86,14 +93,7 @@ def test_a_waiting_read_of_all_ranks_answers_when_the_last_silent_rank_ends(toru
         assert not first["ranks"][3]["finished"]
         offsets = ",".join(str(n) for n in ups)
         # Three ranks have ended without more output and rank 3 runs silently: the read waits for its end.
-        answer = {}
-        reader = threading.Thread(target=lambda: answer.update(
-            run_logs(torus, run["run_id"], f"offsets={offsets}&wait_ms=60000", timeout=45)))
-        reader.start()
-        time.sleep(1)
-        assert not answer, "it answered while rank 3 still ran and nobody wrote"
-        go.write_text("")
-        reader.join(timeout=50)
+        answer = wait_then_go(torus, run["run_id"], offsets, go, "it answered while rank 3 still ran and nobody wrote")
         assert [(r["data"], r["next_offset"], r["finished"]) for r in answer["ranks"]] == [
             ("", n, True) for n in ups]
         code, out, err = finish(proc, timeout=30)
