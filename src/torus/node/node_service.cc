@@ -236,6 +236,10 @@ grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerConte
                                                        const rpc::StartWorkerRequest* request,
                                                        rpc::StartWorkerReply* reply) {
   if (grpc::Status auth = CheckControl(ctx); !auth.ok()) return FinishCall(ctx, auth);
+  if (request->only_if_new() && workers_->Knows(request->worker_id())) {
+    return FinishCall(ctx, grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                                        absl::StrCat("worker ", request->worker_id(), " has run on this node already")));
+  }
   const bool needs_packages = request->has_working_dir_package() || request->py_module_packages_size() > 0;
   if (!needs_packages) return FinishCall(ctx, StartNow(*request, {}, reply));
   if (packages_ == nullptr) {

@@ -160,6 +160,25 @@ TEST_F(NodeServiceTest, StartListReadLog) {
   EXPECT_EQ(stub_->ReadWorkerLog(Ctx().get(), read, &log).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// A start sent again by a head that took over never runs a worker twice: a worker this agent knows, even ended, is
+// refused; a new one starts.
+TEST_F(NodeServiceTest, AStartOnlyIfNewIsRefusedForAWorkerThatHasRunHere) {
+  rpc::StartWorkerReply started;
+  ASSERT_TRUE(Start("once", {"/bin/true"}, &started).ok());
+  ASSERT_TRUE(WaitExited("once"));
+  rpc::StartWorkerRequest again;
+  again.set_worker_id("once");
+  again.set_owner("job");
+  again.add_argv("/bin/true");
+  again.set_only_if_new(true);
+  grpc::Status refused = stub_->StartWorker(Ctx().get(), again, &started);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(refused.error_message(), "worker once has run on this node already");
+  again.set_worker_id("fresh");
+  EXPECT_TRUE(stub_->StartWorker(Ctx().get(), again, &started).ok());
+  EXPECT_GT(started.pid(), 0);
+}
+
 TEST_F(NodeServiceTest, AReadThatWaitsAnswersWithTheNextOutputOrTheExit) {
   rpc::StartWorkerReply started;
   grpc::Status s = Start("slow", {"/bin/sh", "-c", "sleep 0.3; echo late; sleep 0.3"}, &started);

@@ -663,6 +663,11 @@ int WorkerSupervisor::StopAll(int64_t grace_micros) {
   return stopped;
 }
 
+bool WorkerSupervisor::Knows(const std::string& worker_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return workers_.contains(worker_id);
+}
+
 std::vector<WorkerInfo> WorkerSupervisor::List() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<WorkerInfo> out;

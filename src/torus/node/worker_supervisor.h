@@ -158,6 +158,8 @@ class WorkerSupervisor {
 
   // Every known worker, running and finished, ordered by id.
   std::vector<WorkerInfo> List() const;
+  // Whether `worker_id` is known here, running or ended (and not yet forgotten).
+  bool Knows(const std::string& worker_id) const;
   int RunningCount() const;
   // Workers that have exec'ed and not exited, ordered by id.
   std::vector<RunningWorker> Running() const;

@@ -52,6 +52,7 @@ struct StartSpec {
   std::vector<Package> py_module_packages;      // likewise, each put first on PYTHONPATH
   std::string ledger_group;
   int bundle = -1;
+  bool only_if_new = false;  // a start sent again: ALREADY_EXISTS when the agent knows the worker, even ended
 };
 
 struct LogChunk {

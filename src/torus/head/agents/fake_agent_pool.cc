@@ -170,6 +170,10 @@ std::vector<absl::StatusOr<int64_t>> FakeAgentPool::StartWorkers(
         continue;
       }
     }
+    if (auto w = agent->workers.find(spec.id); w != agent->workers.end() && spec.only_if_new) {
+      out.push_back(absl::AlreadyExistsError(absl::StrCat("worker ", spec.id.str(), " has run here already")));
+      continue;
+    }
     if (auto w = agent->workers.find(spec.id); w != agent->workers.end() && w->second.running) {
       out.push_back(absl::AlreadyExistsError(absl::StrCat("worker ", spec.id.str(), " is running")));
       continue;

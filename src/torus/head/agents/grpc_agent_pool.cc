@@ -205,6 +205,7 @@ std::vector<absl::StatusOr<int64_t>> GrpcAgentPool::StartWorkers(
         req->mutable_env_set()->insert(spec.env_set.begin(), spec.env_set.end());
         for (const std::string& key : spec.env_unset) req->add_env_unset(key);
         req->set_cwd(spec.cwd);
+        req->set_only_if_new(spec.only_if_new);
         auto to_ref = [](const Package& p, rpc::PackageRef* ref) {
           ref->set_name(p.name);
           ref->set_sha256(p.sha256);

@@ -404,6 +404,7 @@ void WorkloadDriver::RedeliverStarts(const NodeId& node) {
       if (w->phase != WorkerPhase::kStarting || !w->launch || starting_.contains(w->id)) continue;
       starting_.insert(w->id);
       starts.emplace_back(target, SpecOf(*w, token));
+      starts.back().second.only_if_new = true;
       workers.push_back(w->id);
       owners.push_back({w->owner.kind, w->owner.id});
     }
@@ -416,7 +417,7 @@ void WorkloadDriver::RedeliverStarts(const NodeId& node) {
     std::vector<WorkerId> answered;
     std::vector<absl::StatusOr<int64_t>> answers;
     for (size_t i = 0; i < workers.size(); ++i) {
-      // The first start did arrive: the worker runs, and its exit report will record it.
+      // The first start did arrive: the worker runs or ran, and its exit report records it.
       if (started[i].status().code() == absl::StatusCode::kAlreadyExists) continue;
       answered.push_back(workers[i]);
       answers.push_back(started[i]);

@@ -90,8 +90,9 @@ class WorkloadDriver {
   void LaunchJob(const JobId& id);
   void LaunchAttempt(const RunId& id);
   // Sends again the starts of `node`'s workers that are STARTING with their launch kept and not in flight from this
-  // head: a head that stopped after recording them (a failover) may not have sent them. An agent that has the
-  // worker already answers ALREADY_EXISTS; its report of the worker's exit then records how it ran.
+  // head: a head that stopped after recording them (a failover) may not have sent them. They go "only if new": an
+  // agent that knows the worker already, running or ended, answers ALREADY_EXISTS and its report of the worker's
+  // exit records how it ran — a worker never runs twice.
   void RedeliverStarts(const NodeId& node);
   // The workers of `candidates` that are not being started and were not asked to stop yet; marks them asked.
   std::vector<StopOrder> TakeStops(const std::vector<StopOrder>& candidates);

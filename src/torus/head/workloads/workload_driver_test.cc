@@ -397,6 +397,45 @@ TEST(WorkloadDriverTest, AStartRecordedByAHeadThatStoppedBeforeSendingItIsSentBy
   EXPECT_EQ(world.agents.start_calls(), 1);
 }
 
+// The race a resend must not lose: the old head's start did reach the agent, after the agent built its
+// registration. The resend is refused (ALREADY_EXISTS), nothing runs twice, and the worker's exit report ends the job.
+TEST(WorkloadDriverTest, AResentStartTheAgentHadAlreadyIsNotRunTwice) {
+  World world;
+  const std::string target = TargetOf("10.0.0.7");
+  Worker w;
+  w.id = JobWorker("raced");
+  w.owner = Owner::Job(JobId("raced"));
+  w.node = NodeId("n1");
+  w.launch = WorkerLaunch{.owner_tag = "job:raced", .argv = {"/bin/sh", "-c", "true"}};
+  {
+    TestHead first(&world);
+    ASSERT_TRUE(first.AddNode("n1", "10.0.0.7", 8).ok());
+    JobRequest request = JobWith("raced", "true", 0);
+    request.label_selector = {{"torus.io/node-id", "none"}};
+    ASSERT_TRUE(first.jobs.Submit(request).ok());
+    first.Settle();
+    ASSERT_TRUE(first.store.Update([&](Txn& txn) { return txn.Apply(WorkerStarting{w}); }).ok());
+    StartSpec sent;
+    sent.id = w.id;
+    sent.owner = w.launch->owner_tag;
+    sent.argv = w.launch->argv;
+    ASSERT_TRUE(world.agents.StartWorkers({{target, sent}})[0].ok());  // it arrived; the head stopped
+  }
+  world.agents.EndWorker(target, w.id);  // and it has ended
+
+  TestHead head(&world);
+  ASSERT_TRUE(head.open_status.ok()) << head.open_status;
+  ASSERT_TRUE(head.AddNode("n1", "10.0.0.7", 8).ok());  // registers as if it had not had the start yet
+  head.Settle();
+  EXPECT_EQ(world.agents.start_calls(), 2);  // the first, and the resend the agent refused
+  EXPECT_EQ(world.agents.Workers(target).size(), 1u);
+  EXPECT_EQ(head.store.Read([&](const ClusterState& s) { return s.FindWorker(w.id)->phase; }),
+            WorkerPhase::kStarting);
+  ASSERT_TRUE(head.membership.ReportWorkerExit(NodeId("n1"), w.id, 0, 0, world.clock.WallMillis(), 77,
+                                               world.clock.WallMillis()).ok());
+  ASSERT_TRUE(head.WaitForJob("raced", JobStatus::kSucceeded));
+}
+
 // ---- Gang runs ----
 
 class GangRunTest : public ::testing::Test {
