@@ -320,7 +320,8 @@ grpc::Status NodeServiceImpl::StartNow(const rpc::StartWorkerRequest& request_re
                   .argv = {request->argv().begin(), request->argv().end()},
                   .env_set = {request->env_set().begin(), request->env_set().end()},
                   .env_unset = {request->env_unset().begin(), request->env_unset().end()},
-                  .cwd = where.cwd.empty() ? request->cwd() : where.cwd};
+                  .cwd = where.cwd.empty() ? request->cwd() : where.cwd,
+                  .only_if_new = request->only_if_new()};
   if (!where.python_path.empty()) {
     std::vector<std::string> path = where.python_path;
     auto set = spec.env_set.find("PYTHONPATH");
@@ -365,8 +366,11 @@ grpc::Status NodeServiceImpl::StartNow(const rpc::StartWorkerRequest& request_re
   }
   auto started = workers_->Start(spec);
   if (!started.ok()) {
-    // A duplicate start leaves the running worker bound; any other failure gives the bundle back.
-    if (bound && !absl::IsAlreadyExists(started.status())) ledger_->Unbind(spec.worker_id);
+    // A duplicate start leaves the running worker bound; any other failure (a resend of a worker that has ended
+    // included) gives the bundle back.
+    if (bound && !(absl::IsAlreadyExists(started.status()) && workers_->IsRunning(spec.worker_id))) {
+      ledger_->Unbind(spec.worker_id);
+    }
     spdlog::info("start of worker {} refused: {}", request->worker_id(), std::string(started.status().message()));
     return rpc::ToGrpc(started.status());
   }
@@ -445,11 +449,12 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLogs(grpc::CallbackServerCo
     return FinishCall(ctx, InvalidArgument("wait_ms must be 0..60000"));
   }
   if (request->reads_size() > 4096) return FinishCall(ctx, InvalidArgument("at most 4096 reads in one call"));
-  // Reads every log; true when one has something new (or cannot be read) or all have ended: nothing to wait for.
-  auto answer = [this, request, reply]() -> bool {
+  // Reads every log into the reply; the logs to wait on are those read fine whose workers still run. Nothing to wait
+  // for when one has something new or none is left to wait on (a read that fails is answered, not waited on).
+  using Waits = std::vector<std::pair<std::string, int64_t>>;
+  auto answer = [this, request, reply](Waits* waits) -> bool {
     reply->clear_results();
-    bool settled = false;
-    bool all_ended = true;
+    bool news = false;
     for (const rpc::ReadWorkerLogRequest& read : request->reads()) {
       rpc::ReadWorkerLogResult* result = reply->add_results();
       absl::StatusOr<LogChunk> chunk = absl::InvalidArgumentError("offset must be >= 0");
@@ -463,18 +468,18 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLogs(grpc::CallbackServerCo
       if (!chunk.ok()) {
         result->set_error_code(static_cast<int>(chunk.status().code()));
         result->set_error(std::string(chunk.status().message()));
-        settled = true;
         continue;
       }
-      settled = settled || !chunk->data.empty();
-      all_ended = all_ended && chunk->finished;
+      news = news || !chunk->data.empty();
+      if (waits != nullptr && !chunk->finished) waits->emplace_back(read.worker_id(), read.offset());
       result->mutable_chunk()->set_data(std::move(chunk->data));
       result->mutable_chunk()->set_next_offset(chunk->next_offset);
       result->mutable_chunk()->set_finished(chunk->finished);
     }
-    return settled || all_ended;
+    return news;
   };
-  if (answer() || request->wait_ms() == 0) return FinishCall(ctx, grpc::Status::OK);
+  Waits logs;
+  if (answer(&logs) || logs.empty() || request->wait_ms() == 0) return FinishCall(ctx, grpc::Status::OK);
   {
     std::lock_guard<std::mutex> lock(waits_mu_);
     if (waits_ >= kMaxLogWaits || stopping_) return FinishCall(ctx, grpc::Status::OK);
@@ -482,12 +487,10 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLogs(grpc::CallbackServerCo
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(request->wait_ms());
-  std::thread([this, ctx, request, reactor, deadline, answer] {
-    std::vector<std::pair<std::string, int64_t>> logs;
-    for (const rpc::ReadWorkerLogRequest& read : request->reads()) logs.emplace_back(read.worker_id(), read.offset());
+  std::thread([this, ctx, reactor, deadline, answer, logs = std::move(logs)] {
     workers_->WaitForLogs(logs, deadline, [this, ctx] { return stopping_.load() || ctx->IsCancelled(); })
         .IgnoreError();  // a worker forgotten meanwhile: the reads say so
-    answer();
+    answer(nullptr);
     reactor->Finish(grpc::Status::OK);
     std::lock_guard<std::mutex> lock(waits_mu_);
     --waits_;

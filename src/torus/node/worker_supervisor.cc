@@ -265,6 +265,10 @@ absl::StatusOr<StartedWorker> WorkerSupervisor::Start(const WorkerSpec& spec) {
     }
     auto it = workers_.find(spec.worker_id);
     if (it != workers_.end()) {
+      if (spec.only_if_new) {
+        close_fds();
+        return absl::AlreadyExistsError(absl::StrCat("worker ", spec.worker_id, " has run on this node already"));
+      }
       if (it->second.info.running) {
         close_fds();
         return absl::AlreadyExistsError(absl::StrCat("worker ", spec.worker_id, " is already running (pid ",
@@ -666,6 +670,12 @@ int WorkerSupervisor::StopAll(int64_t grace_micros) {
 bool WorkerSupervisor::Knows(const std::string& worker_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   return workers_.contains(worker_id);
+}
+
+bool WorkerSupervisor::IsRunning(const std::string& worker_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && it->second.info.running;
 }
 
 std::vector<WorkerInfo> WorkerSupervisor::List() const {

@@ -54,6 +54,7 @@ struct WorkerSpec {
   std::vector<int> gpus{};                       // GPUs of this host it holds (may be empty)
   std::string group_id{};                        // the bundle it runs on (for listings): ledger group ...
   std::optional<int> bundle_index{};             // ... and index; unset: it holds no bundle
+  bool only_if_new = false;                      // ALREADY_EXISTS when the id is known here at all, even ended
 };
 
 struct StartedWorker {
@@ -158,8 +159,9 @@ class WorkerSupervisor {
 
   // Every known worker, running and finished, ordered by id.
   std::vector<WorkerInfo> List() const;
-  // Whether `worker_id` is known here, running or ended (and not yet forgotten).
+  // Whether `worker_id` is known here, running or ended (and not yet forgotten); whether it runs.
   bool Knows(const std::string& worker_id) const;
+  bool IsRunning(const std::string& worker_id) const;
   int RunningCount() const;
   // Workers that have exec'ed and not exited, ordered by id.
   std::vector<RunningWorker> Running() const;

@@ -483,6 +483,19 @@ TEST_F(WorkerSupervisorTest, DuplicateRunningIdIsRejectedFinishedIsReplaced) {
   EXPECT_EQ(Log("dup"), "one\ntwo\n");
 }
 
+// A start sent again after a head failed over: refused for an id this agent knows, even one that has ended.
+TEST_F(WorkerSupervisorTest, AStartOnlyIfNewIsRefusedForAnIdThatHasRun) {
+  ASSERT_TRUE(StartShell("ran", "true").ok());
+  ASSERT_TRUE(exits_.WaitFor("ran").has_value());
+  EXPECT_TRUE(supervisor_->Knows("ran"));
+  EXPECT_FALSE(supervisor_->IsRunning("ran"));
+  auto again = supervisor_->Start({.worker_id = "ran", .argv = {"/bin/true"}, .only_if_new = true});
+  EXPECT_EQ(again.status(), absl::AlreadyExistsError("worker ran has run on this node already"));
+  auto fresh = supervisor_->Start({.worker_id = "fresh", .argv = {"/bin/true"}, .only_if_new = true});
+  EXPECT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_FALSE(supervisor_->Knows("never"));
+}
+
 TEST_F(WorkerSupervisorTest, StopOwnerStopsOnlyThatOwner) {
   ASSERT_TRUE(StartShell("a1", "sleep 30", "A").ok());
   ASSERT_TRUE(StartShell("a2", "sleep 30", "A").ok());

@@ -241,6 +241,12 @@ grpc::ServerUnaryReactor* HeadServiceImpl::WorkerExited(grpc::CallbackServerCont
 
 absl::StatusOr<ParsedExits> ParseWorkerExits(const rpc::WorkerExitedRequest& request) {
   constexpr int kMaxExits = 1000;
+  if (request.exits_size() == 0) {
+    // An agent of an older version sends one exit per call in fields this head no longer reads: not taken (and
+    // not lost: the agent keeps it and tries again), and said so.
+    return absl::FailedPreconditionError(
+        "exits: no report in the call (an agent older than this head reports exits one per call; upgrade it)");
+  }
   if (request.exits_size() > kMaxExits) {
     return absl::InvalidArgumentError(
         absl::StrCat("exits: at most ", kMaxExits, " reports per call, not ", request.exits_size()));

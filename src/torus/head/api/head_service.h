@@ -140,7 +140,8 @@ MetricLabels NodeMetricTags(const std::string& node_id, const Labels& labels);
 
 // A WorkerExited call's reports as the head records them: each well-formed one (its output tail cut to the last
 // 4 KiB, its accelerator error to 1 KiB) with its index in the call, and an error naming the field for each other.
-// Refuses a call of more than 1,000 reports as a whole.
+// Refuses a call of more than 1,000 reports as a whole, and one of none (FAILED_PRECONDITION: what an older agent
+// sends, which then keeps its report and tries again).
 struct ParsedExits {
   std::vector<Membership::ReportedExit> exits;
   std::vector<int> index;                           // exits[k] is report index[k]

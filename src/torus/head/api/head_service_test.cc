@@ -76,6 +76,10 @@ TEST(ParseWorkerExitsTest, LongTextsAreCut) {
   EXPECT_EQ(parsed->exits[0].exit.accelerator_error, std::string(1024, 'e'));
 }
 
+TEST(ParseWorkerExitsTest, ACallWithoutReportsIsRefusedSoThatItsSenderTriesAgain) {
+  EXPECT_EQ(ParseWorkerExits(rpc::WorkerExitedRequest()).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(ParseWorkerExitsTest, MoreThanAThousandReportsAreRefused) {
   rpc::WorkerExitedRequest request;
   for (int i = 0; i < 1000; ++i) *request.add_exits() = Report("w");

@@ -395,18 +395,31 @@ void WorkloadDriver::RedeliverStarts(const NodeId& node) {
     absl::MutexLock lock(&mu_);
     token = options_.token;
   }
-  store_->Read([&](const ClusterState& s) {
+  store_->Update([&](Txn& txn) {
+    const ClusterState& s = txn.state();
     const Node* n = s.FindNode(node);
     if (n == nullptr || !n->alive()) return;
     target = n->target();
+    std::vector<WorkerId> stopped;
     absl::MutexLock lock(&mu_);
     for (const Worker* w : s.LiveWorkersOn(node)) {
       if (w->phase != WorkerPhase::kStarting || !w->launch || starting_.contains(w->id)) continue;
+      if (stops_sent_.contains(w->id)) {
+        stopped.push_back(w->id);  // its workload stopped it before it was sent again (that stop found nothing)
+        continue;
+      }
       starting_.insert(w->id);
       starts.emplace_back(target, SpecOf(*w, token));
       starts.back().second.only_if_new = true;
       workers.push_back(w->id);
       owners.push_back({w->owner.kind, w->owner.id});
+    }
+    for (const WorkerId& id : stopped) {
+      txn.Apply(WorkerExited{id, WorkerExit{.start_failed = true,
+                                            .reason = "stopped before its start was sent again after a failover",
+                                            .wall_ms = clock_->WallMillis(),
+                                            .stopped = true}})
+          .IgnoreError();
     }
   });
   if (starts.empty()) return;

@@ -397,6 +397,34 @@ TEST(WorkloadDriverTest, AStartRecordedByAHeadThatStoppedBeforeSendingItIsSentBy
   EXPECT_EQ(world.agents.start_calls(), 1);
 }
 
+// A job stopped on the new head before its agent registered: its recorded start is not sent again, and it ends
+// STOPPED without having run.
+TEST(WorkloadDriverTest, AStartRecordedByAStoppedHeadIsNotSentAgainWhenTheJobWasStoppedMeanwhile) {
+  World world;
+  {
+    TestHead first(&world);
+    ASSERT_TRUE(first.AddNode("n1", "10.0.0.7", 8).ok());
+    JobRequest request = JobWith("halted", "true", 0);
+    request.label_selector = {{"torus.io/node-id", "none"}};
+    ASSERT_TRUE(first.jobs.Submit(request).ok());
+    first.Settle();
+    Worker w;
+    w.id = JobWorker("halted");
+    w.owner = Owner::Job(JobId("halted"));
+    w.node = NodeId("n1");
+    w.launch = WorkerLaunch{.owner_tag = "job:halted", .argv = {"/bin/sh", "-c", "true"}};
+    ASSERT_TRUE(first.store.Update([&](Txn& txn) { return txn.Apply(WorkerStarting{w}); }).ok());
+  }
+  TestHead head(&world);
+  ASSERT_TRUE(head.open_status.ok()) << head.open_status;
+  ASSERT_TRUE(head.jobs.Stop("halted").ok());
+  head.Settle();  // the stop went to an agent that does not have the worker
+  ASSERT_TRUE(head.AddNode("n1", "10.0.0.7", 8).ok());
+  ASSERT_TRUE(head.WaitForJob("halted", JobStatus::kStopped));
+  EXPECT_EQ(world.agents.start_calls(), 0);
+  EXPECT_TRUE(world.agents.Workers(TargetOf("10.0.0.7")).empty());
+}
+
 // The race a resend must not lose: the old head's start did reach the agent, after the agent built its
 // registration. The resend is refused (ALREADY_EXISTS), nothing runs twice, and the worker's exit report ends the job.
 TEST(WorkloadDriverTest, AResentStartTheAgentHadAlreadyIsNotRunTwice) {
