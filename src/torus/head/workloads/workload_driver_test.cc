@@ -348,6 +348,25 @@ TEST(WorkloadDriverTest, AfterARestartARunningJobIsNotStartedAgainAndItsExitStil
   EXPECT_EQ(world.agents.start_calls(), 1);
 }
 
+// What a head does before it asks an agent to start job `job`'s worker on node n1 (10.0.0.7), after which it stops
+// (a failover): the job is submitted (waiting for a node that does not exist, so this head starts nothing itself)
+// and its worker recorded STARTING with `launch`. Returns the worker as recorded.
+Worker RecordStartAndStop(World& world, const std::string& job, const WorkerLaunch& launch) {
+  TestHead first(&world);
+  EXPECT_TRUE(first.AddNode("n1", "10.0.0.7", 8).ok());
+  JobRequest request = JobWith(job, "true", 0);
+  request.label_selector = {{"torus.io/node-id", "none"}};
+  EXPECT_TRUE(first.jobs.Submit(request).ok());
+  first.Settle();
+  Worker w;
+  w.id = JobWorker(job);
+  w.owner = Owner::Job(JobId(job));
+  w.node = NodeId("n1");
+  w.launch = launch;
+  EXPECT_TRUE(first.store.Update([&](Txn& txn) { return txn.Apply(WorkerStarting{w}); }).ok());
+  return w;
+}
+
 // A head that recorded a job's start and stopped before sending it (a failover): the next head sends the launch it
 // finds recorded once the agent registers without the worker, and the job runs once.
 TEST(WorkloadDriverTest, AStartRecordedByAHeadThatStoppedBeforeSendingItIsSentByTheNext) {
@@ -357,21 +376,7 @@ TEST(WorkloadDriverTest, AStartRecordedByAHeadThatStoppedBeforeSendingItIsSentBy
                             .argv = {"/bin/sh", "-c", "echo hi"},
                             .env_set = {{"TORUS_JOB_ID", "cut"}},
                             .cwd = "/srv"};
-  {
-    TestHead first(&world);
-    ASSERT_TRUE(first.AddNode("n1", "10.0.0.7", 8).ok());
-    JobRequest request = JobWith("cut", "echo hi", 0);
-    request.label_selector = {{"torus.io/node-id", "none"}};  // waits: the driver starts nothing itself
-    ASSERT_TRUE(first.jobs.Submit(request).ok());
-    first.Settle();
-    // What LaunchJob records before it asks the agent; this head stops before asking.
-    Worker w;
-    w.id = JobWorker("cut");
-    w.owner = Owner::Job(JobId("cut"));
-    w.node = NodeId("n1");
-    w.launch = launch;
-    ASSERT_TRUE(first.store.Update([&](Txn& txn) { return txn.Apply(WorkerStarting{w}); }).ok());
-  }
+  RecordStartAndStop(world, "cut", launch);
   EXPECT_EQ(world.agents.start_calls(), 0);
 
   TestHead head(&world);
@@ -401,20 +406,7 @@ TEST(WorkloadDriverTest, AStartRecordedByAHeadThatStoppedBeforeSendingItIsSentBy
 // STOPPED without having run.
 TEST(WorkloadDriverTest, AStartRecordedByAStoppedHeadIsNotSentAgainWhenTheJobWasStoppedMeanwhile) {
   World world;
-  {
-    TestHead first(&world);
-    ASSERT_TRUE(first.AddNode("n1", "10.0.0.7", 8).ok());
-    JobRequest request = JobWith("halted", "true", 0);
-    request.label_selector = {{"torus.io/node-id", "none"}};
-    ASSERT_TRUE(first.jobs.Submit(request).ok());
-    first.Settle();
-    Worker w;
-    w.id = JobWorker("halted");
-    w.owner = Owner::Job(JobId("halted"));
-    w.node = NodeId("n1");
-    w.launch = WorkerLaunch{.owner_tag = "job:halted", .argv = {"/bin/sh", "-c", "true"}};
-    ASSERT_TRUE(first.store.Update([&](Txn& txn) { return txn.Apply(WorkerStarting{w}); }).ok());
-  }
+  RecordStartAndStop(world, "halted", WorkerLaunch{.owner_tag = "job:halted", .argv = {"/bin/sh", "-c", "true"}});
   TestHead head(&world);
   ASSERT_TRUE(head.open_status.ok()) << head.open_status;
   ASSERT_TRUE(head.jobs.Stop("halted").ok());
@@ -430,25 +422,13 @@ TEST(WorkloadDriverTest, AStartRecordedByAStoppedHeadIsNotSentAgainWhenTheJobWas
 TEST(WorkloadDriverTest, AResentStartTheAgentHadAlreadyIsNotRunTwice) {
   World world;
   const std::string target = TargetOf("10.0.0.7");
-  Worker w;
-  w.id = JobWorker("raced");
-  w.owner = Owner::Job(JobId("raced"));
-  w.node = NodeId("n1");
-  w.launch = WorkerLaunch{.owner_tag = "job:raced", .argv = {"/bin/sh", "-c", "true"}};
-  {
-    TestHead first(&world);
-    ASSERT_TRUE(first.AddNode("n1", "10.0.0.7", 8).ok());
-    JobRequest request = JobWith("raced", "true", 0);
-    request.label_selector = {{"torus.io/node-id", "none"}};
-    ASSERT_TRUE(first.jobs.Submit(request).ok());
-    first.Settle();
-    ASSERT_TRUE(first.store.Update([&](Txn& txn) { return txn.Apply(WorkerStarting{w}); }).ok());
-    StartSpec sent;
-    sent.id = w.id;
-    sent.owner = w.launch->owner_tag;
-    sent.argv = w.launch->argv;
-    ASSERT_TRUE(world.agents.StartWorkers({{target, sent}})[0].ok());  // it arrived; the head stopped
-  }
+  const Worker w =
+      RecordStartAndStop(world, "raced", WorkerLaunch{.owner_tag = "job:raced", .argv = {"/bin/sh", "-c", "true"}});
+  StartSpec sent;
+  sent.id = w.id;
+  sent.owner = w.launch->owner_tag;
+  sent.argv = w.launch->argv;
+  ASSERT_TRUE(world.agents.StartWorkers({{target, sent}})[0].ok());  // it did arrive, just before that head stopped
   world.agents.EndWorker(target, w.id);  // and it has ended
 
   TestHead head(&world);
