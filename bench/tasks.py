@@ -166,7 +166,7 @@ def bench_torus(args, tls=False):
                     "--join-token-file", os.path.join(session, "join_token")]
         subprocess.run([binary, "start", "--address", address, "--node-ip", "127.0.1.9", "--node-id", "bench-b",
                         "--num-cpus", "1", "--object-store-memory", store] + join,
-                       env=dict(env_b, TORUS_TOKEN=torus._runtime._state.token), check=True, capture_output=True)
+                       env=dict(env_b, TORUS_TOKEN=torus._private.state.current().token), check=True, capture_output=True)
         deadline = time.time() + 30
         while len(torus.nodes()) < 2 and time.time() < deadline:
             time.sleep(0.1)

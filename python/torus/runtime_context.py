@@ -2,7 +2,8 @@
 
 import os
 
-from torus import _runtime
+from torus._private import state as _st
+from torus._private import worker as _worker
 
 
 class RuntimeContext:
@@ -16,11 +17,11 @@ class RuntimeContext:
         return self._state.node_id
 
     def get_task_id(self):
-        current = _runtime.current_task.get()
+        current = _st.current_task.get()
         return current[0].hex() if current else None
 
     def get_task_name(self):
-        current = _runtime.current_task.get()
+        current = _st.current_task.get()
         return current[1] if current else None
 
     def get_worker_id(self):
@@ -39,7 +40,7 @@ class RuntimeContext:
         the task's in a task ({"CPU": 1.0, "TPU": 4.0}); {} in a driver."""
         if self._state.actor_id:
             return dict(self._state.actor_resources)
-        current = _runtime.current_task.get()
+        current = _st.current_task.get()
         return dict(current[2]) if current and len(current) > 2 else {}
 
     def get_accelerator_ids(self):
@@ -52,4 +53,4 @@ class RuntimeContext:
 
 
 def get_runtime_context():
-    return RuntimeContext(_runtime._state_or_init())
+    return RuntimeContext(_worker.state_or_init())

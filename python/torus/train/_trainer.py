@@ -14,7 +14,8 @@ import tempfile
 
 import cloudpickle
 
-from torus import _runtime
+from torus._private import state as _st
+from torus._private import worker as _worker
 from torus.train._checkpoint import Checkpoint
 from torus.train._config import RunConfig, ScalingConfig
 
@@ -107,9 +108,9 @@ class DataParallelTrainer:
     def fit(self):
         """Runs the function on every worker until the run ends; returns its Result, or raises TrainingFailedError
         (ValueError for a spec the head refuses, naming the field). Ctrl-C stops the run."""
-        state = _runtime._state_or_init()
-        core = _runtime._import_core()
-        http = _runtime.http_address(state)
+        state = _worker.state_or_init()
+        core = _st.import_core()
+        http = _worker.http_address(state)
         kind, options = self._setup()
         payload = cloudpickle.dumps({"loop": self._loop, "config": self._config, "kind": kind, "options": options})
         with tempfile.TemporaryDirectory(prefix="torus-train-") as tmp:

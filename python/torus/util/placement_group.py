@@ -1,6 +1,8 @@
 """Placement groups from Python (as ray.util.placement_group): bundles of resources reserved atomically by the head."""
 
-from torus import _runtime
+from torus._private import serialization as ser
+from torus._private import worker as _worker
+from torus._private.object_ref import ObjectRef
 from torus import exceptions
 
 _STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
@@ -26,19 +28,18 @@ class PlacementGroup:
     def ready(self):
         """An ObjectRef that resolves (to this group) once it is CREATED; `get` raises TaskUnschedulableError if it
         is removed or fails first."""
-        state = _runtime._state_or_init()
-        from torus import _serialization as ser
+        state = _worker.state_or_init()
         object_id = state.core.group_ready_ref(self.id, ser.dumps(self))
-        return _runtime.ObjectRef(object_id, state.core.address)
+        return ObjectRef(object_id, state.core.address)
 
     def wait(self, timeout_seconds=30):
         """True once the group is CREATED, False if it is not within `timeout_seconds`."""
-        view = _runtime._state_or_init().core.get_placement_group(self.id, int(timeout_seconds * 1000))
+        view = _worker.state_or_init().core.get_placement_group(self.id, int(timeout_seconds * 1000))
         return view["state"] == "CREATED"
 
     def table(self):
         """The head's view: state, reason, and each bundle's node, slice, worker id and chips."""
-        return _runtime._state_or_init().core.get_placement_group(self.id, 0)
+        return _worker.state_or_init().core.get_placement_group(self.id, 0)
 
     def __reduce__(self):
         return (PlacementGroup, (self.id, self.bundle_specs))
@@ -65,7 +66,7 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, bundle_lab
     if selectors and len(selectors) != len(bundles):
         raise ValueError(f"bundle_label_selector: one selector per bundle is required ({len(bundles)}), "
                          f"got {len(selectors)}")
-    state = _runtime._state_or_init()
+    state = _worker.state_or_init()
     try:
         view = state.core.create_placement_group(name, strategy, fixed, selectors, float(timeout_s))
     except (ValueError, RuntimeError) as e:
@@ -78,6 +79,6 @@ def remove_placement_group(pg):
     if not isinstance(pg, PlacementGroup):
         raise TypeError(f"remove_placement_group takes a PlacementGroup, got {type(pg).__name__}")
     try:
-        _runtime._state_or_init().core.remove_placement_group(pg.id)
+        _worker.state_or_init().core.remove_placement_group(pg.id)
     except KeyError as e:
         raise exceptions.TorusError(str(e)) from None

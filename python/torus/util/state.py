@@ -11,7 +11,8 @@ GET /api/v0/actors and /api/v0/tasks (docs/rest.md).
 
 import json
 
-from torus import _runtime
+from torus._private import state as _st
+from torus._private import worker as _worker
 
 _OPS = ("=", "!=")
 
@@ -25,8 +26,8 @@ class _Record(dict):
 
 
 def _api():
-    state = _runtime._state_or_init()
-    return _runtime._import_core(), _runtime.http_address(state), state.token
+    state = _worker.state_or_init()
+    return _st.import_core(), _worker.http_address(state), state.token
 
 
 def _check_filters(filters):

@@ -3,7 +3,7 @@
 import os
 
 from torus.util.placement_group import PlacementGroup, _fixed
-from torus import _runtime
+from torus._private import worker as _worker
 
 
 def slice_placement_group(topology, accelerator_version, num_slices=1, resources_per_bundle=None, name="",
@@ -16,7 +16,7 @@ def slice_placement_group(topology, accelerator_version, num_slices=1, resources
     if not accel.startswith("TPU-"):
         accel = "TPU-" + accel
     resources = {k: _fixed(f"resources_per_bundle[{k!r}]", v) for k, v in (resources_per_bundle or {}).items()}
-    state = _runtime._state_or_init()
+    state = _worker.state_or_init()
     try:
         view = state.core.reserve_slices(name, accel, topology, int(num_slices), resources, False,
                                          dict(label_selector or {}), float(timeout_s))

@@ -82,6 +82,7 @@ std::vector<std::string> AgentArgs(const AgentFlags& flags, const std::string& a
   }
   if (flags.chips_per_host) add("--chips-per-host", absl::StrCat(*flags.chips_per_host));
   if (flags.slice_name) add("--slice-name", *flags.slice_name);
+  add("--task-python", flags.task_python);
   return args;
 }
 

@@ -66,6 +66,7 @@ struct AgentFlags {
   std::string metadata_url;
   std::optional<int> chips_per_host;
   std::optional<std::string> slice_name;
+  std::string task_python;  // the interpreter of task and actor workers (the agent's default: /usr/bin/python3)
 };
 
 struct StartFlags {

@@ -39,6 +39,8 @@ void AddAgentOptions(CLI::App* cmd, torus::cli::AgentFlags& agent) {
   cmd->add_option("--chips-per-host", agent.chips_per_host, "TPU chips per host setting")
       ->check(CLI::IsMember({1, 4, 8}));
   cmd->add_option("--slice-name", agent.slice_name, "Override the TPU slice name (TPU_NAME)");
+  cmd->add_option("--task-python", agent.task_python,
+                  "Python interpreter of task and actor workers [default: /usr/bin/python3]");
 }
 
 }  // namespace

@@ -388,7 +388,7 @@ int Run(const NodeFlags& flags) {
                torus::HumanBytes(static_cast<int64_t>((*object_store)->stats().capacity)));
   {
     const std::string python_path = flags.python_path.empty() ? DefaultPythonPath() : flags.python_path;
-    lease_options.worker_argv = {flags.task_python, "-m", "torus._worker"};
+    lease_options.worker_argv = {flags.task_python, "-m", "torus._private.default_worker"};
     lease_options.worker_env = {{"TORUS_AGENT_ADDRESS", absl::StrCat(flags.node_ip, ":", agent_port)},
                                 {"TORUS_ADDRESS", flags.address},
                                 {"TORUS_TOKEN", token},
@@ -518,7 +518,7 @@ int main(int argc, char** argv) {
                  "How often host, worker, TPU and GPU metrics are sampled and sent to the head (0 = never)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
-  app.add_option("--task-python", flags.task_python, "Python interpreter of task workers (python3 -m torus._worker)");
+  app.add_option("--task-python", flags.task_python, "Python interpreter of task workers (python3 -m torus._private.default_worker)");
   app.add_option("--python-path", flags.python_path,
                  "Directories (:-separated) put first on task workers' PYTHONPATH; default: beside the build");
   app.add_option("--idle-worker-ms", flags.idle_worker_ms, "Idle pooled task workers are stopped after this long");

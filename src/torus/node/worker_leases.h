@@ -94,7 +94,7 @@ struct LeaseInfo {
 
 struct WorkerLeasesOptions {
   std::string node_ip = "127.0.0.1";             // where workers listen
-  std::vector<std::string> worker_argv;          // how to start a worker (python3 -m torus._worker)
+  std::vector<std::string> worker_argv;          // how to start a worker (python3 -m torus._private.default_worker)
   std::map<std::string, std::string> worker_env;  // added to every worker's environment (agent address, token, ...)
   int64_t start_timeout_ms = 60'000;             // a new worker must announce itself within this
   int64_t idle_worker_ms = 10'000;               // pooled workers idle longer than this are stopped

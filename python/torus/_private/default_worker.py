@@ -1,4 +1,4 @@
-"""A task worker: `python3 -m torus._worker`, started by an agent for a lease. It runs the tasks pushed to it, one at
+"""A task worker: `python3 -m torus._private.default_worker`, started by an agent for a lease. It runs the tasks pushed to it, one at
 a time, and answers each with its return values (or its error)."""
 
 import asyncio
@@ -11,9 +11,10 @@ import threading
 import time
 import traceback
 
-from torus import _runtime
-from torus import _serialization as ser
 from torus import exceptions
+from torus._private import serialization as ser
+from torus._private import state as _st
+from torus._private import worker as _worker
 
 
 def _resolve(core, kind, a, b):
@@ -131,8 +132,8 @@ def _create(task, fn, values, kwargs):
     global _actor, _executor
     cls, options = fn if isinstance(fn, tuple) else (fn, {})
     _actor = cls(*values, **kwargs)
-    _runtime._state.actor_id = task["actor_id"]
-    _runtime._state.actor_resources = dict(task.get("resources") or {})
+    _st.current().actor_id = task["actor_id"]
+    _st.current().actor_resources = dict(task.get("resources") or {})
     is_async = any(inspect.iscoroutinefunction(getattr(cls, n, None)) for n in dir(cls) if not n.startswith("__"))
     concurrency = options.get("max_concurrency")
     if is_async:
@@ -144,7 +145,7 @@ def _create(task, fn, values, kwargs):
 
 def _run(core, functions, task):
     name = task["name"]
-    token = _runtime.current_task.set((task["task_id"], name, task.get("resources") or {}))
+    token = _st.current_task.set((task["task_id"], name, task.get("resources") or {}))
     try:
         call, failed = _prepare(core, functions, task)
         if failed is not None:
@@ -160,12 +161,12 @@ def _run(core, functions, task):
     except Exception as e:  # noqa: BLE001 - any error of the user's function is the task's result
         return [_error_value(name, e, traceback.format_exc())]
     finally:
-        _runtime.current_task.reset(token)
+        _st.current_task.reset(token)
 
 
 async def _run_async(core, functions, task):
     name = task["name"]
-    _runtime.current_task.set((task["task_id"], name, task.get("resources") or {}))
+    _st.current_task.set((task["task_id"], name, task.get("resources") or {}))
     try:
         call, failed = _prepare(core, functions, task)
         if failed is not None:
@@ -192,7 +193,10 @@ def _interrupt(task_id):
 def main():
     global _main_task
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    state = _runtime._init_worker()
+    if os.environ.get("TORUS_RAY_ALIAS") == "1":
+        from torus._private import ray_alias
+        ray_alias.install()
+    state = _worker.init_worker()
     core = state.core
     core.set_cancel_handler(_interrupt)
     functions = {}
