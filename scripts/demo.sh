@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The programs and the Python module only: the tests build with scripts/test.sh.
-TORUS_TARGETS="torus torus-head torus-node torus-tpu-sim _torus_core" WITH_TORCH=1 scripts/setup.sh
+TORUS_TARGETS="torus torus-head torus-node torus-tpu-sim _torus_core" WITH_TORCH=1 WITH_DEV_VENV=0 scripts/setup.sh
 torus=build/bin/torus
 "$torus" down >/dev/null 2>&1 || true
 "$torus" up examples/clusters/local.yaml "$@"

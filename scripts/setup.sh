@@ -3,7 +3,8 @@
 # Usage: scripts/setup.sh            (build type RelWithDebInfo; BUILD_DIR overrides the folder; TORUS_BENCHMARKS=OFF
 #                                    leaves out the C++ benchmarks; TORUS_TARGETS="a b" builds only those targets;
 #                                    TORUS_BUILD=OFF installs the packages and builds nothing; WITH_FUZZ=1 adds clang
-#                                    for the fuzz targets)
+#                                    for the fuzz targets; WITH_DEV_VENV=0 skips the development venv .venv with Ray,
+#                                    the reference of tests/compat and bench/, from scripts/dev-requirements.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,8 @@ if [ "${WITH_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
 # The Kubernetes API's models, against which the tests check every object the kubernetes provider sends and every
 # manifest in deploy/ (no API server runs here).
 packages+=(python3-kubernetes)
+# The development venv (below) is made with Debian's venv module.
+if [ "${WITH_DEV_VENV:-1}" = 1 ]; then packages+=(python3-venv); fi
 # etcd, for the head's journal in etcd (`--state-store etcd://...`) and its tests; iproute2 for `torus up --netns`.
 packages+=(etcd-server iproute2)
 # The fuzz targets (scripts/fuzz.sh, which scripts/test.sh runs) need clang and its libFuzzer runtime.
@@ -51,6 +54,23 @@ if [ "${WITH_BROWSER:-1}" = 1 ] && command -v npm >/dev/null 2>&1; then
     echo "setup: npm ci --prefix tests/browser"
     PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
     echo "$lock_sum" > "$stamp"
+  fi
+fi
+
+# The development venv: Debian's python3 with its packages (--system-site-packages) plus what Debian lacks, pinned in
+# scripts/dev-requirements.txt; installed again only when that file changed.
+if [ "${WITH_DEV_VENV:-1}" = 1 ]; then
+  venv="${TORUS_DEV_VENV:-.venv}"
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
+  req_sum="$(sha256sum scripts/dev-requirements.txt | cut -d' ' -f1)"
+  if [ "$(cat "$venv/.torus-requirements-sha256" 2>/dev/null)" != "$req_sum" ]; then
+    echo "setup: pip install -r scripts/dev-requirements.txt into $venv"
+    # Debian's numpy stays the one (Debian's torch is built against it): pip keeps what satisfies the constraint.
+    constraints="$(mktemp)"
+    /usr/bin/python3 -c 'import numpy; print("numpy==" + numpy.__version__)' > "$constraints"
+    "$venv/bin/pip" install -q --disable-pip-version-check -c "$constraints" -r scripts/dev-requirements.txt
+    rm -f "$constraints"
+    echo "$req_sum" > "$venv/.torus-requirements-sha256"
   fi
 fi
 

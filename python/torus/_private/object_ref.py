@@ -41,6 +41,20 @@ class ObjectRef:
     def owner_address(self):
         return self._owner
 
+    def future(self):
+        """A concurrent.futures.Future of this object's value (its error, if the task failed)."""
+        from torus._private.futures import future_of
+        return future_of(self)
+
+    def __await__(self):
+        import asyncio
+        return asyncio.wrap_future(self.future()).__await__()
+
+    def as_future(self):
+        """An asyncio future of this object's value, on the running event loop."""
+        import asyncio
+        return asyncio.wrap_future(self.future())
+
     def __reduce__(self):
         if not ser.note_contained(self._id, self._owner):
             # Pickled outside torus's values (nothing tracks where it goes): its owner keeps it for good.
