@@ -15,15 +15,18 @@ and so on; torus._private holds what Ray keeps in ray._private (the connection, 
 """
 
 from torus import exceptions
+from torus._private.ids import (ActorClassID, ActorID, FunctionID, JobID, NodeID, ObjectID, PlacementGroupID, TaskID,
+                                UniqueID, WorkerID)
 from torus._private.make_remote import remote
 from torus._private.object_ref import ObjectRef
-from torus._private.worker import (available_resources, cancel, cluster_resources, get, init, is_initialized, nodes,
-                                   put, shutdown, wait)
+from torus._private.worker import (SCRIPT_MODE, WORKER_MODE, available_resources, cancel, cluster_resources, get,
+                                   get_gpu_ids, init, is_initialized, nodes, put, shutdown, wait)
 from torus.actor import ActorClass, ActorHandle, get_actor, kill, method
 from torus.remote_function import RemoteFunction
 from torus.runtime_context import get_runtime_context
 from torus import util  # noqa: E402  (util's modules use the names above)
 
-__all__ = ["ActorClass", "ActorHandle", "ObjectRef", "RemoteFunction", "available_resources", "cancel",
+__all__ = ["ActorClassID", "ActorID", "FunctionID", "JobID", "NodeID", "ObjectID", "PlacementGroupID", "TaskID",
+           "UniqueID", "WorkerID", "SCRIPT_MODE", "WORKER_MODE", "get_gpu_ids", "ActorClass", "ActorHandle", "ObjectRef", "RemoteFunction", "available_resources", "cancel",
            "cluster_resources", "exceptions", "get", "get_actor", "get_runtime_context", "init", "is_initialized",
            "kill", "method", "nodes", "put", "remote", "shutdown", "util", "wait"]
