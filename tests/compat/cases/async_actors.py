@@ -99,6 +99,7 @@ class AsyncCounter:
 
 
 @case(timeout=120)
-def async_actor_state_in_call_order():
+def async_actor_counts_every_call():
     c = AsyncCounter.remote()
-    out(ray.get([c.incr.remote() for _ in range(10)]))
+    # Ray does not order an async actor's calls: their set is what both agree on.
+    out(sorted(ray.get([c.incr.remote() for _ in range(10)])))
