@@ -99,6 +99,9 @@ absl::StatusOr<JobRequest> ParseJobSubmission(const std::string& body) {
             request.py_modules.push_back(rv[i].get<std::string>());
             if (absl::Status s = CheckLocation(field, request.py_modules.back()); !s.ok()) return s;
           }
+        } else if (rk == "_ray_commit" || rk == "_inject_current_ray") {
+          // What Ray's client adds about itself beside pip or conda (RuntimeEnv.to_dict()): no request of the
+          // user's, so the field the head cannot honour is the one a refusal names.
         } else if (rk == "excludes") {
           // Used by the client that packed working_dir; nothing for the head to do with it.
           if (!rv.is_array() || !std::all_of(rv.begin(), rv.end(), [](const auto& e) { return e.is_string(); })) {
@@ -259,7 +262,13 @@ void RegisterJobRoutes(httplib::Server& server, JobService* jobs, const EventLog
   });
 
   server.Delete(R"(/api/jobs/([^/]+))", [jobs](const httplib::Request& req, httplib::Response& res) {
-    absl::Status s = jobs->Delete(req.matches[1]);
+    const std::string id = req.matches[1];
+    // Ray's job server refuses with these words (its status code is 500; a refusal of the request is 400 here).
+    if (auto job = jobs->Get(id); job.ok() && !job->job.Terminal()) {
+      return SendText(res, 400, absl::StrCat("Attempted to delete job '", id, "', but it is in a non-terminal state ",
+                                             JobStatusName(job->job.status), "."));
+    }
+    absl::Status s = jobs->Delete(id);
     if (s.code() == absl::StatusCode::kNotFound) return SendText(res, 404, std::string(s.message()));
     if (!s.ok()) return SendText(res, 400, std::string(s.message()));
     SendJson(res, 200, {{"deleted", true}});

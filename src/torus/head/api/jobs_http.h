@@ -12,9 +12,12 @@
 //                                   is none yet
 //   GET  /api/jobs/{id}/logs/tail   a WebSocket of the job's output (log_tail_http.h)
 //   POST /api/jobs/{id}/stop        {"stopped": bool}
-//   DELETE /api/jobs/{id}           {"deleted": true}; 400 while not terminal
+//   DELETE /api/jobs/{id}           {"deleted": true}; 400 while not terminal, in Ray's words ("Attempted to delete
+//                                   job 'ID', but it is in a non-terminal state RUNNING.")
 //
-// Bad requests (bad JSON, unknown fields, wrong types) get 400 with a text body naming the field.
+// Bad requests (bad JSON, unknown fields, wrong types) get 400 with a text body naming the field; 404 says
+// "Job {id} does not exist", as Ray's job server does. The runtime_env keys Ray's client adds about itself
+// (_ray_commit, _inject_current_ray) are kept in the job's runtime_env and otherwise ignored.
 //
 // Thread-safety: handlers run on the HTTP server's threads and call the thread-safe JobService.
 #pragma once

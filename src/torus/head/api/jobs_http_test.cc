@@ -103,5 +103,57 @@ TEST(ParseJobSubmissionTest, AmountsOfOneResourceAddUpToAtMostTheLargestAmount) 
   }
 }
 
+// Ray's client sends runtime_env.to_dict(): beside pip or conda it adds _ray_commit (and may add
+// _inject_current_ray). Those are not the user's request: a refusal names pip, and a job with them runs.
+TEST(ParseJobSubmissionTest, RaysOwnRuntimeEnvKeysAreNotWhatARefusalNames) {
+  absl::StatusOr<JobRequest> pip = ParseJobSubmission(
+      R"({"entrypoint": "x", "runtime_env": {"_ray_commit": "b7f4259e", "pip": {"packages": ["a"], "pip_check": false}}})");
+  ASSERT_FALSE(pip.ok());
+  EXPECT_EQ(pip.status().message(),
+            "runtime_env field \"pip\" is not supported; supported: env_vars, working_dir, py_modules, excludes");
+
+  absl::StatusOr<JobRequest> ok = ParseJobSubmission(
+      R"({"entrypoint": "x", "runtime_env": {"_inject_current_ray": true, "_ray_commit": "b7f4259e",
+          "env_vars": {"A": "1"}}})");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->env_vars, (std::map<std::string, std::string>{{"A", "1"}}));
+  EXPECT_EQ(nlohmann::json::parse(ok->runtime_env_json)["_ray_commit"], "b7f4259e");
+}
+
+// DELETE of a job that has not ended answers Ray's job server's words (Ray programs and KubeRay read them), and the
+// job is still there; once it ended, it is deleted.
+TEST_F(JobsHttpTest, DeletingAJobThatHasNotEndedIsRefusedInRaysWords) {
+  ASSERT_TRUE(head_->AddNode("n1", "10.0.0.7", 8).ok());
+  JobRequest request;
+  request.submission_id = "job-1";
+  request.entrypoint = "sleep 60";
+  request.resources.Set("CPU", 1);
+  ASSERT_TRUE(head_->jobs.Submit(request).ok());
+  ASSERT_TRUE(head_->WaitForJob("job-1", JobStatus::kRunning));
+
+  httplib::Client client("127.0.0.1", port_);
+  auto refused = client.Delete("/api/jobs/job-1");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_EQ(refused->body, "Attempted to delete job 'job-1', but it is in a non-terminal state RUNNING.");
+  auto still = client.Get("/api/jobs/job-1");
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->status, 200);
+
+  auto unknown = client.Delete("/api/jobs/job-9");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_EQ(unknown->body, "Job job-9 does not exist");
+
+  world_.agents.EndWorker(testutil::TargetOf("10.0.0.7"), WorkerId("job-job-1"));
+  ASSERT_TRUE(head_->membership.ReportWorkerExit(NodeId("n1"), WorkerId("job-job-1"), 0, 0, world_.clock.WallMillis())
+                  .ok());
+  ASSERT_TRUE(head_->WaitForJob("job-1", JobStatus::kSucceeded));
+  auto deleted = client.Delete("/api/jobs/job-1");
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ(deleted->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(deleted->body), nlohmann::json({{"deleted", true}}));
+}
+
 }  // namespace jobs_http_test
 }  // namespace torus::head
