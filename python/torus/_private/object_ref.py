@@ -28,6 +28,14 @@ class ObjectRef:
             except Exception:
                 pass
 
+    @classmethod
+    def nil(cls):
+        """The nil ref (what a generator's next with a timeout gives when nothing came in time)."""
+        return cls(b"", "", _add_ref=False)
+
+    def is_nil(self):
+        return not self._id
+
     def binary(self):
         return self._id
 
