@@ -117,7 +117,8 @@ class ActorClass(RemoteBase):
                                                args_wire, resources, env, working_dir,
                                                int(opts.get("max_restarts") or 0), int(max_task_retries),
                                                selector, strategy, group, bundle,
-                                               name, namespace, self._name, methods, detached)
+                                               name, namespace, self._name, methods, detached,
+                                               fallback_selectors=fallbacks)
         except ValueError as e:
             if opts.get("get_if_exists") and "is taken" in str(e):
                 return get_actor(name, namespace)  # another process created it meanwhile

@@ -4,6 +4,7 @@ import functools
 import inspect
 
 from torus._private import options as opt
+from torus._private import serialization
 from torus._private import worker
 from torus._private.arguments import wire_args
 from torus._private.object_ref import ObjectRef
@@ -49,7 +50,8 @@ class RemoteFunction(RemoteBase):
         ids = state.core.submit(worker.new_task_id(), opts.get("name") or self._name, function_id, blob,
                                 wire_args(args, kwargs), max(num_returns, 1), resources, env, working_dir,
                                 3 if max_retries is None else max_retries, bool(retry), selector, strategy, group,
-                                bundle)
+                                bundle, fallback_selectors=fallbacks,
+                                retry_exception_types=serialization.dumps(tuple(retry_types)) if retry_types else b"")
         refs = [ObjectRef(i, state.core.address) for i in ids]
         if num_returns == 0:
             return None

@@ -39,6 +39,18 @@ def _error_value(name, exc, tb_text):
     return (blob, ser.FORMAT_ERROR)
 
 
+def _retryable(task, exc):
+    """Whether the task's error may be retried: with retry_exceptions as a list of types, only an instance of one of
+    them (a subclass counts). A list this worker cannot load (its types' module missing here) retries nothing."""
+    allowed = task.get("retry_exception_types")
+    if not allowed:
+        return True
+    try:
+        return isinstance(exc, ser.loads(allowed))
+    except Exception:  # noqa: BLE001
+        return False
+
+
 class _FunctionUnknown(Exception):
     pass
 
@@ -159,6 +171,7 @@ def _run(core, functions, task):
     except KeyboardInterrupt:
         return [(b"", "cancelled")]
     except Exception as e:  # noqa: BLE001 - any error of the user's function is the task's result
+        task["retryable"] = _retryable(task, e)
         return [_error_value(name, e, traceback.format_exc())]
     finally:
         _st.current_task.reset(token)
@@ -223,7 +236,7 @@ def main():
             returns = [(b"", "cancelled")]
         sys.stdout.flush()
         sys.stderr.flush()
-        core.finish_task(task["task_id"], returns)
+        core.finish_task(task["task_id"], returns, retryable=task.get("retryable", True))
         del returns  # the refs it held are the caller's now (borrowed): let go of them before the next task comes
 
 

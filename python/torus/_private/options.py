@@ -338,14 +338,16 @@ def runtime_env(opts, job_env):
 
 def placement(opts):
     """(label_selector, fallback selectors, strategy, placement group id, bundle index) for the core. The strategy
-    is "" (default), "SPREAD", "NODE:<id>" or "NODE_SOFT:<id>"; accelerator_type adds its label to the selector."""
+    is "" (default), "SPREAD", "NODE:<id>" or "NODE_SOFT:<id>". The fallback selectors (fallback_strategy's, in
+    order) are tried when no node can hold the work under the ones before."""
     from torus.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
     selector = dict(opts.get("label_selector") or {})
-    if opts.get("accelerator_type"):
-        selector.setdefault("ray.io/accelerator-type", opts["accelerator_type"])
+    # fallback_strategy's selectors, tried in order when no node can hold the work under the ones before; the
+    # resources stay the same, so accelerator_type's label goes into each.
     fallbacks = [dict(f.get("label_selector") or {}) for f in (opts.get("fallback_strategy") or [])]
-    if fallbacks:
-        raise ValueError("fallback_strategy: label selector fallbacks are not supported by this torus build")
+    if opts.get("accelerator_type"):
+        for s in [selector] + fallbacks:
+            s.setdefault("ray.io/accelerator-type", opts["accelerator_type"])
     core = _st.import_core()
     for s in [selector] + fallbacks:
         if s:
@@ -359,6 +361,9 @@ def placement(opts):
     if isinstance(strategy, PlacementGroupSchedulingStrategy):
         if strategy.placement_group is None:
             return selector, fallbacks, "", "", -1
+        if fallbacks:
+            raise ValueError("fallback_strategy: not supported inside a placement group by torus (the work runs on "
+                             "its bundle's node)")
         return selector, fallbacks, "", strategy.placement_group.id, strategy.placement_group_bundle_index
     if strategy in (None, "DEFAULT"):
         wire = ""

@@ -71,6 +71,7 @@ absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions 
     return absl::UnavailableError(absl::StrCat("cannot listen on ", w->options_.node_ip));
   }
   w->address_ = absl::StrCat(w->options_.node_ip, ":", port);
+  w->blocked_ = w->NewBlockedReporter();
   w->store_ = std::make_unique<StoreClient>(&w->channels_, w->options_.local_agent,
                                             OwnerIdentity{.address = w->address_, .pid = getpid(), .boot_id = BootId()});
   w->table_.SetOnFreeStored(
@@ -432,109 +433,6 @@ absl::StatusOr<std::shared_ptr<MappedObject>> CoreWorker::MapStored(const Ref& r
   return store_->Map(ref.object_id, value, ref.owner_address.empty() ? address_ : ref.owner_address);
 }
 
-absl::StatusOr<std::optional<Value>> CoreWorker::Fetch(const Ref& ref, int64_t wait_ms) {
-  grpc::ClientContext ctx;
-  channels_.Authorize(ctx);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(wait_ms + 10'000));
-  GetObjectRequest request;
-  request.set_object_id(ref.object_id);
-  request.set_wait_ms(wait_ms);
-  GetObjectReply reply;
-  grpc::Status s = channels_.Worker(ref.owner_address)->GetObject(&ctx, request, &reply);
-  if (!s.ok()) {
-    return absl::NotFoundError(absl::StrCat("object ", Hex(ref.object_id), " is lost: its owner at ",
-                                            ref.owner_address, " cannot be reached (", s.error_message(), ")"));
-  }
-  if (reply.status() == GetObjectReply::FREED) {
-    return absl::NotFoundError(
-        absl::StrCat("object ", Hex(ref.object_id), " is lost: its owner at ", ref.owner_address, " no longer holds it"));
-  }
-  if (reply.status() == GetObjectReply::PENDING) return std::optional<Value>();
-  Value value = FromProto(reply.value());
-  table_.Put(ref.object_id, value);
-  return std::optional<Value>(std::move(value));
-}
-
-absl::StatusOr<std::vector<Value>> CoreWorker::Get(const std::vector<Ref>& refs, int64_t timeout_ms) {
-  const auto deadline = DeadlineAfter(timeout_ms);
-  std::vector<Value> out;
-  out.reserve(refs.size());
-  size_t not_ready = 0;
-  for (const Ref& ref : refs) {
-    if (auto v = table_.Get(ref.object_id)) {
-      out.push_back(std::move(*v));
-      continue;
-    }
-    const bool owned = ref.owner_address == address_ || ref.owner_address.empty();
-    if (owned) {
-      ObjectState state = table_.WaitReady(ref.object_id, deadline);
-      if (state == ObjectState::kUnknown || state == ObjectState::kFreed) {
-        return absl::NotFoundError(absl::StrCat("object ", Hex(ref.object_id), " is not held by this process"));
-      }
-      if (auto v = table_.Get(ref.object_id)) {
-        out.push_back(std::move(*v));
-      } else {
-        ++not_ready;
-        out.emplace_back();
-      }
-      continue;
-    }
-    std::optional<Value> value;
-    while (!value) {
-      const auto now = std::chrono::steady_clock::now();
-      int64_t wait_ms = 30'000;
-      if (deadline != std::chrono::steady_clock::time_point::max()) {
-        wait_ms = std::min<int64_t>(
-            wait_ms, std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()));
-      }
-      auto fetched = Fetch(ref, wait_ms);
-      if (!fetched.ok()) return fetched.status();
-      value = *std::move(fetched);
-      if (!value && std::chrono::steady_clock::now() >= deadline) break;
-    }
-    if (value) {
-      out.push_back(std::move(*value));
-    } else {
-      ++not_ready;
-      out.emplace_back();
-    }
-  }
-  if (not_ready > 0) {
-    return absl::DeadlineExceededError(
-        absl::StrCat(not_ready, " of ", refs.size(), " objects were not ready within ", timeout_ms, " ms"));
-  }
-  return out;
-}
-
-std::vector<size_t> CoreWorker::Wait(const std::vector<Ref>& refs, size_t num, int64_t timeout_ms) {
-  const auto deadline = DeadlineAfter(timeout_ms);
-  num = std::min(num, refs.size());
-  bool all_owned = true;
-  for (const Ref& r : refs) {
-    if (!(r.owner_address == address_ || r.owner_address.empty())) all_owned = false;
-  }
-  std::vector<std::string> ids;
-  for (const Ref& r : refs) ids.push_back(r.object_id);
-  if (all_owned) return table_.WaitAny(ids, num, deadline);
-  while (true) {
-    std::vector<size_t> ready;
-    for (size_t i = 0; i < refs.size(); ++i) {
-      if (table_.State(ids[i]) == ObjectState::kReady) {
-        ready.push_back(i);
-        continue;
-      }
-      const bool owned = refs[i].owner_address == address_ || refs[i].owner_address.empty();
-      if (!owned) {
-        auto fetched = Fetch(refs[i], 0);
-        // A lost object counts as ready: reading it raises the loss.
-        if (!fetched.ok() || fetched->has_value()) ready.push_back(i);
-      }
-    }
-    if (ready.size() >= num || std::chrono::steady_clock::now() >= deadline) return ready;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
 grpc::Status CoreWorker::HandlePush(const std::vector<const TaskSpec*>& tasks,
                                     const std::shared_ptr<TaskAnswers>& answers) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -617,10 +515,13 @@ std::optional<Execution> CoreWorker::NextTask(int64_t timeout_ms) {
   if (pending_.empty() || stopping_) return std::nullopt;
   Execution e = std::move(pending_.front());
   pending_.pop_front();
+  task_thread_.store(std::this_thread::get_id());
+  if (!e.spec.actor_id().empty()) hosts_actor_.store(true);
   return e;
 }
 
-void CoreWorker::FinishTask(const std::string& task_id, std::vector<Value> returns, bool function_unknown) {
+void CoreWorker::FinishTask(const std::string& task_id, std::vector<Value> returns, bool function_unknown,
+                            bool retryable) {
   Running running;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -631,6 +532,7 @@ void CoreWorker::FinishTask(const std::string& task_id, std::vector<Value> retur
   }
   PushTaskReply reply;
   reply.set_function_unknown(function_unknown);
+  reply.set_error_not_retryable(!retryable);
   RegisterCallerOf(returns, running.owner_address);
   for (Value& v : returns) {
     MoveToProto(std::move(v), reply.add_returns());

@@ -6,10 +6,15 @@
 // NextTask/FinishTask and answers when the language finished it; GetObject serves owned values, waiting for
 // pending ones.
 //
+// In a task worker, Get and Wait that have to wait for objects not ready yet, called on the thread that runs its
+// tasks, tell the local agent the worker is blocked until they return, so that its lease's CPU is lent to the tasks
+// it waits for (core_worker_get.cc). As in Ray, an actor's worker never does: its resources are its own for life.
+//
 // Thread-safety: thread-safe. Get, Wait and NextTask block the calling thread (the language releases its lock
 // around them).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -18,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,6 +33,7 @@
 #include "torus/core/actor_manager.h"
 #include "torus/core/borrows.h"
 #include "torus/core/actor_reporter.h"
+#include "torus/core/blocked_reporter.h"
 #include "torus/core/task_events.h"
 #include "torus/core/object_table.h"
 #include "torus/core/output_follower.h"
@@ -102,7 +109,7 @@ class CoreWorker {
   // its name is taken in its namespace (nothing is created).
   // A detached one (options.detached) is owned by the head instead (its owner address is the head's): its
   // arguments are resolved here first (a ref waits for its value) and sent with it, at most 8 MiB in all
-  // (InvalidArgument beyond, naming the size).
+  // (InvalidArgument beyond, naming the size), and it takes no fallback selectors (InvalidArgument).
   absl::StatusOr<std::string> CreateActor(TaskSpec creation, ActorOptions options);
   // The head's entry of the actor named `name` in namespace `ns` (not DEAD); NotFound names both.
   absl::StatusOr<rpc::ActorView> GetNamedActor(const std::string& ns, const std::string& name);
@@ -149,8 +156,10 @@ class CoreWorker {
   // Executor side: the next pushed task, waiting up to `timeout_ms`; nullopt on timeout or shutdown.
   std::optional<Execution> NextTask(int64_t timeout_ms);
   // The task's returns (num_returns values, or one error value for all). `function_unknown`: the task named a
-  // function by id that this worker does not hold; the submitter sends it again with the code.
-  void FinishTask(const std::string& task_id, std::vector<Value> returns, bool function_unknown = false);
+  // function by id that this worker does not hold; the submitter sends it again with the code. `retryable` false: the
+  // task's error is of no type in its retry_exception_types, and the submitter does not retry it.
+  void FinishTask(const std::string& task_id, std::vector<Value> returns, bool function_unknown = false,
+                  bool retryable = true);
 
   TaskSubmitter::Counts counts() const { return submitter_->counts(); }
   // The next line of output of a worker this process leased (follow_output), waiting up to `timeout_ms`.
@@ -194,9 +203,17 @@ class CoreWorker {
   void RegisterCallerOf(const std::vector<Value>& returns, const std::string& caller);
   // One fetch of a borrowed object from its owner, waiting up to `wait_ms` there.
   absl::StatusOr<std::optional<Value>> Fetch(const Ref& ref, int64_t wait_ms);
+  // A worker's reporter of blocked reads to its agent; null in a driver (core_worker_get.cc).
+  std::unique_ptr<BlockedReporter> NewBlockedReporter();
+  // The reporter a read on the calling thread reports to: blocked_ on the thread that takes tasks of a worker that
+  // hosts no actor; null otherwise.
+  BlockedReporter* ReporterHere() const;
 
   const CoreWorkerOptions options_;
   Channels channels_;
+  std::unique_ptr<BlockedReporter> blocked_;  // in a worker: reads that wait say so to its agent
+  std::atomic<std::thread::id> task_thread_{};  // the thread that last took a task (NextTask)
+  std::atomic<bool> hosts_actor_{false};        // it took an actor's creation or calls
   std::unique_ptr<WorkerCertificate> certificate_;  // with TLS: what server_ serves with (outlives it)
   ObjectTable table_;
   std::string address_;

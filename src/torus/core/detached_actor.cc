@@ -20,6 +20,11 @@ constexpr size_t kMaxDetachedCreationBytes = 8 << 20;  // the head's limit (Deta
 absl::StatusOr<std::string> CoreWorker::CreateDetachedActor(TaskSpec creation, const ActorOptions& options,
                                                             rpc::ActorView entry) {
   if (options_.head_address.empty()) return absl::FailedPreconditionError("a detached actor needs a cluster's head");
+  if (!options.shape.fallback_selectors.empty()) {
+    // The head places a detached actor again after each death, from ActorCreation, which carries no fallbacks.
+    return absl::InvalidArgumentError(
+        "fallback_strategy: label selector fallbacks are not supported for a detached actor by this torus build");
+  }
   for (TaskArg& arg : *creation.mutable_args()) {
     Value value;
     if (arg.has_ref()) {

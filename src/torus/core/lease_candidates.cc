@@ -31,6 +31,10 @@ std::string TaskShape::Key() const {
   for (const auto& [k, v] : env) absl::StrAppend(&key, k, "=", v, "\n");
   absl::StrAppend(&key, "|");
   for (const auto& [k, v] : label_selector) absl::StrAppend(&key, k, "=", v, "\n");
+  for (const auto& fallback : fallback_selectors) {
+    absl::StrAppend(&key, "|or");
+    for (const auto& [k, v] : fallback) absl::StrAppend(&key, k, "=", v, "\n");
+  }
   absl::StrAppend(&key, "|", placement_group, "#", bundle_index);
   return key;
 }
@@ -67,10 +71,19 @@ Candidates LeaseCandidates(const TaskShape& shape, const std::vector<LeaseNode>&
     }
     return out;
   }
-  auto selector = LabelSelector::Parse(shape.label_selector);
-  if (!selector.ok()) {
-    out.unschedulable = std::string(selector.status().message());
-    return out;
+  // The primary selector, then its fallbacks: each parsed once.
+  std::vector<const std::map<std::string, std::string>*> texts{&shape.label_selector};
+  for (const auto& f : shape.fallback_selectors) texts.push_back(&f);
+  std::vector<LabelSelector> selectors;
+  selectors.reserve(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto parsed = LabelSelector::Parse(*texts[i]);
+    if (!parsed.ok()) {
+      out.unschedulable = i == 0 ? std::string(parsed.status().message())
+                                 : absl::StrCat("fallback_strategy[", i - 1, "]: ", parsed.status().message());
+      return out;
+    }
+    selectors.push_back(*std::move(parsed));
   }
   std::string pinned;
   bool soft = false;
@@ -79,38 +92,50 @@ Candidates LeaseCandidates(const TaskShape& shape, const std::vector<LeaseNode>&
     pinned = shape.strategy.substr(10);
     soft = true;
   }
-  std::vector<std::string> totals;
-  int matching = 0;
+  std::vector<Labels> labels;
+  labels.reserve(nodes.size());
+  for (const LeaseNode& n : nodes) labels.emplace_back(n.labels.begin(), n.labels.end());
+  std::vector<bool> matched(nodes.size(), false);  // by any selector
   bool pinned_seen = false;
-  for (const LeaseNode& n : nodes) {
-    if (!pinned.empty() && !soft && n.node_id != pinned) continue;
-    pinned_seen = pinned_seen || n.node_id == pinned;
-    Labels labels(n.labels.begin(), n.labels.end());
-    if (!selector->Matches(labels)) continue;
-    ++matching;
-    if (!ShapeFits(shape.resources, n.total)) {
-      totals.push_back(absl::StrCat(n.node_id, " ", FormatShape(n.total)));
-      continue;
+  for (const LabelSelector& selector : selectors) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const LeaseNode& n = nodes[i];
+      if (!pinned.empty() && !soft && n.node_id != pinned) continue;
+      pinned_seen = pinned_seen || n.node_id == pinned;
+      if (!selector.Matches(labels[i])) continue;
+      matched[i] = true;
+      if (!ShapeFits(shape.resources, n.total)) continue;
+      const bool first = !pinned.empty() ? n.node_id == pinned
+                                         : shape.strategy != "SPREAD" && n.agent_address == local_agent;
+      if (first) {
+        out.agents.insert(out.agents.begin(), n.agent_address);
+      } else {
+        out.agents.push_back(n.agent_address);
+      }
+      out.bundles.push_back(-1);
     }
-    const bool first = !pinned.empty() ? n.node_id == pinned
-                                       : shape.strategy != "SPREAD" && n.agent_address == local_agent;
-    if (first) {
-      out.agents.insert(out.agents.begin(), n.agent_address);
-    } else {
-      out.agents.push_back(n.agent_address);
-    }
-    out.bundles.push_back(-1);
+    if (!out.agents.empty()) return out;
   }
-  if (!out.agents.empty()) return out;
+  std::vector<std::string> totals;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (matched[i]) totals.push_back(absl::StrCat(nodes[i].node_id, " ", FormatShape(nodes[i].total)));
+  }
   if (!pinned.empty() && !soft && !pinned_seen) {
     out.unschedulable = absl::StrCat("node ", pinned, " (its node affinity) is not an alive node of the cluster");
   } else if (nodes.empty()) {
     out.unschedulable = absl::StrCat("no node can ever hold ", what, ": the cluster has no nodes");
-  } else if (matching == 0) {
-    std::vector<std::string> parts;
-    for (const auto& [k, v] : shape.label_selector) parts.push_back(absl::StrCat("\"", k, "\": \"", v, "\""));
-    out.unschedulable = absl::StrCat("no alive node matches the label selector {", absl::StrJoin(parts, ", "), "}",
-                                     pinned.empty() ? "" : absl::StrCat(" on node ", pinned));
+  } else if (totals.empty()) {
+    auto format = [](const std::map<std::string, std::string>& selector) {
+      std::vector<std::string> parts;
+      for (const auto& [k, v] : selector) parts.push_back(absl::StrCat("\"", k, "\": \"", v, "\""));
+      return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
+    };
+    std::vector<std::string> fallbacks;
+    for (const auto& f : shape.fallback_selectors) fallbacks.push_back(format(f));
+    out.unschedulable =
+        absl::StrCat("no alive node matches the label selector ", format(shape.label_selector),
+                     fallbacks.empty() ? "" : absl::StrCat(" nor its fallbacks ", absl::StrJoin(fallbacks, ", ")),
+                     pinned.empty() ? "" : absl::StrCat(" on node ", pinned));
   } else {
     out.unschedulable = absl::StrCat("no node can ever hold ", what, " of ", FormatShape(shape.resources),
                                      "; nodes have ", absl::StrJoin(totals, ", "));

@@ -28,6 +28,9 @@ struct TaskShape {
   std::map<std::string, std::string> env;
   std::string working_dir;
   std::map<std::string, std::string> label_selector;  // key -> expression, as for placement groups
+  // Ray's fallback_strategy: selectors tried in order when no node can ever hold the shape under label_selector
+  // (resources and strategy stay the same).
+  std::vector<std::map<std::string, std::string>> fallback_selectors;
   // Where to run: "" (the local node first, then the others), "SPREAD" (every matching node in turn), or
   // "NODE:<id>" (only that node) / "NODE_SOFT:<id>" (that node first).
   std::string strategy;
@@ -50,6 +53,8 @@ const BundleLocation* FindBundle(const std::vector<BundleLocation>& bundles, int
 // The agents a shape may be leased from, in the order to ask them (the local one first unless the strategy says
 // otherwise), or why there is none: "no node can ever hold a task of {...}; nodes have ...", "no node matches the
 // label selector ...". `what` names the work ("a task", "an actor").
+// The nodes are those of the label selector when one of them can hold the shape (its totals), else those of the
+// first fallback selector that has one, and so on; each selector is parsed once per call.
 // With a placement group, `bundles` are where its bundles are, and each candidate is an agent and the bundle there
 // to lease inside (`bundles[i]`; -1 for no bundle).
 struct Candidates {

@@ -92,7 +92,66 @@ TEST(TaskShapeTest, KeysDifferByEveryPart) {
   s = base;
   s.strategy = "SPREAD";
   keys.insert(s.Key());
-  EXPECT_EQ(keys.size(), 5u);
+  s = base;
+  s.fallback_selectors = {{{"team", "a"}}};
+  keys.insert(s.Key());
+  s.fallback_selectors = {{{"team", "a"}}, {}};
+  keys.insert(s.Key());
+  s = base;
+  s.fallback_selectors = {{}};
+  keys.insert(s.Key());
+  EXPECT_EQ(keys.size(), 8u);
+}
+
+TEST(LeaseCandidatesTest, TheFirstSelectorThatSomeNodeCanHoldChoosesTheNodes) {
+  // The primary matches: its nodes only, although a fallback matches others.
+  TaskShape primary{.resources = {{"CPU", 10000}},
+                    .label_selector = {{"ray.io/tpu-worker-id", "1"}},
+                    .fallback_selectors = {{{"ray.io/tpu-worker-id", "0"}}}};
+  EXPECT_EQ(LeaseCandidates(primary, Nodes(), "10.0.0.1:7001", "a task").agents,
+            (std::vector<std::string>{"10.0.0.3:7001"}));
+  // No node matches the primary: the first fallback that matches one, in order.
+  TaskShape fallback{.resources = {{"CPU", 10000}},
+                     .label_selector = {{"team", "a"}},
+                     .fallback_selectors = {{{"team", "b"}}, {{"ray.io/tpu-worker-id", "0"}}, {}}};
+  const Candidates c = LeaseCandidates(fallback, Nodes(), "10.0.0.1:7001", "a task");
+  EXPECT_EQ(c.agents, (std::vector<std::string>{"10.0.0.2:7001"}));
+  EXPECT_EQ(c.bundles, (std::vector<int>{-1}));
+  // Nodes match the primary but none can hold the shape (resources stay the same): the fallback's nodes that can.
+  TaskShape gpu{.resources = {{"GPU", 10000}},
+                .label_selector = {{"ray.io/accelerator-type", "TPU-V6E"}},
+                .fallback_selectors = {{{"ray.io/accelerator-type", "!TPU-V6E"}}}};
+  EXPECT_EQ(LeaseCandidates(gpu, Nodes(), "10.0.0.1:7001", "an actor").agents,
+            (std::vector<std::string>{"10.0.0.4:7001"}));
+  // An empty fallback matches every node; the local one comes first as usual.
+  TaskShape anywhere{.resources = {{"CPU", 10000}}, .label_selector = {{"team", "a"}}, .fallback_selectors = {{}}};
+  EXPECT_EQ(LeaseCandidates(anywhere, Nodes(), "10.0.0.3:7001", "a task").agents,
+            (std::vector<std::string>{"10.0.0.3:7001", "10.0.0.1:7001", "10.0.0.2:7001", "10.0.0.4:7001"}));
+  // Strategies apply to the fallback's nodes too.
+  TaskShape pinned = anywhere;
+  pinned.strategy = "NODE:gpu";
+  EXPECT_EQ(LeaseCandidates(pinned, Nodes(), "10.0.0.3:7001", "a task").agents,
+            (std::vector<std::string>{"10.0.0.4:7001"}));
+}
+
+TEST(LeaseCandidatesTest, WhenNoSelectorHasANodeTheReasonNamesThemAll) {
+  TaskShape none{.resources = {{"CPU", 10000}},
+                 .label_selector = {{"team", "a"}},
+                 .fallback_selectors = {{{"team", "b"}}, {{"zone", "in(x,y)"}}}};
+  EXPECT_EQ(LeaseCandidates(none, Nodes(), "10.0.0.1:7001", "a task").unschedulable,
+            "no alive node matches the label selector {\"team\": \"a\"} nor its fallbacks {\"team\": \"b\"}, "
+            "{\"zone\": \"in(x,y)\"}");
+  // Nodes match, none can hold it: the totals of every node that matched some selector.
+  TaskShape big{.resources = {{"TPU", 80000}},
+                .label_selector = {{"ray.io/tpu-worker-id", "1"}},
+                .fallback_selectors = {{{"ray.io/tpu-worker-id", "0"}}}};
+  EXPECT_EQ(LeaseCandidates(big, Nodes(), "10.0.0.1:7001", "a task").unschedulable,
+            "no node can ever hold a task of {\"TPU\": 8}; nodes have tpu-0 {\"CPU\": 8, \"TPU\": 4}, tpu-1 "
+            "{\"CPU\": 8, \"TPU\": 4}");
+  // A bad fallback is named by its place.
+  TaskShape bad{.resources = {{"CPU", 10000}}, .fallback_selectors = {{}, {{"team", "in()"}}}};
+  EXPECT_EQ(LeaseCandidates(bad, Nodes(), "10.0.0.1:7001", "a task").unschedulable.rfind("fallback_strategy[1]: ", 0),
+            0u);
 }
 
 }  // namespace lease_candidates_test

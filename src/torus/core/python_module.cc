@@ -111,13 +111,15 @@ torus::core::TaskSpec MakeSpec(const py::bytes& task_id, std::string name, const
 }
 
 // Where it may run.
+using Selector = std::map<std::string, std::string>;
 torus::core::TaskShape MakeShape(std::map<std::string, int64_t> resources, std::map<std::string, std::string> env,
-                                 std::string working_dir, std::map<std::string, std::string> label_selector,
+                                 std::string working_dir, Selector label_selector, std::vector<Selector> fallbacks,
                                  std::string strategy, std::string placement_group, int bundle_index) {
   return {.resources = std::move(resources),
           .env = std::move(env),
           .working_dir = std::move(working_dir),
           .label_selector = std::move(label_selector),
+          .fallback_selectors = std::move(fallbacks),
           .strategy = std::move(strategy),
           .placement_group = std::move(placement_group),
           .bundle_index = bundle_index};
@@ -241,18 +243,25 @@ PYBIND11_MODULE(_torus_core, m) {
              }
              return out;
            })
+      // submit(task_id, name, function_id, function, args, num_returns, resources, env, working_dir, max_retries,
+      //        retry_exceptions, label_selector, strategy, placement_group, bundle_index, fallback_selectors=[],
+      //        retry_exception_types=b"") -> [return object ids]
+      // resources: fixed-point amounts; label_selector and each of fallback_selectors (tried in order when no node
+      // can hold the task under the one before): {key: expression}; retry_exception_types: the pickled tuple of
+      // exception types an error is retried for (b"": any, with retry_exceptions), which the worker checks.
       .def("submit",
            [](CoreWorker& w, py::bytes task_id, std::string name, py::bytes function_id, py::bytes function,
               py::list args, int num_returns, std::map<std::string, int64_t> resources,
               std::map<std::string, std::string> env, std::string working_dir, int max_retries,
-              bool retry_exceptions, std::map<std::string, std::string> label_selector, std::string strategy,
-              std::string placement_group, int bundle_index) {
+              bool retry_exceptions, Selector label_selector, std::string strategy, std::string placement_group,
+              int bundle_index, std::vector<Selector> fallback_selectors, py::bytes retry_exception_types) {
              torus::core::TaskSpec spec = MakeSpec(task_id, std::move(name), function_id, function, args);
              spec.set_num_returns(num_returns);
+             spec.set_retry_exception_types(std::string(retry_exception_types));
              torus::core::TaskOptions options{
                  .shape = MakeShape(std::move(resources), std::move(env), std::move(working_dir),
-                                    std::move(label_selector), std::move(strategy), std::move(placement_group),
-                                    bundle_index),
+                                    std::move(label_selector), std::move(fallback_selectors), std::move(strategy),
+                                    std::move(placement_group), bundle_index),
                  .max_retries = max_retries,
                  .retry_exceptions = retry_exceptions};
              std::vector<std::string> ids;
@@ -263,19 +272,28 @@ PYBIND11_MODULE(_torus_core, m) {
              py::list out;
              for (const auto& id : ids) out.append(py::bytes(id));
              return out;
-           })
+           },
+           py::arg("task_id"), py::arg("name"), py::arg("function_id"), py::arg("function"), py::arg("args"),
+           py::arg("num_returns"), py::arg("resources"), py::arg("env"), py::arg("working_dir"),
+           py::arg("max_retries"), py::arg("retry_exceptions"), py::arg("label_selector"), py::arg("strategy"),
+           py::arg("placement_group"), py::arg("bundle_index"), py::arg("fallback_selectors") = std::vector<Selector>{},
+           py::arg("retry_exception_types") = py::bytes())
+      // create_actor(task_id, name, function_id, function, args, resources, env, working_dir, max_restarts,
+      //              max_task_retries, label_selector, strategy, placement_group, bundle_index, actor_name, ns,
+      //              class_name, methods, detached, fallback_selectors=[]) -> actor id
+      // fallback_selectors as for submit; a detached actor takes none (ValueError).
       .def("create_actor",
            [](CoreWorker& w, py::bytes task_id, std::string name, py::bytes function_id, py::bytes function,
               py::list args, std::map<std::string, int64_t> resources, std::map<std::string, std::string> env,
-              std::string working_dir, int max_restarts, int max_task_retries,
-              std::map<std::string, std::string> label_selector, std::string strategy, std::string placement_group,
-              int bundle_index, std::string actor_name, std::string ns, std::string class_name,
-              std::vector<std::string> methods, bool detached) {
+              std::string working_dir, int max_restarts, int max_task_retries, Selector label_selector,
+              std::string strategy, std::string placement_group, int bundle_index, std::string actor_name,
+              std::string ns, std::string class_name, std::vector<std::string> methods, bool detached,
+              std::vector<Selector> fallback_selectors) {
              torus::core::TaskSpec spec = MakeSpec(task_id, std::move(name), function_id, function, args);
              torus::core::ActorOptions options{
                  .shape = MakeShape(std::move(resources), std::move(env), std::move(working_dir),
-                                    std::move(label_selector), std::move(strategy), std::move(placement_group),
-                                    bundle_index),
+                                    std::move(label_selector), std::move(fallback_selectors), std::move(strategy),
+                                    std::move(placement_group), bundle_index),
                  .max_restarts = max_restarts,
                  .max_task_retries = max_task_retries,
                  .name = std::move(actor_name),
@@ -290,7 +308,12 @@ PYBIND11_MODULE(_torus_core, m) {
              }
              if (!id.ok()) Raise(id.status());
              return py::bytes(*id);
-           })
+           },
+           py::arg("task_id"), py::arg("name"), py::arg("function_id"), py::arg("function"), py::arg("args"),
+           py::arg("resources"), py::arg("env"), py::arg("working_dir"), py::arg("max_restarts"),
+           py::arg("max_task_retries"), py::arg("label_selector"), py::arg("strategy"), py::arg("placement_group"),
+           py::arg("bundle_index"), py::arg("actor_name"), py::arg("ns"), py::arg("class_name"), py::arg("methods"),
+           py::arg("detached"), py::arg("fallback_selectors") = std::vector<Selector>{})
       .def("get_named_actor",
            [](CoreWorker& w, const std::string& ns, const std::string& name) {
              absl::StatusOr<torus::rpc::ActorView> v;
@@ -487,13 +510,16 @@ PYBIND11_MODULE(_torus_core, m) {
              d["actor_id"] = py::bytes(e->spec.actor_id());
              d["actor_creation"] = e->spec.actor_creation();
              d["method"] = e->spec.method();
+             d["retry_exception_types"] = py::bytes(e->spec.retry_exception_types());
              std::map<std::string, double> resources;
              for (const auto& [k, v] : e->spec.resources()) resources[k] = static_cast<double>(v) / 10000.0;
              d["resources"] = resources;
              return d;
            })
+      // finish_task(task_id, returns, function_unknown=False, retryable=True); retryable=False: the task's error is
+      // of no type in its retry_exception_types (it is not retried).
       .def("finish_task",
-           [](CoreWorker& w, py::bytes task_id, py::list returns, bool function_unknown) {
+           [](CoreWorker& w, py::bytes task_id, py::list returns, bool function_unknown, bool retryable) {
              const std::string id(task_id);
              std::vector<Value> values;
              uint32_t index = 0;
@@ -509,9 +535,9 @@ PYBIND11_MODULE(_torus_core, m) {
                values.back().contained = std::move(inner);
              }
              py::gil_scoped_release release;
-             w.FinishTask(id, std::move(values), function_unknown);
+             w.FinishTask(id, std::move(values), function_unknown, retryable);
            },
-           py::arg("task_id"), py::arg("returns"), py::arg("function_unknown") = false)
+           py::arg("task_id"), py::arg("returns"), py::arg("function_unknown") = false, py::arg("retryable") = true)
       .def("cancel",
            [](CoreWorker& w, py::bytes task_id, bool force) {
              py::gil_scoped_release release;

@@ -445,7 +445,9 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
   }
   const bool crashed = !status.ok();
   const bool app_error = !crashed && reply.returns_size() > 0 && reply.returns(0).format() == "error";
-  const bool retry = (crashed || (app_error && task->options.retry_exceptions)) &&
+  // An application error is retried with retry_exceptions, unless the executor found it of no type in the task's
+  // retry_exception_types.
+  const bool retry = (crashed || (app_error && task->options.retry_exceptions && !reply.error_not_retryable())) &&
                      (task->options.max_retries < 0 || task->attempts < task->options.max_retries);
   std::vector<Push> pushes;
   Lease dead;

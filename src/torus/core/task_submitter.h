@@ -11,7 +11,7 @@
 //
 // Failures: a worker that dies mid-task (the push fails) is given back with its lease, and the task is retried up to
 // `max_retries` times, then its returns become "worker_crashed" values; an application error is retried only with
-// `retry_exceptions`. A shape no node can ever hold fails at once ("unschedulable", naming the nodes' totals).
+// `retry_exceptions`, and when the spec lists retry_exception_types, only if its executor found the error of one. A shape no node can ever hold fails at once ("unschedulable", naming the nodes' totals).
 //
 // Thread-safety: thread-safe; completions run on gRPC's threads.
 #pragma once

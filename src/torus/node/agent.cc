@@ -192,7 +192,7 @@ rpc::HeartbeatRequest Agent::NextHeartbeat(bool with_availability) {
     rpc::LeaseHoldings* holdings = request.mutable_leased();
     for (const LedgerEntry& e : ledger_->Entries()) {
       if (!IsLeaseGroup(e.group_id)) continue;
-      leased.Add(e.bundle.resources);
+      leased.Add(HeldNow(e));  // less the CPU of blocked workers, which counts as free
       for (int chip : e.bundle.chips) holdings->add_chips(chip);
       for (int gpu : e.bundle.gpus) holdings->add_gpus(gpu);
     }

@@ -18,6 +18,13 @@ std::string Holder(const LedgerEntry& e) {
 
 }  // namespace
 
+ResourceSet HeldNow(const LedgerEntry& e) {
+  if (e.lent.empty()) return e.bundle.resources;
+  ResourceSet held = e.bundle.resources;
+  held.Subtract(e.lent);
+  return held;
+}
+
 BundleLedger::BundleLedger(const Clock* clock, ResourceSet total, int chip_count, int gpu_count)
     : clock_(clock), total_(std::move(total)), chip_count_(chip_count), gpu_count_(gpu_count) {}
 
@@ -38,7 +45,7 @@ absl::Status BundleLedger::Prepare(const std::string& group_id, uint64_t attempt
   ResourceSet used;
   std::map<int, const LedgerEntry*> busy_chips, busy_gpus;
   for (const auto& [key, entry] : entries_) {
-    used.Add(entry.bundle.resources);
+    used.Add(HeldNow(entry));
     for (int chip : entry.bundle.chips) busy_chips.emplace(chip, &entry);
     for (int gpu : entry.bundle.gpus) busy_gpus.emplace(gpu, &entry);
   }
@@ -201,10 +208,39 @@ bool BundleLedger::Unbind(const std::string& worker_id) {
   return true;
 }
 
+absl::Status BundleLedger::Lend(const std::string& group_id, int index, const ResourceSet& amount) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find({group_id, index});
+  if (it == entries_.end() || !it->second.committed) {
+    return absl::NotFoundError(absl::StrCat("bundle ", index, " of group ", group_id, " is not held on this host"));
+  }
+  if (!it->second.bundle.resources.Contains(amount)) {
+    return absl::InvalidArgumentError(absl::StrCat("bundle ", index, " of group ", group_id, " holds ",
+                                                   it->second.bundle.resources.ToJson(), "; cannot lend ",
+                                                   amount.ToJson()));
+  }
+  if (it->second.lent != amount) {
+    it->second.lent = amount;
+    ++version_;
+  }
+  return absl::OkStatus();
+}
+
+bool BundleLedger::Reclaim(const std::string& group_id, int index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find({group_id, index});
+  if (it == entries_.end() || it->second.lent.empty()) return false;
+  it->second.lent = ResourceSet();
+  ++version_;
+  return true;
+}
+
 ResourceSet BundleLedger::Available() const {
   std::lock_guard<std::mutex> lock(mu_);
   ResourceSet free = total_;
-  for (const auto& [key, entry] : entries_) free.Subtract(entry.bundle.resources);
+  ResourceSet used;
+  for (const auto& [key, entry] : entries_) used.Add(HeldNow(entry));
+  free.Subtract(used);
   return free;
 }
 

@@ -11,6 +11,10 @@
 //
 // Bundles are keyed by (group id, bundle index). A Prepare either holds every bundle it names or none.
 //
+// A committed bundle may lend part of its resources back to the host while its worker waits (a task blocked in get):
+// what it lends counts as free until it is reclaimed, and a reclaim never fails, so the host is over-subscribed until
+// enough is freed (then nothing new fits). Devices are never lent.
+//
 // Thread-safety: thread-safe (one mutex); used by the agent's RPC handlers, its worker exits and its heartbeat loop.
 #pragma once
 
@@ -43,7 +47,11 @@ struct LedgerEntry {
   bool released = false;             // held only until its workers are gone
   int64_t expires_micros = 0;        // prepared entries only
   std::set<std::string> workers;     // running workers bound to it
+  ResourceSet lent;                  // part of bundle.resources lent back to the host (counts as free)
 };
+
+// What an entry holds of its host now: its bundle's resources less what it lends.
+ResourceSet HeldNow(const LedgerEntry& entry);
 
 class BundleLedger {
  public:
@@ -77,6 +85,12 @@ class BundleLedger {
   absl::StatusOr<LedgerBundle> Bind(const std::string& group_id, int index, const std::string& worker_id);
   // The worker is gone: a released bundle it was the last worker of is dropped. Returns whether that happened.
   bool Unbind(const std::string& worker_id);
+
+  // Lends `amount` of a committed bundle's resources to the host (replacing what it lent before): they count as free
+  // until Reclaim. NotFound for a bundle not held; InvalidArgument when the bundle does not hold `amount`.
+  absl::Status Lend(const std::string& group_id, int index, const ResourceSet& amount);
+  // Takes back what the bundle lent, whether or not it is free now. Returns whether it had lent anything.
+  bool Reclaim(const std::string& group_id, int index);
 
   const ResourceSet& total() const { return total_; }
   ResourceSet Available() const;

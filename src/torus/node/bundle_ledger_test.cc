@@ -154,5 +154,31 @@ TEST_F(BundleLedgerTest, ReleaseAllReleasesEveryBundleAndNamesTheWorkers) {
   EXPECT_TRUE(ledger_.Entries().empty());
 }
 
+TEST_F(BundleLedgerTest, ALentPartCountsAsFreeUntilReclaimedEvenPastTheTotal) {
+  ASSERT_TRUE(ledger_.Prepare("lease:a", 1, {{0, Res(6, 2), {0, 1}}}, 10'000'000).ok());
+  // Only a committed bundle lends, and only what it holds.
+  ResourceSet cpus;
+  cpus.Set("CPU", 6);
+  EXPECT_TRUE(absl::IsNotFound(ledger_.Lend("lease:a", 0, cpus)));
+  ASSERT_TRUE(ledger_.Commit("lease:a", 1).ok());
+  ResourceSet too_much;
+  too_much.Set("CPU", 7);
+  EXPECT_EQ(ledger_.Lend("lease:a", 0, too_much).code(), absl::StatusCode::kInvalidArgument);
+  const uint64_t version = ledger_.Version();
+  ASSERT_TRUE(ledger_.Lend("lease:a", 0, cpus).ok());
+  EXPECT_GT(ledger_.Version(), version);
+  EXPECT_EQ(ledger_.Available(), Res(8, 2));
+  EXPECT_EQ(ledger_.BusyChips(), (std::vector<int>{0, 1}));  // devices are never lent
+  ASSERT_TRUE(ledger_.Prepare("lease:b", 1, {{0, Res(5, 0), {}}}, 10'000'000).ok());
+  ASSERT_TRUE(ledger_.Commit("lease:b", 1).ok());
+  // Reclaimed past what is free: 6 + 5 of 8 held, nothing left, and nothing new fits.
+  EXPECT_TRUE(ledger_.Reclaim("lease:a", 0));
+  EXPECT_FALSE(ledger_.Reclaim("lease:a", 0));
+  EXPECT_EQ(ledger_.Available(), Res(0, 2));
+  EXPECT_EQ(ledger_.Prepare("c", 1, {{0, Res(1, 0), {}}}, 10'000'000).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ledger_.Release("lease:b", {}).bundles, 1);
+  EXPECT_EQ(ledger_.Available(), Res(2, 2));
+}
+
 }  // namespace bundle_ledger_test
 }  // namespace torus::node

@@ -82,6 +82,14 @@ grpc::Status LeaseServiceImpl::WaitLeaseEnd(grpc::ServerContext* ctx, const core
   return grpc::Status::OK;
 }
 
+grpc::Status LeaseServiceImpl::NotifyWorkerBlocked(grpc::ServerContext* ctx, const core::WorkerBlockedRequest* request,
+                                                   core::WorkerBlockedReply*) {
+  if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return s;
+  WorkerLeases* leases = leases_.load();
+  if (leases == nullptr) return Starting();
+  return rpc::ToGrpc(leases->SetWorkerBlocked(request->worker_id(), request->blocked()));
+}
+
 grpc::Status LeaseServiceImpl::ListLeases(grpc::ServerContext* ctx, const core::ListLeasesRequest*,
                                           core::ListLeasesReply* reply) {
   if (grpc::Status s = rpc::CheckToken(ctx, token_); !s.ok()) return s;
@@ -97,6 +105,8 @@ grpc::Status LeaseServiceImpl::ListLeases(grpc::ServerContext* ctx, const core::
     for (int c : l.chips) v->add_chips(c);
     v->set_holder_pid(l.holder_pid);
     v->set_granted_ms(l.granted_ms);
+    v->set_blocked(l.blocked);
+    for (const auto& [name, amount] : l.lent.amounts()) (*v->mutable_lent())[name] = amount;
   }
   reply->set_idle_workers(leases->IdleWorkers());
   reply->set_waiting_requests(leases->WaitingRequests());

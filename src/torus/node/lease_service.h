@@ -26,6 +26,8 @@ class LeaseServiceImpl final : public core::LeaseService::Service {
                               core::AnnounceWorkerReply* reply) override;
   grpc::Status WaitLeaseEnd(grpc::ServerContext* ctx, const core::WaitLeaseEndRequest* request,
                             core::WaitLeaseEndReply* reply) override;
+  grpc::Status NotifyWorkerBlocked(grpc::ServerContext* ctx, const core::WorkerBlockedRequest* request,
+                                   core::WorkerBlockedReply* reply) override;
   grpc::Status ListLeases(grpc::ServerContext* ctx, const core::ListLeasesRequest* request,
                           core::ListLeasesReply* reply) override;
 

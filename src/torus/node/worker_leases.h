@@ -15,6 +15,12 @@
 //
 // Lease workers and their bundles are the agent's own: they are not reported to the head as workers or groups.
 //
+// A worker whose task waits in get/wait for objects not yet ready says it is blocked: its lease lends its CPU to the
+// host (the ledger counts it as free), so that the tasks it waits for can be leased, and nested tasks never deadlock
+// on CPUs their waiting parents hold. Only CPU: TPU chips, GPUs and memory stay held; a lease inside a placement
+// group's bundle lends nothing (its CPUs are the group's, as in Ray). When the worker runs again it takes its CPU
+// back at once, even if that over-subscribes the host until other leases end (worker_leases_blocked.cc).
+//
 // Thread-safety: thread-safe. Request blocks (up to its wait, and a worker's start) and is meant for RPC threads.
 #pragma once
 
@@ -90,6 +96,8 @@ struct LeaseInfo {
   int64_t granted_ms = 0;  // Unix ms
   std::string group_id;    // a lease inside a placement group's bundle: the group and the bundle's index
   int bundle_index = -1;
+  bool blocked = false;    // its worker waits in get/wait
+  ResourceSet lent;        // what it lends the host meanwhile (its CPU; empty inside a placement group)
 };
 
 struct WorkerLeasesOptions {
@@ -122,6 +130,9 @@ class WorkerLeases {
   absl::Status Return(const std::string& lease_id, bool kill_worker);
   // A worker this agent started says where it listens. NotFound for a worker it is not starting.
   absl::Status Announce(const std::string& worker_id, int port, pid_t pid);
+  // The worker of a lease is blocked in get/wait (`blocked`), or runs again: lends its lease's CPU to the host, or
+  // takes it back (see above). Repeating the current state is a no-op. NotFound when the worker holds no lease here.
+  absl::Status SetWorkerBlocked(const std::string& worker_id, bool blocked);
   // The ledger changed outside the leases (bundles prepared, committed or released; a bundle's worker gone): lease
   // requests waiting for resources look again.
   void LedgerChanged();

@@ -1,6 +1,7 @@
 #include "torus/node/worker_leases.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -256,6 +257,100 @@ TEST_F(WorkerLeasesTest, LeasesInsideAPlacementGroupBundleShareItsChipsAndEndWit
   for (const std::string& w : released.workers) ASSERT_TRUE(supervisor_->Stop(w, 0).ok());
   EXPECT_TRUE(WaitFor([&] { return leases_->Leases().empty(); }));
   EXPECT_TRUE(WaitFor([&] { return ledger_->BusyChips().empty(); }));
+}
+
+TEST_F(WorkerLeasesTest, ABlockedWorkerLendsOnlyItsCpuUntilItRunsAgain) {
+  Make("sleep 30");
+  auto parent = leases_->Request(Ask(6, 1));
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 2 * kResourceScale);
+  // A child that does not fit waits; the parent blocking in get lends it its 6 CPUs.
+  LeaseAsk child = Ask(4);
+  child.wait_ms = 5000;
+  absl::StatusOr<LeaseGrant> granted = absl::UnknownError("not asked");
+  std::thread asker([&] { granted = leases_->Request(child); });
+  EXPECT_TRUE(WaitFor([&] { return leases_->WaitingRequests() == 1; }));
+  ASSERT_TRUE(leases_->SetWorkerBlocked(parent->worker_id, true).ok());
+  asker.join();
+  ASSERT_TRUE(granted.ok()) << granted.status();
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 4 * kResourceScale);
+  // Its TPU chip stays held, and the listing says what it lends.
+  EXPECT_EQ(ledger_->BusyChips(), (std::vector<int>{0}));
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceTpu), 3 * kResourceScale);
+  for (const LeaseInfo& l : leases_->Leases()) {
+    const bool is_parent = l.lease_id == parent->lease_id;
+    EXPECT_EQ(l.blocked, is_parent);
+    EXPECT_EQ(l.lent.GetFixed(kResourceCpu), is_parent ? 6 * kResourceScale : 0);
+    EXPECT_EQ(l.lent.GetFixed(kResourceTpu), 0);
+  }
+  // Blocked again (a second wait): nothing changes.
+  ASSERT_TRUE(leases_->SetWorkerBlocked(parent->worker_id, true).ok());
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 4 * kResourceScale);
+  // Running again, it takes its CPUs back although only 4 are free: the host is over-subscribed (6 + 4 of 8), and
+  // nothing new fits until enough is returned.
+  ASSERT_TRUE(leases_->SetWorkerBlocked(parent->worker_id, false).ok());
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 0);
+  EXPECT_EQ(leases_->Request(Ask(1)).status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(leases_->Return(granted->lease_id, false).ok());
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 2 * kResourceScale);
+  EXPECT_FALSE(leases_->Leases()[0].blocked);
+}
+
+TEST_F(WorkerLeasesTest, ALeaseReturnedWhileBlockedFreesItsResourcesAndItsWorkerUnblocksNothing) {
+  Make("sleep 30");
+  auto first = leases_->Request(Ask(3));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(leases_->SetWorkerBlocked(first->worker_id, true).ok());
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 8 * kResourceScale);
+  ASSERT_TRUE(leases_->Return(first->lease_id, false).ok());
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 8 * kResourceScale);
+  // The pooled worker holds no lease: its late "running again" takes nothing.
+  EXPECT_TRUE(absl::IsNotFound(leases_->SetWorkerBlocked(first->worker_id, false)));
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 8 * kResourceScale);
+  // Leased again, the worker starts unblocked: a stale report of the old task is a no-op.
+  auto second = leases_->Request(Ask(2));
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->worker_id, first->worker_id);
+  ASSERT_TRUE(leases_->SetWorkerBlocked(second->worker_id, false).ok());
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 6 * kResourceScale);
+  EXPECT_FALSE(leases_->Leases()[0].blocked);
+}
+
+TEST_F(WorkerLeasesTest, AWorkerThatDiesWhileBlockedEndsItsLeaseAndFreesItsResources) {
+  Make("sleep 30");
+  auto grant = leases_->Request(Ask(5, 2));
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  ASSERT_TRUE(leases_->SetWorkerBlocked(grant->worker_id, true).ok());
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 8 * kResourceScale);
+  EXPECT_EQ(ledger_->BusyChips(), (std::vector<int>{0, 1}));
+  ASSERT_EQ(kill(grant->worker_pid, SIGKILL), 0);
+  EXPECT_TRUE(WaitFor([&] { return leases_->Leases().empty(); }));
+  EXPECT_TRUE(WaitFor([&] { return ledger_->BusyChips().empty(); }));
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 8 * kResourceScale);
+  EXPECT_TRUE(absl::IsNotFound(leases_->SetWorkerBlocked(grant->worker_id, false)));
+  auto end = leases_->WaitEnd(grant->lease_id, 0);
+  ASSERT_TRUE(end.ok() && end->has_value()) << end.status();
+  EXPECT_EQ(**end, "its worker exited");
+}
+
+TEST_F(WorkerLeasesTest, ALeaseInsideAPlacementGroupBundleLendsNothingWhileBlocked) {
+  Make("sleep 30");
+  ResourceSet bundle;
+  bundle.Set(kResourceCpu, 2);
+  ASSERT_TRUE(ledger_->Prepare("pg-1", 1, {{.index = 0, .resources = bundle}}, 60'000'000).ok());
+  ASSERT_TRUE(ledger_->Commit("pg-1", 1).ok());
+  LeaseAsk in = Ask(2);
+  in.group_id = "pg-1";
+  in.bundle_index = 0;
+  auto grant = leases_->Request(in);
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  ASSERT_TRUE(leases_->SetWorkerBlocked(grant->worker_id, true).ok());
+  EXPECT_EQ(ledger_->Available().GetFixed(kResourceCpu), 6 * kResourceScale);
+  EXPECT_TRUE(leases_->Leases()[0].blocked);
+  EXPECT_TRUE(leases_->Leases()[0].lent.empty());
+  // Nor does another lease of the bundle get its CPUs.
+  EXPECT_EQ(leases_->Request(in).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(leases_->SetWorkerBlocked(grant->worker_id, false).ok());
 }
 
 TEST(LeaseNamesTest, LeaseGroupsAndOwnersAreRecognised) {
