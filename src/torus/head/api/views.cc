@@ -135,6 +135,17 @@ rpc::PlacementGroupView GroupView(const ClusterState& state, const Group& group)
   return view;
 }
 
+namespace {
+
+// A job's error type as Ray's JobErrorType names it: the loss of the node running a job is what Ray calls the death of
+// the job's supervisor (Ray's clients parse error_type with that enum).
+nlohmann::json RayErrorType(const std::string& error_type) {
+  if (error_type.empty()) return nullptr;
+  return error_type == "NODE_DIED" ? "JOB_SUPERVISOR_ACTOR_DIED" : error_type;
+}
+
+}  // namespace
+
 nlohmann::json JobDetailsJson(const JobView& view) {
   const Job& job = view.job;
   nlohmann::json driver = nullptr;
@@ -151,7 +162,7 @@ nlohmann::json JobDetailsJson(const JobView& view) {
           {"status", JobStatusName(job.status)},
           {"entrypoint", job.request.entrypoint},
           {"message", view.message},
-          {"error_type", job.error_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(job.error_type)},
+          {"error_type", RayErrorType(job.error_type)},
           {"start_time", NullIfZero(job.start_time_ms)},
           {"end_time", NullIfZero(job.end_time_ms)},
           {"metadata", job.request.metadata},

@@ -172,6 +172,10 @@ TEST(JobDetailsJsonTest, RayFieldsOfAPendingAndAFinishedJob) {
   EXPECT_EQ(j["error_type"], "JOB_ENTRYPOINT_COMMAND_ERROR");
   EXPECT_EQ(j["start_time"], kWall);
   EXPECT_EQ(j["end_time"], kWall + 5);
+
+  // Ray's JobErrorType has no NODE_DIED: a job whose node died shows as its supervisor's death, as in Ray.
+  done.job.error_type = "NODE_DIED";
+  EXPECT_EQ(JobDetailsJson(done)["error_type"], "JOB_SUPERVISOR_ACTOR_DIED");
 }
 
 TEST(RunJsonTest, AttemptsRanksExitsAndCheckpoints) {
