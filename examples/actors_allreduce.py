@@ -50,7 +50,8 @@ class Member:
 
 def main():
     torus.init()
-    pg = slice_placement_group(topology="4x4", accelerator_version="v6e")
+    tpu_slice = slice_placement_group(topology="4x4", accelerator_version="v6e")
+    pg = tpu_slice.placement_group
     torus.get(pg.ready(), timeout=120)
     members = [
         Member.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
@@ -64,7 +65,7 @@ def main():
     slice_hosts = sorted({b["node_id"] for b in pg.table()["bundles"]})
     print(json.dumps({"sums": [r[0] for r in results], "placements": [[r[1], r[2]] for r in results],
                       "slice_hosts": slice_hosts}))
-    torus.util.remove_placement_group(pg)
+    tpu_slice.shutdown()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 torus (`ray` resolved to torus through python/as_ray), and the two records must be equal.
 
 Each cases file runs once per system, in one process each, both at once; the results are cached for the file's
-cases. The venv comes from scripts/setup.sh (.venv, or TORUS_DEV_VENV).
+cases. The venv comes from scripts/setup.sh (.venv, or TORUS_DEV_VENV). A file that names a CLUSTER gets that
+simulated TPU cluster under each system first (clusters.py), stopped after its cases.
 """
 
 import ast
@@ -14,6 +15,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+import clusters
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -50,13 +53,14 @@ def base_env(tmp):
     return env
 
 
-def start(system, path, tmp):
+def start(system, path, tmp, cluster_env=None):
     env = base_env(tmp)
     if system == "torus":
         env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python" / "as_ray"), str(REPO / "python"),
                                              str(BUILD / "python")])
         env["TORUS_TEMP_DIR"] = str(tmp / "torus")
         env["PATH"] = f"{BUILD / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env.update(cluster_env or {})
     log = open(tmp / f"{system}.log", "w+")
     proc = subprocess.Popen([venv_python(), str(HERE / "harness.py"), str(path)], env=env, stdout=log,
                             stderr=subprocess.STDOUT, cwd=str(tmp), start_new_session=True)
@@ -88,9 +92,21 @@ def results(path):
         tmp = Path(tempfile.mkdtemp(prefix=f"compat-{path.stem}-"))
         (tmp / "torus").mkdir()
         timeout = 900
-        running = {s: start(s, path, tmp) for s in ("ray", "torus")}
-        _results[path] = {s: collect(*running[s], timeout) for s in running}
-        # Ray's and torus's processes of this file end with it.
-        subprocess.run(["pkill", "-f", str(tmp)], capture_output=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+        started = {}
+        try:
+            spec = clusters.cluster_of(path)
+            if spec is not None:
+                (tmp / "torus-cluster").mkdir()
+                (tmp / "ray-cluster").mkdir()
+                started["torus"] = clusters.TorusCluster(spec, tmp / "torus-cluster", BUILD / "bin", base_env(tmp))
+                started["ray"] = clusters.RayCluster(spec, tmp / "ray-cluster", VENV / "bin" / "ray", base_env(tmp))
+            running = {s: start(s, path, tmp, started[s].harness_env() if s in started else None)
+                       for s in ("ray", "torus")}
+            _results[path] = {s: collect(*running[s], timeout) for s in running}
+        finally:
+            for c in started.values():
+                c.stop()
+            # Ray's and torus's processes of this file end with it.
+            subprocess.run(["pkill", "-f", str(tmp)], capture_output=True)
+            shutil.rmtree(tmp, ignore_errors=True)
     return _results[path]

@@ -5,7 +5,8 @@ under whatever `ray` resolves to (Ray itself, or torus through python/as_ray), a
     {"case": "...", "error": "TypeName: message"}  an exception the case did not catch
 
 A cases file is a module with `INIT` (the keyword arguments of ray.init, default {"num_cpus": 2, "include_dashboard": False}; None: the case
-starts and stops ray itself) and functions decorated with @case. Each case records what both systems must agree on
+starts and stops ray itself), optionally `CLUSTER` (a simulated TPU cluster the suite starts under each system before
+the file runs, clusters.py; the file then connects with INIT = {}) and functions decorated with @case. Each case records what both systems must agree on
 (values, exception type names, the key part of messages) with out(); nothing else is compared.
 """
 

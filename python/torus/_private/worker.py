@@ -398,15 +398,31 @@ def cancel(object_ref, *, force=False, recursive=True):
     state.core.cancel(object_ref._id[:16], bool(force))
 
 
+# The well-known label names whose torus.io/ keys Ray programs read as ray.io/ (src/torus/common/well_known_labels.h).
+_RAY_LABEL_NAMES = ("node-id", "accelerator-type", "tpu-slice-name", "tpu-worker-id", "tpu-topology", "tpu-pod-type",
+                    "market-type", "node-group", "availability-zone", "availability-region")
+
+
+def _with_ray_labels(labels):
+    """A node's labels with the ray.io/ spelling of each well-known torus.io/ one beside it (both kept)."""
+    out = dict(labels)
+    for name in _RAY_LABEL_NAMES:
+        value = labels.get(f"torus.io/{name}")
+        if value is not None:
+            out.setdefault(f"ray.io/{name}", value)
+    return out
+
+
 def nodes():
-    """The cluster's alive nodes, as ray.nodes() lists them."""
+    """The cluster's alive nodes, as ray.nodes() lists them; "Labels" has each well-known label under both its
+    torus.io/ and its ray.io/ key ("ray.io/tpu-slice-name" beside "torus.io/tpu-slice-name")."""
     state = state_or_init()
     state.core.refresh_nodes()
     out = []
     for node_id, agent, total, labels in state.core.nodes():
         out.append({"NodeID": node_id, "Alive": True, "NodeManagerAddress": agent.rsplit(":", 1)[0],
                     "AgentAddress": agent, "Resources": {k: v / 10000 for k, v in total.items()},
-                    "Labels": dict(labels)})
+                    "Labels": _with_ray_labels(labels)})
     return out
 
 
