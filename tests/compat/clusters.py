@@ -65,9 +65,12 @@ class TorusCluster:
             f"    slices: {cluster.get('slices', 1)}\n"
             f"    num_cpus: {HOST_CPUS}\n"
             "    memory: 2Gi\n")
-        self._torus("up", str(spec), "--port", "0", "--dashboard-port", "0", "--no-tpu-sim")
-        session = self.root / "session_latest"
-        self.address = (session / "head_address").read_text().strip()
+        try:
+            self._torus("up", str(spec), "--port", "0", "--dashboard-port", "0", "--no-tpu-sim")
+            self.address = (self.root / "session_latest" / "head_address").read_text().strip()
+        except BaseException:
+            self.stop()
+            raise
 
     def _torus(self, *args):
         done = subprocess.run([str(self.bin / "torus"), *args], env=self.env, capture_output=True, text=True,
@@ -94,6 +97,13 @@ class RayCluster:
         self.groups = []  # process groups of the `ray start` sessions
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
+        try:
+            self._start_all(cluster)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_all(self, cluster):
         self._start(["--head", "--port", str(self.port), "--include-dashboard", "false",
                      "--dashboard-port", str(_free_port()), "--temp-dir", str(self.root)], {})
         pod_type, per_host, hosts = _shape(cluster)
@@ -121,13 +131,16 @@ class RayCluster:
         return proc, log
 
     def _start(self, args, extra_env):
-        self._finish(*self._spawn(args, extra_env))
-
-    def _finish(self, proc, log):
-        if proc.wait(timeout=300) != 0:
+        """One `ray start`; a node that timed out registering (a loaded machine) is killed and started again once."""
+        for attempt in (1, 2):
+            proc, log = self._spawn(args, extra_env)
+            code = proc.wait(timeout=300)
             log.close()
-            raise RuntimeError(f"ray start exited {proc.returncode}: {Path(log.name).read_text()[-3000:]}")
-        log.close()
+            if code == 0:
+                return
+            if attempt == 2 or "--head" in args:
+                raise RuntimeError(f"ray start exited {code}: {Path(log.name).read_text()[-3000:]}")
+            self._kill(self.groups.pop())
 
     def _wait_for_nodes(self, count):
         probe = ("import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
@@ -145,9 +158,13 @@ class RayCluster:
     def harness_env(self):
         return {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "disabled"}
 
+    @staticmethod
+    def _kill(pgid):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
     def stop(self):
         for pgid in self.groups:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self._kill(pgid)
