@@ -202,16 +202,19 @@ class ActorMethod:
         num_returns = self._option("num_returns", None)
         if num_returns is None:
             num_returns = "streaming" if self._defaults.get("is_generator") else 1
-        if num_returns in ("streaming", "dynamic"):
-            from torus._private import generators
-            return generators.call_generator_method(self, args, kwargs, num_returns)
+        generator = num_returns if num_returns in ("streaming", "dynamic") else ""
+        if generator:
+            num_returns = 1  # the call's own return: its completion (streaming) or its refs (dynamic)
         retries = self._option("max_task_retries", self._max_task_retries)
         if retries is None:
             retries = self._max_task_retries
         ids = state.core.call_actor(h._actor_id, h._owner, worker.new_task_id(),
                                     f"{h._class_name}.{self._method_name}", self._method_name,
-                                    wire_args(args, kwargs), max(num_returns, 1), retries)
+                                    wire_args(args, kwargs), max(num_returns, 1), retries, generator=generator)
         refs = [ObjectRef(i, state.core.address) for i in ids]
+        if generator == "streaming":
+            from torus._private.generators import ObjectRefGenerator
+            return ObjectRefGenerator(refs[0])
         if num_returns == 0:
             return None
         return refs[0] if num_returns == 1 else refs

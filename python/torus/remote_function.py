@@ -37,9 +37,9 @@ class RemoteFunction(RemoteBase):
         num_returns = opts.get("num_returns")
         if num_returns is None:
             num_returns = "streaming" if self._is_generator else 1
-        if num_returns in ("streaming", "dynamic"):
-            from torus._private import generators
-            return generators.submit_generator_task(self, args, kwargs, num_returns)
+        generator = num_returns if num_returns in ("streaming", "dynamic") else ""
+        if generator:
+            num_returns = 1  # the task's own return: its completion (streaming) or its refs (dynamic)
         function_id, blob = self._code()
         resources = opt.resources(opts, default_cpus=1)
         env, working_dir = opt.runtime_env(opts, state.job_runtime_env)
@@ -51,8 +51,12 @@ class RemoteFunction(RemoteBase):
                                 wire_args(args, kwargs), max(num_returns, 1), resources, env, working_dir,
                                 3 if max_retries is None else max_retries, bool(retry), selector, strategy, group,
                                 bundle, fallback_selectors=fallbacks,
-                                retry_exception_types=serialization.dumps(tuple(retry_types)) if retry_types else b"")
+                                retry_exception_types=serialization.dumps(tuple(retry_types)) if retry_types else b"",
+                                generator=generator)
         refs = [ObjectRef(i, state.core.address) for i in ids]
+        if generator == "streaming":
+            from torus._private.generators import ObjectRefGenerator
+            return ObjectRefGenerator(refs[0])
         if num_returns == 0:
             return None
         return refs[0] if num_returns == 1 else refs

@@ -12,6 +12,7 @@ import time
 import traceback
 
 from torus import exceptions
+from torus._private import generators
 from torus._private import serialization as ser
 from torus._private import state as _st
 from torus._private import worker as _worker
@@ -129,7 +130,14 @@ def _return_value(value):
     return (data, ser.FORMAT_PICKLE, buffers, contained, value)
 
 
-def _returns(task, result):
+def _returns(core, task, result):
+    """The returns of a call: its values, or for a generator its items reported (streaming: the count is the
+    return) or put (dynamic: their refs are the return)."""
+    mode = task.get("generator") or ""
+    if mode == "streaming":
+        return [_return_value(generators.stream_items(core, task, result))]
+    if mode == "dynamic":
+        return [_return_value(generators.collect_dynamic(result))]
     num_returns = task["num_returns"]
     if num_returns == 1:
         return [_return_value(result)]
@@ -146,7 +154,8 @@ def _create(task, fn, values, kwargs):
     _actor = cls(*values, **kwargs)
     _st.current().actor_id = task["actor_id"]
     _st.current().actor_resources = dict(task.get("resources") or {})
-    is_async = any(inspect.iscoroutinefunction(getattr(cls, n, None)) for n in dir(cls) if not n.startswith("__"))
+    is_async = any(inspect.iscoroutinefunction(getattr(cls, n, None)) or inspect.isasyncgenfunction(getattr(cls, n, None))
+                   for n in dir(cls) if not n.startswith("__"))
     concurrency = options.get("max_concurrency")
     if is_async:
         _executor = _AsyncLoop(concurrency or 1000)
@@ -165,7 +174,7 @@ def _run(core, functions, task):
         fn, values, kwargs = call
         if task["actor_creation"]:
             return _create(task, fn, values, kwargs)
-        return _returns(task, fn(*values, **kwargs))
+        return _returns(core, task, fn(*values, **kwargs))
     except _FunctionUnknown:
         raise
     except KeyboardInterrupt:
@@ -188,7 +197,9 @@ async def _run_async(core, functions, task):
         result = fn(*values, **kwargs)
         if inspect.isawaitable(result):
             result = await result
-        return _returns(task, result)
+        if task.get("generator") == "streaming" and inspect.isasyncgen(result):
+            return [_return_value(await generators.stream_items_async(core, task, result))]
+        return _returns(core, task, result)
     except Exception as e:  # noqa: BLE001
         return [_error_value(name, e, traceback.format_exc())]
 

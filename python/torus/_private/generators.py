@@ -36,10 +36,17 @@ class ObjectRefGenerator:
 
     async def __anext__(self):
         loop = asyncio.get_running_loop()
+        ref = await loop.run_in_executor(None, self._next_or_end)
+        if ref is None:
+            raise StopAsyncIteration
+        return ref
+
+    def _next_or_end(self):
+        # StopIteration cannot cross a future: the end is None here.
         try:
-            return await loop.run_in_executor(None, self._next_sync, None)
+            return self._next_sync(None)
         except StopIteration:
-            raise StopAsyncIteration from None
+            return None
 
     def send(self, value):
         raise NotImplementedError("`gen.send` is not supported.")
@@ -139,6 +146,18 @@ def stream_items(core, task, result):
         count += 1
         data, buffers, contained = ser.dumps_oob(value)
         core.report_generator_item(task["task_id"], count, data, ser.FORMAT_PICKLE, buffers, contained, value)
+    return count
+
+
+async def stream_items_async(core, task, result):
+    """stream_items for an async generator on an async actor's event loop: each report waits off the loop."""
+    loop = asyncio.get_running_loop()
+    count = 0
+    async for value in result:
+        count += 1
+        data, buffers, contained = ser.dumps_oob(value)
+        await loop.run_in_executor(None, core.report_generator_item, task["task_id"], count, data,
+                                   ser.FORMAT_PICKLE, buffers, contained, value)
     return count
 
 

@@ -161,6 +161,19 @@ class CoreWorker {
   void FinishTask(const std::string& task_id, std::vector<Value> returns, bool function_unknown = false,
                   bool retryable = true);
 
+  // Streaming generators (core_worker_generators.cc). Executor side: reports item `index` (from 1) of task `task_id`
+  // running here to the task's owner and waits until the owner holds it (a large one goes to this node's store
+  // first; the owner is registered as a borrower of the refs inside it). FailedPrecondition when the task is not
+  // running here; Unavailable when its owner cannot be reached.
+  absl::Status ReportGeneratorItem(const std::string& task_id, uint32_t index, const ValueParts& parts,
+                                   std::vector<std::pair<std::string, std::string>> contained);
+  // Owner side: the object id of item `index` of generator task `task_id` that this process submitted, once it is
+  // reported; nullopt when the task ended with fewer items; DeadlineExceeded after `timeout_ms` (< 0: forever);
+  // NotFound when the task is not one this process submitted.
+  absl::StatusOr<std::optional<std::string>> NextGeneratorItem(const std::string& task_id, uint32_t index,
+                                                               int64_t timeout_ms);
+  grpc::Status HandleReportGeneratorItem(const ReportGeneratorItemRequest& request);
+
   TaskSubmitter::Counts counts() const { return submitter_->counts(); }
   // The next line of output of a worker this process leased (follow_output), waiting up to `timeout_ms`.
   std::optional<OutputLine> NextOutput(int64_t timeout_ms) { return output_.Next(timeout_ms); }

@@ -170,6 +170,13 @@ class Service final : public CoreWorkerService::CallbackService {
       reactor->Finish(grpc::Status::OK);
     });
   }
+  grpc::ServerUnaryReactor* ReportGeneratorItem(grpc::CallbackServerContext* ctx,
+                                                const ReportGeneratorItemRequest* request,
+                                                ReportGeneratorItemReply*) override {
+    return Serve(ctx, [&](grpc::ServerUnaryReactor* reactor) {
+      reactor->Finish(worker_->HandleReportGeneratorItem(*request));
+    });
+  }
   grpc::ServerUnaryReactor* CancelTask(grpc::CallbackServerContext* ctx, const CancelTaskRequest* request,
                                        CancelTaskReply* reply) override {
     return Serve(ctx, [&](grpc::ServerUnaryReactor* reactor) {

@@ -18,6 +18,12 @@ void ObjectTable::AddPending(const std::string& id) {
   entries_[id].owned = true;
 }
 
+void ObjectTable::RemovePending(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  if (it != entries_.end() && it->second.state == ObjectState::kPending && it->second.refs == 0) entries_.erase(it);
+}
+
 std::string ObjectTable::NoRoomLocked(size_t size) const {
   if (max_bytes_ == 0 || bytes_ + size <= max_bytes_) return "";
   return absl::StrCat("the object store of this process is full: it holds ", bytes_, " of ", max_bytes_,

@@ -57,6 +57,9 @@ class ObjectTable {
 
   // An owned object whose value is still to come.
   void AddPending(const std::string& id);
+  // A pending owned object that will never come (a generator's item past the end of its stream) is forgotten;
+  // nothing for one that is ready or that a handle holds.
+  void RemovePending(const std::string& id);
   // Its value: ready now (wakes waiters, runs OnReady callbacks). A value for an id never added is kept too (a
   // borrowed object fetched from its owner, or a put).
   void Put(const std::string& id, Value value);

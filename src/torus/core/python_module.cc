@@ -254,9 +254,11 @@ PYBIND11_MODULE(_torus_core, m) {
               py::list args, int num_returns, std::map<std::string, int64_t> resources,
               std::map<std::string, std::string> env, std::string working_dir, int max_retries,
               bool retry_exceptions, Selector label_selector, std::string strategy, std::string placement_group,
-              int bundle_index, std::vector<Selector> fallback_selectors, py::bytes retry_exception_types) {
+              int bundle_index, std::vector<Selector> fallback_selectors, py::bytes retry_exception_types,
+              std::string generator) {
              torus::core::TaskSpec spec = MakeSpec(task_id, std::move(name), function_id, function, args);
              spec.set_num_returns(num_returns);
+             spec.set_generator(std::move(generator));
              spec.set_retry_exception_types(std::string(retry_exception_types));
              torus::core::TaskOptions options{
                  .shape = MakeShape(std::move(resources), std::move(env), std::move(working_dir),
@@ -277,7 +279,7 @@ PYBIND11_MODULE(_torus_core, m) {
            py::arg("num_returns"), py::arg("resources"), py::arg("env"), py::arg("working_dir"),
            py::arg("max_retries"), py::arg("retry_exceptions"), py::arg("label_selector"), py::arg("strategy"),
            py::arg("placement_group"), py::arg("bundle_index"), py::arg("fallback_selectors") = std::vector<Selector>{},
-           py::arg("retry_exception_types") = py::bytes())
+           py::arg("retry_exception_types") = py::bytes(), py::arg("generator") = std::string())
       // create_actor(task_id, name, function_id, function, args, resources, env, working_dir, max_restarts,
       //              max_task_retries, label_selector, strategy, placement_group, bundle_index, actor_name, ns,
       //              class_name, methods, detached, fallback_selectors=[]) -> actor id
@@ -333,9 +335,10 @@ PYBIND11_MODULE(_torus_core, m) {
            })
       .def("call_actor",
            [](CoreWorker& w, py::bytes actor_id, std::string owner, py::bytes task_id, std::string name,
-              std::string method, py::list args, int num_returns, int max_retries) {
+              std::string method, py::list args, int num_returns, int max_retries, std::string generator) {
              torus::core::TaskSpec spec;
              spec.set_task_id(std::string(task_id));
+             spec.set_generator(std::move(generator));
              spec.set_name(std::move(name));
              spec.set_method(std::move(method));
              spec.set_num_returns(num_returns);
@@ -349,6 +352,40 @@ PYBIND11_MODULE(_torus_core, m) {
              py::list out;
              for (const auto& id : ids) out.append(py::bytes(id));
              return out;
+           },
+           py::arg("actor_id"), py::arg("owner"), py::arg("task_id"), py::arg("name"), py::arg("method"),
+           py::arg("args"), py::arg("num_returns"), py::arg("max_retries"), py::arg("generator") = std::string())
+      // report_generator_item(task_id, index, data, format, buffers, contained, value): item `index` (from 1) of a
+      // streaming generator task running here, to its owner; returns once the owner holds it. `value` (the Python
+      // object) is kept alive until then, so the refs inside it stay held. RuntimeError when it cannot be reported.
+      .def("report_generator_item",
+           [](CoreWorker& w, py::bytes task_id, uint32_t index, py::bytes data, std::string format, py::list buffers,
+              py::object contained, py::object value) {
+             std::vector<py::buffer_info> keep;
+             torus::core::ValueParts parts = PartsOf(data, format, buffers, keep);
+             auto inner = Contained(contained);
+             absl::Status s;
+             {
+               py::gil_scoped_release release;
+               s = w.ReportGeneratorItem(std::string(task_id), index, parts, std::move(inner));
+             }
+             if (!s.ok()) throw std::runtime_error(std::string(s.message()));
+           })
+      // next_generator_item(task_id, index, timeout_ms) -> object id of item `index` (from 1) of a generator task
+      // this process submitted, or None after its last item; ValueError "timeout: ..." when none came in time.
+      .def("next_generator_item",
+           [](CoreWorker& w, py::bytes task_id, uint32_t index, int64_t timeout_ms) -> py::object {
+             absl::StatusOr<std::optional<std::string>> next;
+             {
+               py::gil_scoped_release release;
+               next = w.NextGeneratorItem(std::string(task_id), index, timeout_ms);
+             }
+             if (absl::IsDeadlineExceeded(next.status())) {
+               throw py::value_error("timeout: " + std::string(next.status().message()));
+             }
+             if (!next.ok()) throw py::key_error(std::string(next.status().message()));
+             if (!next->has_value()) return py::none();
+             return py::bytes(**next);
            })
       .def("resolve_actor",
            [](CoreWorker& w, py::bytes actor_id, std::string owner, int64_t wait_ms) {
@@ -511,6 +548,7 @@ PYBIND11_MODULE(_torus_core, m) {
              d["actor_creation"] = e->spec.actor_creation();
              d["method"] = e->spec.method();
              d["retry_exception_types"] = py::bytes(e->spec.retry_exception_types());
+             d["generator"] = e->spec.generator();
              std::map<std::string, double> resources;
              for (const auto& [k, v] : e->spec.resources()) resources[k] = static_cast<double>(v) / 10000.0;
              d["resources"] = resources;
