@@ -23,6 +23,21 @@ TEST(ObjectTableTest, PendingBecomesReadyAndWakesWaiters) {
   EXPECT_EQ(table.Get("a")->data, "1");
 }
 
+TEST(ObjectTableTest, RemovePendingForgetsOnlyAnUnheldPendingObject) {
+  ObjectTable table;
+  table.AddPending("never");
+  table.RemovePending("never");
+  EXPECT_EQ(table.State("never"), ObjectState::kUnknown);
+  table.AddPending("held");
+  table.AddRef("held");
+  table.RemovePending("held");
+  EXPECT_EQ(table.State("held"), ObjectState::kPending);
+  table.AddPending("ready");
+  table.Put("ready", Value{.data = "1", .format = "raw"});
+  table.RemovePending("ready");
+  EXPECT_EQ(table.State("ready"), ObjectState::kReady);
+}
+
 TEST(ObjectTableTest, WaitReadyTimesOutOnPending) {
   ObjectTable table;
   table.AddPending("a");
