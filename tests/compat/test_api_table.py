@@ -53,13 +53,19 @@ def resolve(name):
     except ImportError:
         return None
     for i, part in enumerate(parts[1:], start=2):
-        if hasattr(obj, part):
-            obj = getattr(obj, part)
+        attr = getattr(obj, part, None)
+        rest = parts[i:]
+        # An attribute that shadows its submodule (ray.util.placement_group) stands for the submodule when the rest
+        # of the name is the submodule's (ray.util.placement_group.NODE_ID_LABEL_KEY).
+        if attr is not None and (not rest or inspect.ismodule(attr) or hasattr(attr, rest[0])):
+            obj = attr
             continue
         try:
             obj = importlib.import_module(".".join(parts[:i]))
         except ImportError:
-            return None
+            if attr is None:
+                return None
+            obj = attr
     return obj
 
 

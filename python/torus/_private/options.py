@@ -5,6 +5,8 @@ the worker's environment, where it runs).
 Checks run where Ray runs them: at @remote and .options() time. Conversions run at .remote() time.
 """
 
+import importlib
+import json
 import math
 import os
 import re
@@ -133,8 +135,10 @@ def fallback_strategy_error(fallback):
 
 
 def _scheduling_strategy_types():
-    from torus.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
-    return (type(None), str, PlacementGroupSchedulingStrategy, NodeAffinitySchedulingStrategy)
+    from torus.util.scheduling_strategies import (NodeAffinitySchedulingStrategy, NodeLabelSchedulingStrategy,
+                                                  PlacementGroupSchedulingStrategy)
+    return (type(None), str, PlacementGroupSchedulingStrategy, NodeAffinitySchedulingStrategy,
+            NodeLabelSchedulingStrategy)
 
 
 class _LazyTypes(Option):
@@ -330,17 +334,84 @@ def runtime_env(opts, job_env):
     state = _st.current()
     if state is not None:
         env_vars["TORUS_NAMESPACE"] = state.namespace
+    env_vars.update(context_env(opts, job_env))
     # A driver that runs as `ray` has workers that do too (ray_alias).
     if os.environ.get("TORUS_RAY_ALIAS") == "1":
         env_vars["TORUS_RAY_ALIAS"] = "1"
     return env_vars, mine.get("working_dir") or job_env.get("working_dir") or ""
 
 
+def _placement_group_module():
+    # torus.util.placement_group the attribute is the function (as in Ray); the module is this.
+    return importlib.import_module("torus.util.placement_group")
+
+
+def _group_of(opts):
+    """(PlacementGroup or None, bundle index, capture) of a task's or actor's options, as Ray resolves them: the
+    scheduling_strategy's group (a PlacementGroupSchedulingStrategy's, None in it meaning none), else the deprecated
+    placement_group option, else -- when the submitting task captures its children -- the submitting task's group.
+    A strategy of another kind (or "DEFAULT") means no group."""
+    pgm = _placement_group_module()
+    from torus.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    strategy = opts.get("scheduling_strategy")
+    if strategy is not None and not isinstance(strategy, PlacementGroupSchedulingStrategy):
+        return None, -1, False
+    group = opts.get("placement_group", "default")
+    index = opts.get("placement_group_bundle_index", -1)
+    capture = opts.get("placement_group_capture_child_tasks")
+    if isinstance(strategy, PlacementGroupSchedulingStrategy):
+        group, index, capture = (strategy.placement_group, strategy.placement_group_bundle_index,
+                                 strategy.placement_group_capture_child_tasks)
+    if capture is None:
+        capture = pgm.current_capture()
+    if isinstance(group, str) and group == "default":
+        group = pgm.get_current_placement_group() if capture else None
+    if not group:
+        group = None
+    elif not isinstance(group, pgm.PlacementGroup):
+        raise TypeError(f"placement_group: a PlacementGroup, None or \"default\" is required, got "
+                        f"{type(group).__name__}")
+    elif group.is_empty:
+        group = None
+    return group, index, bool(capture)
+
+
+def context_env(opts, job_env):
+    """The worker environment that tells a task or actor what get_runtime_context() reports: the placement group it
+    runs in and whether the tasks it submits join it (get_current_placement_group,
+    placement_group_capture_child_tasks), and its runtime_env (its job's, with its own over it) as JSON."""
+    pgm = _placement_group_module()
+    mine = check_runtime_env(opts.get("runtime_env"))
+    merged = dict(job_env or {})
+    merged_vars = {**(merged.get("env_vars") or {}), **(mine.get("env_vars") or {})}
+    merged.update({k: v for k, v in mine.items() if k != "env_vars"})
+    if merged_vars:
+        merged["env_vars"] = merged_vars
+    out = {"TORUS_RUNTIME_ENV": json.dumps(merged, sort_keys=True)}
+    group, _, capture = _group_of(opts)
+    if group is not None:
+        out[pgm.GROUP_ENV] = group.id._torus_id()
+        out[pgm.CAPTURE_ENV] = "1" if capture else "0"
+    return out
+
+
+def _merge_selector(selector, extra):
+    """`selector` with `extra`'s expressions AND-ed in (two on one key: "a,b" in the core's syntax)."""
+    out = dict(selector)
+    for key, expr in extra.items():
+        out[key] = f"{out[key]},{expr}" if out.get(key) else expr
+    return out
+
+
 def placement(opts):
-    """(label_selector, fallback selectors, strategy, placement group id, bundle index) for the core. The strategy
-    is "" (default), "SPREAD", "NODE:<id>" or "NODE_SOFT:<id>". The fallback selectors (fallback_strategy's, in
-    order) are tried when no node can hold the work under the ones before."""
-    from torus.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
+    """(label_selector, fallback selectors, strategy, placement group id, bundle index) for the core, with Ray's
+    errors for a bad bundle index. The strategy is "" (default), "SPREAD", "NODE:<id>" or "NODE_SOFT:<id>";
+    accelerator_type and a NodeLabelSchedulingStrategy's `hard` expressions add to the label selectors, its `soft`
+    ones to the primary selector only. What the core cannot honour is refused, naming it:
+    NodeAffinitySchedulingStrategy's `_fail_on_unavailable`, a label selector or fallback_strategy on work inside a
+    placement group."""
+    pgm = _placement_group_module()
+    from torus.util import scheduling_strategies as ss
     selector = dict(opts.get("label_selector") or {})
     # fallback_strategy's selectors, tried in order when no node can hold the work under the ones before; the
     # resources stay the same, so accelerator_type's label goes into each.
@@ -348,30 +419,42 @@ def placement(opts):
     if opts.get("accelerator_type"):
         for s in [selector] + fallbacks:
             s.setdefault("ray.io/accelerator-type", opts["accelerator_type"])
-    core = _st.import_core()
-    for s in [selector] + fallbacks:
-        if s:
-            core.check_label_selector(s)
+    group, index, _ = _group_of(opts)
+    pgm.check_placement_group_index(group or pgm.PlacementGroup.empty(), index)
     strategy = opts.get("scheduling_strategy")
-    group = opts.get("placement_group", "default")
-    if strategy is None and group not in ("default", None):
-        from torus.util.placement_group import PlacementGroup
-        if isinstance(group, PlacementGroup):
-            strategy = PlacementGroupSchedulingStrategy(group, opts.get("placement_group_bundle_index", -1))
-    if isinstance(strategy, PlacementGroupSchedulingStrategy):
-        if strategy.placement_group is None:
-            return selector, fallbacks, "", "", -1
+    if group is not None:
+        if selector:
+            raise ValueError("label_selector/accelerator_type: not supported inside a placement group by torus (the "
+                             "work runs on its bundle's node); select nodes with the group's bundle_label_selector")
         if fallbacks:
             raise ValueError("fallback_strategy: not supported inside a placement group by torus (the work runs on "
                              "its bundle's node)")
-        return selector, fallbacks, "", strategy.placement_group.id, strategy.placement_group_bundle_index
-    if strategy in (None, "DEFAULT"):
+        return selector, fallbacks, "", group.id._torus_id(), index
+    if strategy is None or strategy == "DEFAULT" or isinstance(strategy, ss.PlacementGroupSchedulingStrategy):
         wire = ""
     elif strategy == "SPREAD":
         wire = "SPREAD"
-    elif isinstance(strategy, NodeAffinitySchedulingStrategy):
+    elif isinstance(strategy, ss.NodeAffinitySchedulingStrategy):
+        if strategy._fail_on_unavailable:
+            raise ValueError("NodeAffinitySchedulingStrategy(_fail_on_unavailable=True) is not supported by torus: "
+                             "work pinned to a busy node waits for it")
         wire = ("NODE_SOFT:" if strategy.soft else "NODE:") + strategy.node_id
+    elif isinstance(strategy, ss.NodeLabelSchedulingStrategy):
+        # `hard` narrows every selector; `soft` is the primary choice, with the same selectors without it as the
+        # fallbacks tried when no node can hold the work under it.
+        hard = ss.label_selector_of(strategy.hard)
+        selector = _merge_selector(selector, hard)
+        fallbacks = [_merge_selector(f, hard) for f in fallbacks]
+        if strategy.soft:
+            soft = ss.label_selector_of(strategy.soft)
+            fallbacks = [selector] + fallbacks
+            selector = _merge_selector(selector, soft)
+        wire = ""
     else:
         raise ValueError(f"Invalid scheduling_strategy {strategy!r}: accepted are \"DEFAULT\", \"SPREAD\", "
-                         f"NodeAffinitySchedulingStrategy and PlacementGroupSchedulingStrategy")
+                         f"NodeAffinitySchedulingStrategy, NodeLabelSchedulingStrategy and "
+                         f"PlacementGroupSchedulingStrategy")
+    for s in [selector] + fallbacks:
+        if s:
+            _st.import_core().check_label_selector(s)
     return selector, fallbacks, wire, "", -1
