@@ -81,7 +81,8 @@ def test_a_killed_worker_restarts_the_actor_until_its_restarts_are_spent(cluster
     assert result["before"] == [1, 2, 3]
     assert result["after_restart"] == 1
     assert result["new_process"] is True
-    assert result["dead"].startswith("the actor is dead: its worker was killed by signal 9 (SIGKILL)"), result
+    assert result["dead"].startswith("The actor died unexpectedly before finishing this task.\n"
+                                     "the actor is dead: its worker was killed by signal 9 (SIGKILL)"), result
 
 
 def test_kill_and_a_failing_constructor_leave_the_actor_dead_with_the_reason(cluster, tmp_path):
@@ -111,15 +112,19 @@ def test_kill_and_a_failing_constructor_leave_the_actor_dead_with_the_reason(clu
         try:
             torus.get(Broken.remote().ping.remote())
         except torus.exceptions.ActorDiedError as e:
-            out["broken"] = [isinstance(e.cause, KeyError), "missing config" in str(e)]
+            out["broken"] = [e.actor_init_failed, type(e.args[0]).__name__, isinstance(e.args[0].cause, KeyError),
+                             str(e).startswith("The actor died because of an error raised in its creation task, "),
+                             str(e).endswith("KeyError: 'missing config'")]
         try:
             A.options(max_concurrency=0).remote()
         except ValueError as e:
             out["concurrency"] = str(e)
         print(json.dumps(out))
     """)
-    assert result == {"ping": "pong", "killed": "the actor is dead: it was killed (torus.kill)",
-                      "broken": [True, True],
+    assert result == {"ping": "pong",
+                      "killed": "The actor died unexpectedly before finishing this task.\n"
+                                "the actor is dead: it was killed (torus.kill)",
+                      "broken": [True, "RayTaskError", True, True, True],
                       "concurrency": "max_concurrency: a positive integer is required, got 0"}
 
 
@@ -589,7 +594,7 @@ def test_max_task_retries_sends_a_call_again_to_the_restarted_actor(cluster, tmp
         try:
             torus.get(not_retried, timeout=60)
         except torus.exceptions.ActorDiedError as e:
-            out["not_retried"] = str(e)[:60]
+            out["not_retried"] = str(e)[:120]
         try:
             w.slow.options(max_task_retries=-2)
         except ValueError as e:
@@ -606,5 +611,6 @@ def test_max_task_retries_sends_a_call_again_to_the_restarted_actor(cluster, tmp
     """)
     assert result["get_actor_handle_retried"] is True
     assert result["retried_ran_in_new_process"] is True
-    assert result["not_retried"].startswith("the actor's worker died while running")
+    assert result["not_retried"].startswith("The actor died unexpectedly before finishing this task.\n"
+                                            "the actor's worker died while running"), result
     assert result["bad"] == "max_task_retries: an integer >= -1 is required, got -2"

@@ -105,8 +105,8 @@ def test_a_task_error_is_raised_as_its_own_type_with_the_remote_traceback(cluste
         try:
             torus.get(fails.remote("value"))
         except ValueError as e:
-            out["value"] = [isinstance(e, torus.exceptions.TaskError), e.args[0], "in fails" in str(e),
-                            "raise ValueError" in str(e)]
+            out["value"] = [type(e).__name__, isinstance(e, torus.exceptions.RayTaskError), e.args == (e.cause,),
+                            str(e.cause), "in fails" in str(e), "raise ValueError" in str(e)]
         try:
             torus.get(fails.remote("custom"))
         except Custom as e:
@@ -114,11 +114,11 @@ def test_a_task_error_is_raised_as_its_own_type_with_the_remote_traceback(cluste
         try:
             torus.get(uses.remote(fails.remote("value")))
         except ValueError as e:
-            out["dependency"] = e.args[0]
+            out["dependency"] = [type(e).__name__, str(e.cause)]
         print(json.dumps(out))
     """)
-    assert result == {"value": [True, "bad value 17", True, True], "custom": "custom failure",
-                      "dependency": "bad value 17"}
+    assert result == {"value": ["RayTaskError(ValueError)", True, True, "bad value 17", True, True],
+                      "custom": "custom failure", "dependency": ["RayTaskError(ValueError)", "bad value 17"]}
 
 
 def test_tpu_tasks_each_get_their_own_chip_of_the_slice(cluster, tmp_path):
@@ -195,7 +195,8 @@ def test_unschedulable_and_malformed_requests_are_refused_with_the_reason(cluste
             out["direct"] = str(e)
         print(json.dumps(out))
     """)
-    assert result["eight"].startswith('no node can ever hold a task of {"CPU": 1, "TPU": 8}; nodes have ')
+    assert result["eight"].startswith('The task is not schedulable: no node can ever hold a task of '
+                                      '{"CPU": 1, "TPU": 8}; nodes have '), result["eight"]
     assert result["half"] == "resources['TPU']: TPU chips are whole (1, 2, 4, 8 or a whole host), got 0.5"
     assert result["cpus"] == "num_cpus: a non-negative number is required, got -1"
     assert result["unknown"].startswith("unknown options ['num_gpu']; accepted: ")
@@ -240,7 +241,8 @@ def test_a_worker_killed_mid_task_is_retried_and_then_reported(cluster, tmp_path
         print(json.dumps(out))
     """)
     assert result["retried"] == 1
-    assert result["crashed"].startswith("the worker running task __main__.slow died (")
+    assert result["crashed"].startswith("The worker died unexpectedly while executing this task.\n"
+                                        "the worker running task __main__.slow died ("), result["crashed"]
     assert result["crashed"].endswith(") after 1 attempt")
 
 
@@ -340,16 +342,17 @@ def test_label_selectors_and_node_affinity_choose_where_tasks_and_actors_run(clu
         try:
             torus.get(Here.options(scheduling_strategy=NodeAffinitySchedulingStrategy("nope")).remote().where.remote(),
                       timeout=60)
-        except torus.exceptions.ActorDiedError as e:
+        except torus.exceptions.ActorUnschedulableError as e:
             out["gone"] = str(e)
         print(json.dumps(out))
     """)
     assert result["selector"] == ["2"]
     assert result["affinity"] is True
     assert result["spread_nodes"] == 5  # every node of the cluster, not the driver's first
-    assert result["no_match"] == 'no alive node matches the label selector {"torus.io/tpu-worker-id": "in(7,8)"}'
+    assert result["no_match"] == ('The task is not schedulable: no alive node matches the label selector '
+                                  '{"torus.io/tpu-worker-id": "in(7,8)"}')
     assert result["bad"].startswith('label selector for "team": position '), result["bad"]
-    assert result["gone"] == ("the actor is dead: it could not be placed: node nope (its node affinity) is not an "
+    assert result["gone"] == ("The actor is not schedulable: node nope (its node affinity) is not an "
                               "alive node of the cluster")
 
 
@@ -391,10 +394,11 @@ def test_tasks_run_inside_placement_group_bundles(cluster, tmp_path):
     """)
     assert result["pinned"] is True and result["any"] is True and result["distinct"] is True
     assert result["too_big"].endswith(' holds {"CPU": 1}; the lease asks for {"CPU": 2}'), result["too_big"]
-    assert result["no_bundle"].startswith("placement group pg-") and result["no_bundle"].endswith(
-        " has no bundle 5 (it has 2)"), result["no_bundle"]
+    assert result["no_bundle"].startswith("The task is not schedulable: placement group pg-") and \
+        result["no_bundle"].endswith(" has no bundle 5 (it has 2)"), result["no_bundle"]
     assert result["never_ready"] is False
-    assert result["removed"].startswith("placement group pg-") and " is REMOVED" in result["removed"], result
+    assert result["removed"].startswith("The task is not schedulable: placement group pg-") and \
+        " is REMOVED" in result["removed"], result
 
 
 def test_cancel_drops_a_queued_task_and_interrupts_or_kills_a_running_one(cluster, tmp_path):
@@ -521,11 +525,11 @@ def test_retry_exceptions_retries_a_raising_task_and_max_retries_bounds_it(clust
         try:
             torus.get(flaky.remote("b", 5))
         except RuntimeError as e:
-            out["gives_up"] = e.args[0]
+            out["gives_up"] = e.cause.args[0]
         try:
             torus.get(flaky.options(retry_exceptions=False).remote("c", 1))
         except RuntimeError as e:
-            out["no_retry"] = e.args[0]
+            out["no_retry"] = e.cause.args[0]
         print(json.dumps(out))
     """)
     assert result == {"recovers": 2, "gives_up": "b try 2", "no_retry": "c try 0"}

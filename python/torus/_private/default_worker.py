@@ -28,16 +28,23 @@ def _resolve(core, kind, a, b):
 
 
 def _error_value(name, exc, tb_text):
-    err = exceptions.TaskError(name, tb_text, None, os.getpid(), os.environ.get("TORUS_NODE_ID"))
-    try:
-        # Keep the original exception when it pickles, so the caller can catch it by its type.
-        ser.loads(ser.dumps(exc))
-        err.cause = exc
-        blob = ser.dumps(err)
-    except Exception:
-        err.cause = None
-        blob = ser.dumps(err)
-    return (blob, ser.FORMAT_ERROR)
+    """The value a task that raised `exc` returns: a pickled RayTaskError, as Ray makes it. An error this task got
+    from another (a RayTaskError re-raised) is not wrapped twice: its cause is this one's."""
+    cause = exc.cause if isinstance(exc, exceptions.RayTaskError) else exc
+    # The process title Ray shows (ray::<name>): the name without its module.
+    module = max((m for m in list(sys.modules) if name.startswith(m + ".")), key=len, default="")
+    title = f"torus::{name[len(module) + 1:] if module else name}"
+    actor_id, actor_repr = None, None
+    state = _st.current()
+    if _actor is not None:
+        try:
+            actor_repr = repr(_actor)
+        except Exception:  # noqa: BLE001 - a __repr__ that fails: the error is still reported
+            actor_repr = f"<{type(_actor).__qualname__} object>"
+        actor_id = state.actor_id.hex() if state is not None and state.actor_id else None
+    err = exceptions.RayTaskError(name, tb_text, cause, proctitle=title, pid=os.getpid(),
+                                  ip=os.environ.get("TORUS_NODE_IP"), actor_repr=actor_repr, actor_id=actor_id)
+    return (ser.dumps(err), ser.FORMAT_ERROR)
 
 
 def _retryable(task, exc):

@@ -74,34 +74,39 @@ def loads(data, buffers=None):
 
 
 def error_from(data, fmt):
-    """The exception a value of format `fmt` stands for, or None when it is a plain value."""
-    if fmt != FORMAT_PICKLE and isinstance(data, memoryview):
+    """The exception a value of format `fmt` stands for (as Ray raises it at `get`), or None when it is a plain
+    value."""
+    if fmt == FORMAT_PICKLE:
+        return None
+    if isinstance(data, memoryview):
         data = bytes(data)
     if fmt == FORMAT_ERROR:
         err = loads(data)
-        if isinstance(err, exceptions.TaskError):
-            return err.as_instanceof_cause()
-        return err
-    if fmt == "worker_crashed":
-        return exceptions.WorkerCrashedError(data.decode("utf-8", "replace"))
-    if fmt == "unschedulable":
-        return exceptions.TaskUnschedulableError(data.decode("utf-8", "replace"))
-    if fmt == "cancelled":
-        return exceptions.TaskCancelledError(data.decode("utf-8", "replace") or "the task was cancelled (torus.cancel)")
-    if fmt == "actor_died":
-        return exceptions.ActorDiedError(data.decode("utf-8", "replace"))
+        return err.as_instanceof_cause() if isinstance(err, exceptions.RayTaskError) else err
     if fmt == "actor_creation_failed":
+        # The constructor's error: Ray's ActorDiedError built from it (an error that cannot be read here stays
+        # what it is: UnserializableException).
         cause = loads(data)
-        if isinstance(cause, exceptions.TaskError):
-            cause = cause.as_instanceof_cause()
-        return exceptions.ActorDiedError(f"the actor is dead: its constructor raised an exception:\n{cause}", cause)
+        if isinstance(cause, exceptions.RayTaskError):
+            return exceptions.ActorDiedError(cause)
+        return cause
+    text = data.decode("utf-8", "replace")
+    if fmt == "worker_crashed":
+        return exceptions.WorkerCrashedError(text)
+    if fmt == "unschedulable":
+        return exceptions.TaskUnschedulableError(text)
+    if fmt == "cancelled":
+        return exceptions.TaskCancelledError(None, text or "the task was cancelled (ray.cancel)")
+    if fmt == "actor_died":
+        unplaceable = "the actor is dead: it could not be placed: "
+        if text.startswith(unplaceable):
+            return exceptions.ActorUnschedulableError(text[len(unplaceable):])
+        return exceptions._actor_died(text)
     if fmt == "object_store_full":
-        return exceptions.ObjectStoreFullError(data.decode("utf-8", "replace"))
+        return exceptions.ObjectStoreFullError(text)
     if fmt == "stopping":
-        return exceptions.TorusError(data.decode("utf-8", "replace") or "torus is shutting down")
-    if fmt != FORMAT_PICKLE:
-        return exceptions.TorusError(f"a value of unknown format {fmt!r}")
-    return None
+        return exceptions.RayError(text or "torus is shutting down")
+    return exceptions.RaySystemError(f"Unrecognized value format {fmt!r}")
 
 
 def value_of(data, fmt, buffers=None):

@@ -341,7 +341,7 @@ def get(object_refs, *, timeout=None):
             raise exceptions.GetTimeoutError(f"Get timed out: {str(e)[len('timeout: '):]}") from None
         raise
     except KeyError as e:
-        raise exceptions.ObjectLostError(e.args[0] if e.args else str(e)) from None
+        raise exceptions._object_lost(e.args[0] if e.args else str(e)) from None
     out = [ser.value_of(data, fmt, buffers) for data, fmt, buffers in values]
     return out[0] if single else out
 
