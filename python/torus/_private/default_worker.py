@@ -142,7 +142,8 @@ def _returns(core, task, result):
     return) or put (dynamic: their refs are the return)."""
     mode = task.get("generator") or ""
     if mode == "streaming":
-        return [_return_value(generators.stream_items(core, task, result))]
+        generators.stream_items(core, task, result, lambda e: _error_value(task["name"], e, traceback.format_exc()))
+        return [_return_value(None)]
     if mode == "dynamic":
         return [_return_value(generators.collect_dynamic(result))]
     num_returns = task["num_returns"]
@@ -205,7 +206,9 @@ async def _run_async(core, functions, task):
         if inspect.isawaitable(result):
             result = await result
         if task.get("generator") == "streaming" and inspect.isasyncgen(result):
-            return [_return_value(await generators.stream_items_async(core, task, result))]
+            await generators.stream_items_async(core, task, result,
+                                                lambda e: _error_value(name, e, traceback.format_exc()))
+            return [_return_value(None)]
         return _returns(core, task, result)
     except Exception as e:  # noqa: BLE001
         return [_error_value(name, e, traceback.format_exc())]

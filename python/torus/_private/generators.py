@@ -2,9 +2,10 @@
 as the task yields, num_returns="dynamic" one ref to a DynamicObjectRefGenerator once the task finished.
 
 Streaming: the executor reports each yielded value to the caller as it comes (core.report_generator_item: the
-caller owns it, as a task's return); the task's own return (`completed()`) is the count of items, or the error the
-generator raised. `next(gen)` waits for the next item (core.next_generator_item), and after the last one returns
-the completion ref when the task failed (its get raises the error), else stops.
+caller owns it, as a task's return); an exception the generator raises is reported as one more item (its get
+raises it), as Ray does. The task's own return (`completed()`) is None; it holds an error only when the task failed
+otherwise (its worker died). `next(gen)` waits for the next item (core.next_generator_item); after the last one it
+returns the completion ref when that holds an error, else stops.
 """
 
 import asyncio
@@ -139,26 +140,34 @@ def is_generator_function(fn):
 
 # --- the executor's side (in the worker that runs the task) ---
 
-def stream_items(core, task, result):
-    """Reports each item of `result` (a generator or async generator) to the task's caller; returns how many."""
+def stream_items(core, task, result, error_value):
+    """Reports each item of `result` (a generator or async generator) to the task's caller, and what it raises as
+    a last item (`error_value(exc)` makes its value)."""
     count = 0
-    for value in _iterate(result):
-        count += 1
-        data, buffers, contained = ser.dumps_oob(value)
-        core.report_generator_item(task["task_id"], count, data, ser.FORMAT_PICKLE, buffers, contained, value)
-    return count
+    try:
+        for value in _iterate(result):
+            count += 1
+            data, buffers, contained = ser.dumps_oob(value)
+            core.report_generator_item(task["task_id"], count, data, ser.FORMAT_PICKLE, buffers, contained, value)
+    except Exception as e:  # noqa: BLE001 - the generator's error is its stream's last item
+        blob, fmt = error_value(e)
+        core.report_generator_item(task["task_id"], count + 1, blob, fmt, [], [], None)
 
 
-async def stream_items_async(core, task, result):
+async def stream_items_async(core, task, result, error_value):
     """stream_items for an async generator on an async actor's event loop: each report waits off the loop."""
     loop = asyncio.get_running_loop()
     count = 0
-    async for value in result:
-        count += 1
-        data, buffers, contained = ser.dumps_oob(value)
-        await loop.run_in_executor(None, core.report_generator_item, task["task_id"], count, data,
-                                   ser.FORMAT_PICKLE, buffers, contained, value)
-    return count
+    try:
+        async for value in result:
+            count += 1
+            data, buffers, contained = ser.dumps_oob(value)
+            await loop.run_in_executor(None, core.report_generator_item, task["task_id"], count, data,
+                                       ser.FORMAT_PICKLE, buffers, contained, value)
+    except Exception as e:  # noqa: BLE001 - the generator's error is its stream's last item
+        blob, fmt = error_value(e)
+        await loop.run_in_executor(None, core.report_generator_item, task["task_id"], count + 1, blob, fmt, [], [],
+                                   None)
 
 
 def collect_dynamic(result):

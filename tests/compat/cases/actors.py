@@ -102,7 +102,7 @@ def get_if_exists_needs_a_name():
 
 @case
 def named_actor_found_by_name():
-    Counter.options(name="named-counter").remote(5)
+    keep = Counter.options(name="named-counter").remote(5)  # noqa: F841 - an actor lives while a handle does
     h = ray.get_actor("named-counter")
     out(ray.get(h.incr.remote()))
 
@@ -123,9 +123,10 @@ def get_actor_unknown_name():
 
 @case
 def name_taken():
-    Counter.options(name="taken").remote()
-    e = raised(lambda: ray.get(Counter.options(name="taken").remote().value.remote()))
-    out(type(e).__name__)
+    first = Counter.options(name="taken").remote()
+    ray.get(first.value.remote())
+    e = raised(lambda: Counter.options(name="taken").remote())
+    out(type(e).__name__, "taken" in str(e))
 
 
 @case(timeout=120)
@@ -133,23 +134,49 @@ def kill_makes_calls_fail():
     c = Counter.remote()
     ray.get(c.incr.remote())
     ray.kill(c)
-    e = raised(lambda: ray.get(c.incr.remote(), timeout=60))
+    # The kill takes effect a little later (a call made at once may still run): calls fail from then on.
+    import time
+    deadline = time.time() + 60
+    e = None
+    while e is None and time.time() < deadline:
+        e = raised(lambda: ray.get(c.incr.remote(), timeout=30))
+        time.sleep(0.05)
     out(type(e).__name__, isinstance(e, ray.exceptions.RayActorError))
+
+
+@ray.remote(max_restarts=1)
+class Restartable:
+    def __init__(self, start):
+        self.n = start
+
+    def incr(self):
+        self.n += 1
+        return self.n
+
+    def pid_and_value(self):
+        import os
+        return os.getpid(), self.n
 
 
 @case(timeout=120)
 def restart_after_kill_with_max_restarts():
-    c = Counter.options(max_restarts=1).remote(7)
+    c = Restartable.remote(7)
     ray.get(c.incr.remote())
+    first_pid, _ = ray.get(c.pid_and_value.remote())
     ray.kill(c, no_restart=False)
-    # The restarted actor is built again with the same arguments.
+    # The kill takes effect a little later; the restarted actor (another process) is built again with the same
+    # arguments.
     import time
-    for _ in range(200):
+    deadline = time.time() + 60
+    while time.time() < deadline:
         try:
-            out(ray.get(c.value.remote(), timeout=30))
-            break
+            pid, value = ray.get(c.pid_and_value.remote(), timeout=30)
+            if pid != first_pid:
+                out(value)
+                break
         except ray.exceptions.RayActorError:
-            time.sleep(0.1)
+            pass
+        time.sleep(0.1)
 
 
 @case

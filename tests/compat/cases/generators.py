@@ -49,11 +49,11 @@ def error_after_items():
 
 
 @case
-def completed_ref_holds_the_error():
+def the_error_is_the_last_item_and_completed_is_none():
     gen = fails_after.remote(1)
-    list(gen)
-    e = raised(ray.get, gen.completed())
-    out(type(e).__name__, isinstance(e, ray.exceptions.RayTaskError))
+    refs = list(gen)
+    e = raised(ray.get, refs[-1])
+    out(len(refs), type(e).__name__, isinstance(e, ray.exceptions.RayTaskError), ray.get(gen.completed()))
 
 
 @case
