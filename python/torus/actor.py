@@ -1,9 +1,12 @@
 """Actors (as ray.actor): `@torus.remote` on a class makes an ActorClass; `.remote()` creates an actor and returns
 its ActorHandle; `handle.method.remote()` calls it. `@torus.method` sets a method's defaults."""
 
+import asyncio
 import inspect
 
+from torus import exceptions
 from torus._private import options as opt
+from torus._private import state as _st
 from torus._private import worker
 from torus._private.arguments import wire_args
 from torus._private.object_ref import ObjectRef
@@ -120,8 +123,13 @@ class ActorClass(RemoteBase):
                                                name, namespace, self._name, methods, detached,
                                                fallback_selectors=fallbacks)
         except ValueError as e:
-            if opts.get("get_if_exists") and "is taken" in str(e):
-                return get_actor(name, namespace)  # another process created it meanwhile
+            if name and "is taken" in str(e):
+                if opts.get("get_if_exists"):
+                    return get_actor(name, namespace)  # another process created it meanwhile
+                from torus.exceptions import ActorAlreadyExistsError
+                raise ActorAlreadyExistsError(
+                    f"The name {name} (namespace={namespace}) is already taken. Please use a different name or get "
+                    f"the existing actor using ray.get_actor('{name}', namespace='{namespace}')") from None
             raise ValueError(f"{self._target.__name__}: {e}") from None
         owner = state.core.head_address if detached else state.core.address
         return ActorHandle(actor_id, owner, self._name, defaults, int(max_task_retries))
@@ -246,3 +254,23 @@ def kill(actor, *, no_restart=True):
         raise ValueError(f"ray.kill() only supported for actors. For tasks, try ray.cancel(). Got: {type(actor)}.")
     worker.state_or_init().core.kill_actor(actor._actor_id, actor._owner, bool(no_restart))
 
+
+
+def exit_actor():
+    """Ends the calling actor on purpose, from one of its methods: that call fails with ActorDiedError saying so, the
+    actor is DEAD however many restarts it has left, and later calls fail with ActorDiedError. Calls running on other
+    threads (a threaded or async actor) end first; atexit handlers run. TypeError outside an actor."""
+    state = _st.current()
+    if state is None or not state.is_worker or not state.actor_id:
+        mode = 1 if state is not None and state.is_worker else 0  # Ray's WORKER_MODE, SCRIPT_MODE
+        raise TypeError(f"exit_actor API is called on a non-actor worker, {mode}. Call this API inside an actor "
+                        "methodsif you'd like to exit the actor gracefully.")
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        # A method on a thread: SystemExit unwinds it (finally blocks run), and the worker ends with code 0.
+        exit_ = SystemExit(0)
+        exit_._exit_actor = True
+        raise exit_ from None
+    # A method on the event loop of an async actor: SystemExit would stop the loop, not the worker.
+    raise exceptions.AsyncioActorExit()
