@@ -17,6 +17,7 @@ and so on; torus._private holds what Ray keeps in ray._private (the connection, 
 from torus import exceptions
 from torus._private.ids import (ActorClassID, ActorID, FunctionID, JobID, NodeID, ObjectID, PlacementGroupID, TaskID,
                                 UniqueID, WorkerID)
+from torus._private.generators import DynamicObjectRefGenerator, ObjectRefGenerator
 from torus._private.make_remote import remote
 from torus._private.object_ref import ObjectRef
 from torus._private.worker import (SCRIPT_MODE, WORKER_MODE, available_resources, cancel, cluster_resources, get,
@@ -27,6 +28,6 @@ from torus.runtime_context import get_runtime_context
 from torus import util  # noqa: E402  (util's modules use the names above)
 
 __all__ = ["ActorClassID", "ActorID", "FunctionID", "JobID", "NodeID", "ObjectID", "PlacementGroupID", "TaskID",
-           "UniqueID", "WorkerID", "SCRIPT_MODE", "WORKER_MODE", "get_gpu_ids", "ActorClass", "ActorHandle", "ObjectRef", "RemoteFunction", "available_resources", "cancel",
+           "UniqueID", "WorkerID", "DynamicObjectRefGenerator", "ObjectRefGenerator", "SCRIPT_MODE", "WORKER_MODE", "get_gpu_ids", "ActorClass", "ActorHandle", "ObjectRef", "RemoteFunction", "available_resources", "cancel",
            "cluster_resources", "exceptions", "get", "get_actor", "get_runtime_context", "init", "is_initialized",
            "kill", "method", "nodes", "put", "remote", "shutdown", "util", "wait"]

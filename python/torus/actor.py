@@ -12,6 +12,16 @@ from torus._private.arguments import wire_args
 from torus._private.object_ref import ObjectRef
 from torus._private.remote_base import RemoteBase
 
+# An async actor's calls at once when max_concurrency is not given; the return index Ray reserves for a streaming
+# generator's own return.
+DEFAULT_MAX_CONCURRENCY_ASYNC = 1000
+STREAMING_GENERATOR_RETURN = -2
+
+
+class ActorClassInheritanceException(TypeError):
+    """A class derived from an actor class (`class B(A)` where A is @remote): not supported, as in Ray."""
+
+
 _METHOD_OPTIONS = ["num_returns", "concurrency_group", "max_task_retries", "retry_exceptions",
                    "_generator_backpressure_num_objects", "_num_objects_per_yield", "enable_task_events",
                    "tensor_transport"]
@@ -90,6 +100,12 @@ class ActorClass(RemoteBase):
     def __call__(self, *args, **kwargs):
         name = self._target.__name__
         raise TypeError(f"Actors cannot be instantiated directly. Instead of '{name}()', use '{name}.remote()'.")
+
+    def __mro_entries__(self, bases):
+        raise ActorClassInheritanceException(
+            f"Attempted to define a subclass of actor class '{self._target.__name__}'. Inheriting from actor classes "
+            f"is not currently supported. You can instead inherit from a non-actor base class and make the derived "
+            f"class an actor class (with @ray.remote).")
 
     def bind(self, *args, **kwargs):
         raise NotImplementedError("Ray DAGs (.bind) are not supported by torus; call .remote()")

@@ -5,16 +5,16 @@ import inspect
 from torus._private import options as opt
 
 
-def remote(*args, **options):
+def remote(*args, **kwargs):
     """@torus.remote or @torus.remote(num_cpus=..., resources={"TPU": 1}, ...) on a function or a class."""
-    if len(args) == 1 and not options and callable(args[0]):
+    if len(args) == 1 and not kwargs and callable(args[0]):
         return _make(args[0], {})
     if args:
         raise TypeError(opt.REMOTE_ARGS_ERROR)
-    for key in options:
+    for key in kwargs:
         if key not in opt.VALID_OPTIONS:
             raise TypeError(opt.REMOTE_ARGS_ERROR)
-    return lambda f: _make(f, options)
+    return lambda f: _make(f, kwargs)
 
 
 def _make(f, options):

@@ -135,9 +135,10 @@ def _check_init_args(namespace, object_store_memory, num_cpus, num_gpus, resourc
 
 
 def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=None, object_store_memory=None,
-         local_mode=False, ignore_reinit_error=False, include_dashboard=None, dashboard_host=None,
-         dashboard_port=None, job_config=None, configure_logging=True, logging_level=None, logging_format=None,
-         logging_config=None, log_to_driver=None, namespace=None, runtime_env=None, **kwargs):
+         local_mode=False, ignore_reinit_error=False, include_dashboard=None, dashboard_host="127.0.0.1",
+         dashboard_port=None, job_config=None, configure_logging=True, logging_level="info", logging_format=None,
+         logging_config=None, log_to_driver=None, namespace=None, runtime_env=None, enable_resource_isolation=False,
+         cgroup_path=None, system_reserved_cpu=None, system_reserved_memory=None, proxy_server_url=None, **kwargs):
     """Connects this process to a cluster, as ray.init does.
 
     address: None — the cluster of TORUS_ADDRESS (or RAY_ADDRESS) or of this machine's latest session, else a new
@@ -153,6 +154,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
     _check_init_args(namespace, object_store_memory, num_cpus, num_gpus, resources, labels, kwargs)
     if local_mode:
         raise ValueError("local_mode: not supported by torus (Ray deprecated it); run a local cluster instead")
+    if enable_resource_isolation:
+        raise ValueError("enable_resource_isolation: not supported by torus (its agents do not manage cgroups); "
+                         "leave it False")
     if log_to_driver is None:
         log_to_driver = True
     from torus._private import options as _options
@@ -291,7 +295,7 @@ def init_worker():
     return state
 
 
-def shutdown(_exiting_interpreter=False):
+def shutdown(*, wait_for_processes=False, _exiting_interpreter=False):
     """Returns this process's leases and disconnects; stops the local cluster init() started, if any."""
     with _st.lock:
         state = _st.current()
@@ -322,7 +326,7 @@ def _ms(timeout):
     return int(timeout * 1000)
 
 
-def get(object_refs, *, timeout=None):
+def get(object_refs, *, timeout=None, _use_object_store=False):
     """The value of an ObjectRef (or a list of values for a list of refs), waiting up to `timeout` seconds. A failed
     task's error is raised here."""
     state = state_or_init()
@@ -346,7 +350,7 @@ def get(object_refs, *, timeout=None):
     return out[0] if single else out
 
 
-def put(value, *, _owner=None):
+def put(value, *, _owner=None, _tensor_transport=None):
     """Stores `value` in the cluster (owned by this process); returns its ObjectRef."""
     state = state_or_init()
     if isinstance(value, ObjectRef):
@@ -360,35 +364,44 @@ def put(value, *, _owner=None):
     return ObjectRef(object_id, state.core.address)
 
 
-def wait(object_refs, *, num_returns=1, timeout=None, fetch_local=True):
+def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
     """(ready, not_ready): the first `num_returns` refs that are ready, within `timeout` seconds, in their order."""
     state = state_or_init()
-    if isinstance(object_refs, ObjectRef) or not isinstance(object_refs, list):
-        raise TypeError(f"wait() expected a list of ray.ObjectRef, got {type(object_refs)}")
-    refs = object_refs
+    if isinstance(ray_waitables, ObjectRef):
+        raise TypeError("wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got a single "
+                        f"ray.ObjectRef or ray.ObjectRefGenerator {ray_waitables}")
+    if not isinstance(ray_waitables, list):
+        raise TypeError(f"wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, "
+                        f"got {type(ray_waitables)}")
+    if timeout is not None and timeout < 0:
+        raise ValueError(f"The 'timeout' argument must be nonnegative. Received {timeout}")
+    refs = ray_waitables
     for r in refs:
         if not isinstance(r, ObjectRef):
-            raise TypeError(f"wait() expected a list of ray.ObjectRef, got list containing {type(r)}")
+            raise TypeError(f"wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, "
+                            f"got list containing {type(r)}")
+    if not refs:
+        return [], []
     if len(set(refs)) != len(refs):
-        raise ValueError("Wait requires a list of unique object refs.")
+        raise ValueError("Wait requires a list of unique ray_waitables.")
     if num_returns <= 0:
         raise ValueError("Invalid number of objects to return %d." % num_returns)
     if num_returns > len(refs):
-        raise ValueError("num_returns cannot be greater than the number of objects provided to ray.wait.")
-    if timeout is not None and timeout < 0:
-        raise ValueError(f"The 'timeout' argument must be nonnegative. Received {timeout}")
-    if not refs:
-        return [], []
+        raise ValueError("num_returns cannot be greater than the number of ray_waitables provided to ray.wait.")
     ready_idx = set(state.core.wait([(r._id, r._owner) for r in refs], num_returns, _ms(timeout)))
     ready = [r for i, r in enumerate(refs) if i in ready_idx][:num_returns]
     taken = set(ready)
     return ready, [r for r in refs if r not in taken]
 
 
-def cancel(object_ref, *, force=False, recursive=True):
+def cancel(ray_waitable, *, force=False, recursive=True):
     """Cancels the task that returns `object_ref`: a queued one is dropped; a running one gets KeyboardInterrupt (with
     force=True its worker is killed). `get` then raises TaskCancelledError. Only tasks this process submitted;
     a finished task is left as it is."""
+    object_ref = ray_waitable
+    from torus._private.generators import ObjectRefGenerator
+    if isinstance(object_ref, ObjectRefGenerator):
+        object_ref = object_ref.completed()
     if not isinstance(object_ref, ObjectRef):
         raise TypeError("ray.cancel() only supported for object refs. For actors, try ray.kill(). Got: "
                         f"{type(object_ref)}.")
@@ -448,3 +461,15 @@ def new_task_id():
 
 def function_id(blob):
     return hashlib.sha256(blob).digest()
+
+
+SCRIPT_MODE = 0  # a driver (as ray.SCRIPT_MODE)
+WORKER_MODE = 1  # a task or actor worker
+
+
+def get_gpu_ids():
+    """The GPUs this worker holds (CUDA_VISIBLE_DEVICES as the agent set it), as ints; [] in a driver."""
+    state = state_or_init()
+    if not state.is_worker:
+        return []
+    return [int(x) if x.isdigit() else x for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x]
