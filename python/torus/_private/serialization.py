@@ -45,6 +45,17 @@ def dumps_oob(value, in_band=False):
     return data, [b.raw() for b in buffers], list(dict.fromkeys(contained))
 
 
+def register_reducer(cls, reducer):
+    """From now on in this process, instances of `cls` are pickled as `reducer(obj)` gives them: (callable, args)
+    (ray.util.register_serializer). Values of the plain types above keep the standard pickler."""
+    cloudpickle.CloudPickler.dispatch_table[cls] = reducer
+
+
+def deregister_reducer(cls):
+    """Forgets the reducer of `cls` (nothing when it has none)."""
+    cloudpickle.CloudPickler.dispatch_table.pop(cls, None)
+
+
 def note_contained(object_id, owner):
     """A ref is being pickled: True when dumps_oob tracks it (else nothing will)."""
     contained = getattr(_tracking, "contained", None)
@@ -73,9 +84,9 @@ def loads(data, buffers=None):
     return value
 
 
-def error_from(data, fmt):
+def error_from(data, fmt, task_id=None):
     """The exception a value of format `fmt` stands for (as Ray raises it at `get`), or None when it is a plain
-    value."""
+    value. `task_id`: the task that returns the object, when the reader knows it (a cancellation names it)."""
     if fmt == FORMAT_PICKLE:
         return None
     if isinstance(data, memoryview):
@@ -96,6 +107,9 @@ def error_from(data, fmt):
     if fmt == "unschedulable":
         return exceptions.TaskUnschedulableError(text)
     if fmt == "cancelled":
+        if task_id:
+            from torus._private.ids import TaskID
+            return exceptions.TaskCancelledError(TaskID(task_id))
         return exceptions.TaskCancelledError(None, text or "the task was cancelled (ray.cancel)")
     if fmt == "actor_died":
         unplaceable = "the actor is dead: it could not be placed: "
@@ -109,10 +123,10 @@ def error_from(data, fmt):
     return exceptions.RaySystemError(f"Unrecognized value format {fmt!r}")
 
 
-def value_of(data, fmt, buffers=None):
+def value_of(data, fmt, buffers=None, task_id=None):
     """The Python value of (data, fmt, buffers); raises the error it holds. A value read from the object store is
     built on its mapping: numpy arrays in it are read-only views of the store's pages."""
-    err = error_from(data, fmt)
+    err = error_from(data, fmt, task_id)
     if err is not None:
         raise err
     return loads(data, buffers)

@@ -228,6 +228,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, labels=N
             printer.start()
             state.printer = (printer, stop)
         os.environ.setdefault("TORUS_ADDRESS", head_address)
+        if local_cluster:
+            # Its session is this process's own: a child program (another driver) connects with the token from here.
+            os.environ.setdefault("TORUS_TOKEN", token)
         return Context(state)
 
 
@@ -346,7 +349,7 @@ def get(object_refs, *, timeout=None, _use_object_store=False):
         raise
     except KeyError as e:
         raise exceptions._object_lost(e.args[0] if e.args else str(e)) from None
-    out = [ser.value_of(data, fmt, buffers) for data, fmt, buffers in values]
+    out = [ser.value_of(data, fmt, buffers, r._id[:16]) for (data, fmt, buffers), r in zip(values, items)]
     return out[0] if single else out
 
 
