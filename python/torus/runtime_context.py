@@ -132,8 +132,8 @@ class RuntimeContext:
         return actor_id.hex() if actor_id else None
 
     def _actor_record(self):
-        from torus.util import state as util_state
-        return util_state.get_actor(self._state().actor_id.hex())
+        from torus.util.state import _head
+        return _head.actor_view(self._state().actor_id.hex())
 
     def get_actor_name(self):
         """The actor's name ("" when it has none); None outside an actor."""

@@ -548,26 +548,29 @@ def test_the_state_api_lists_actors_and_tasks_with_filters(cluster, tmp_path):
         torus.get([work.remote(i) for i in range(4)])
         time.sleep(1.5)  # task states reach the head about once a second
         mine = torus.get_runtime_context().get_job_id()
-        alive = list_actors(filters=[("state", "=", "ALIVE"), ("namespace", "=", "state-api")])
-        tasks = list_tasks(filters=[("job_id", "=", mine), ("name", "=", "__main__.work")])
+        alive = list_actors(filters=[("state", "=", "ALIVE"), ("ray_namespace", "=", "state-api")])
+        tasks = list_tasks(filters=[("job_id", "=", mine), ("name", "=", "work")])
         not_finished = list_tasks(filters=[("job_id", "=", mine), ("state", "!=", "FINISHED")])
+        created = list_tasks(filters=[("job_id", "=", mine), ("type", "=", "ACTOR_CREATION_TASK")])
         out = {"alive": [(a.name, a.class_name, a.state) for a in alive],
                "by_id": get_actor(k._actor_id.hex())["name"],
                "tasks": sorted(t.state for t in tasks),
                "not_finished": [t.name for t in not_finished],
-               "summary": summarize_tasks()["__main__.work"]}
+               "created": [(t.name, t.state) for t in created],
+               "summary": summarize_tasks()["cluster"]["summary"]["work"]["state_counts"]}
         try:
             list_tasks(filters=[("state", "~", "x")])
         except ValueError as e:
             out["bad"] = str(e)
         print(json.dumps(out))
     """)
-    assert result["alive"] == [["keeper", "__main__.Keeper", "ALIVE"]]
+    assert result["alive"] == [["keeper", "Keeper", "ALIVE"]]
     assert result["by_id"] == "keeper"
     assert result["tasks"] == ["FINISHED"] * 4
     assert result["not_finished"] == []
+    assert result["created"] == [["keeper:Keeper.__init__", "FINISHED"]]
     assert result["summary"]["FINISHED"] >= 4
-    assert result["bad"] == "filters: each filter is (key, '=' or '!=', value), got ('state', '~', 'x')"
+    assert result["bad"] == "Unsupported filter predicate ~ is given. Available predicates: =, !=."
 
 
 def test_max_task_retries_sends_a_call_again_to_the_restarted_actor(cluster, tmp_path):
