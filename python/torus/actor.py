@@ -113,6 +113,10 @@ class ActorClass(RemoteBase):
     def remote(self, *args, **kwargs):
         state = worker.state_or_init()
         opts = self._default_options
+        if opts.get("name") == "":
+            raise ValueError("Actor name cannot be an empty string.")
+        if opts.get("namespace") is not None:
+            _check_namespace(opts["namespace"])
         name = opts.get("name") or ""
         namespace = opts.get("namespace") or state.namespace
         if opts.get("get_if_exists") and name:
@@ -244,13 +248,20 @@ class ActorMethod:
         return refs[0] if num_returns == 1 else refs
 
 
+def _check_namespace(namespace):
+    if not isinstance(namespace, str):
+        raise TypeError("namespace must be None or a string.")
+    if namespace == "":
+        raise ValueError('"" is not a valid namespace. Pass None to not specify a namespace.')
+
+
 def get_actor(name, namespace=None):
     """A handle on the live actor named `name` in `namespace` (default: this program's namespace, see
     torus.init). Raises ValueError when there is none."""
-    if not isinstance(name, str) or not name:
+    if not name:
         raise ValueError("Please supply a non-empty value to get_actor")
-    if namespace is not None and not isinstance(namespace, str):
-        raise TypeError(f"namespace must be None or a string, got {type(namespace)}")
+    if namespace is not None:
+        _check_namespace(namespace)
     state = worker.state_or_init()
     ns = namespace or state.namespace
     try:

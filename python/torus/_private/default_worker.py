@@ -1,9 +1,14 @@
 """A task worker: `python3 -m torus._private.default_worker`, started by an agent for a lease. It runs the tasks pushed to it, one at
-a time, and answers each with its return values (or its error)."""
+a time, and answers each with its return values (or its error).
+
+A task interrupted by torus.cancel answers a TaskCancelledError raised where it ran (not retried). An actor whose
+method calls exit_actor() (or sys.exit()) ends its worker with that exit code once the call is answered; code 0 is
+an intended exit, which the owner never restarts."""
 
 import asyncio
 import concurrent.futures
 import inspect
+import json
 import os
 import signal
 import sys
@@ -16,6 +21,7 @@ from torus._private import generators
 from torus._private import serialization as ser
 from torus._private import state as _st
 from torus._private import worker as _worker
+from torus._private.ids import TaskID
 
 
 def _resolve(core, kind, a, b):
@@ -59,12 +65,57 @@ def _retryable(task, exc):
         return False
 
 
+def _cancelled_value(task, tb_text):
+    """The value of a task interrupted by torus.cancel: as in Ray, a TaskCancelledError raised where it ran, under its
+    traceback (Ray's RayTaskError(TaskCancelledError))."""
+    err = exceptions.TaskCancelledError(TaskID(task["task_id"]))
+    lines = tb_text.rstrip("\n").split("\n")
+    if lines and lines[-1].startswith("KeyboardInterrupt"):
+        lines[-1] = f"{type(err).__module__}.{type(err).__name__}: {str(err).rstrip()}"
+    return _error_value(task["name"], err, "\n".join(lines))
+
+
 class _FunctionUnknown(Exception):
     pass
 
 
 _actor = None     # the instance, in an actor's worker
 _executor = None  # how its calls run when it takes more than one at a time: a _Threads or an _AsyncLoop
+_exiting = None   # the exit code the actor's own code asked for (exit_actor(), sys.exit() in a method)
+_exit_answer = None  # what calls that come while it ends are answered (an intended exit)
+
+
+def _exit_asked(task, exc):
+    """An actor's method ended its actor (exit_actor(): SystemExit or, on an event loop, AsyncioActorExit; or a
+    sys.exit()): notes the exit code its worker ends with, and gives the answer of that call. Code 0 is an intended
+    exit, which Ray never restarts: the call fails with the actor's death, saying so (its owner sees the code and
+    keeps the actor dead). Any other code is a crash: no answer, the caller sees the worker die, the owner restarts
+    the actor if it may."""
+    global _exiting, _exit_answer
+    if isinstance(exc, exceptions.AsyncioActorExit):
+        code = 0
+    elif exc.code is None or isinstance(exc.code, int):
+        code = exc.code or 0
+    else:
+        print(exc.code, file=sys.stderr)  # as Python does with sys.exit("message")
+        code = 1
+    if _exiting is None:
+        _exiting = code
+    if code != 0:
+        return None
+    exit_actor = getattr(exc, "_exit_actor", False) or isinstance(exc, exceptions.AsyncioActorExit)
+    how = "exit_actor() is called" if exit_actor else "sys.exit() is called"
+    message = (f"the actor is dead: it exited intentionally ({how} in {task['name']}): its worker ends with exit "
+               f"code 0")
+    if _exit_answer is None:
+        _exit_answer = [(message.encode(), "actor_died")]
+    return [(message.encode(), "actor_died")]
+
+
+def _finish(core, task, returns, **kwargs):
+    # A call whose actor exited with a crash's code gets no answer: its caller sees the worker die.
+    if returns is not None:
+        core.finish_task(task["task_id"], returns, **kwargs)
 
 
 class _Threads:
@@ -74,7 +125,11 @@ class _Threads:
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=n, thread_name_prefix="torus-actor")
 
     def submit(self, core, functions, task):
-        self.pool.submit(lambda: core.finish_task(task["task_id"], _run(core, functions, task)))
+        self.pool.submit(lambda: _finish(core, task, _run(core, functions, task)))
+
+    def drain(self):
+        """Lets the running calls end; the queued ones never start."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _AsyncLoop:
@@ -85,6 +140,7 @@ class _AsyncLoop:
         self.loop = asyncio.new_event_loop()
         self.limit = None
         self.n = n
+        self.running = 0  # calls past the limit, on the loop
         threading.Thread(target=self._serve, name="torus-actor-loop", daemon=True).start()
 
     def _serve(self):
@@ -95,11 +151,22 @@ class _AsyncLoop:
     def submit(self, core, functions, task):
         async def call():
             async with self.limit:
-                returns = await _run_async(core, functions, task)
-            core.finish_task(task["task_id"], returns)
+                if _exiting is not None:
+                    return  # the actor is ending: a call that has not started never does
+                self.running += 1
+                try:
+                    returns = await _run_async(core, functions, task)
+                finally:
+                    self.running -= 1
+            _finish(core, task, returns)
         while self.limit is None:
             time.sleep(0.001)
         asyncio.run_coroutine_threadsafe(call(), self.loop)
+
+    def drain(self):
+        """Lets the running calls end; the waiting ones never start."""
+        while self.running:
+            time.sleep(0.01)
 
 
 def _prepare(core, functions, task):
@@ -186,7 +253,13 @@ def _run(core, functions, task):
     except _FunctionUnknown:
         raise
     except KeyboardInterrupt:
-        return [(b"", "cancelled")]
+        # torus.cancel interrupted it: not retried.
+        task["retryable"] = False
+        return [_cancelled_value(task, traceback.format_exc())]
+    except (SystemExit, exceptions.AsyncioActorExit) as e:
+        if not task["method"]:
+            raise
+        return _exit_asked(task, e)
     except Exception as e:  # noqa: BLE001 - any error of the user's function is the task's result
         task["retryable"] = _retryable(task, e)
         return [_error_value(name, e, traceback.format_exc())]
@@ -210,6 +283,8 @@ async def _run_async(core, functions, task):
                                                 lambda e: _error_value(name, e, traceback.format_exc()))
             return [_return_value(None)]
         return _returns(core, task, result)
+    except (SystemExit, exceptions.AsyncioActorExit) as e:
+        return _exit_asked(task, e)
     except Exception as e:  # noqa: BLE001
         return [_error_value(name, e, traceback.format_exc())]
 
@@ -231,10 +306,14 @@ def main():
         from torus._private import ray_alias
         ray_alias.install()
     state = _worker.init_worker()
+    # What its tasks submit inherits its runtime_env (its job's, with its task's or actor's over it), as in Ray.
+    state.job_runtime_env = json.loads(os.environ.get("TORUS_RUNTIME_ENV") or "{}")
     core = state.core
     core.set_cancel_handler(_interrupt)
     functions = {}
     while True:
+        if _exiting is not None:
+            _end(core)
         try:
             task = core.next_task(1000)
         except KeyboardInterrupt:
@@ -257,8 +336,26 @@ def main():
             returns = [(b"", "cancelled")]
         sys.stdout.flush()
         sys.stderr.flush()
-        core.finish_task(task["task_id"], returns, retryable=task.get("retryable", True))
+        _finish(core, task, returns, retryable=task.get("retryable", True))
         del returns  # the refs it held are the caller's now (borrowed): let go of them before the next task comes
+
+
+def _end(core):
+    """Ends the process as the actor's code asked: once the calls running on other threads end, with the exit code
+    it gave (atexit handlers run)."""
+    if _executor is not None:
+        _executor.drain()
+    # Calls that came meanwhile fail with the actor's death and its reason (those that come later find the actor
+    # DEAD at its owner).
+    while _exit_answer is not None:
+        task = core.next_task(0)
+        if task is None:
+            break
+        core.finish_task(task["task_id"], _exit_answer)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    core.shutdown()
+    sys.exit(_exiting)
 
 
 if __name__ == "__main__":

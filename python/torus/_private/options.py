@@ -312,11 +312,15 @@ def check_runtime_env(env, field="runtime_env"):
     if not isinstance(env_vars, dict):
         raise TypeError(f"runtime_env['env_vars'] must be of type Dict[str, str], got {type(env_vars)}")
     for k, v in env_vars.items():
-        if not isinstance(k, str) or not isinstance(v, str):
-            raise TypeError("runtime_env['env_vars'] must be of type Dict[str, str]")
+        if not isinstance(k, str):
+            raise TypeError(f"runtime_env['env_vars'] must be of type Dict[str, str], but the key {k} is of type "
+                            f"{type(k)}")
+        if not isinstance(v, str):
+            raise TypeError(f"runtime_env['env_vars'] must be of type Dict[str, str], but the value {v} is of type "
+                            f"{type(v)}")
     working_dir = env.get("working_dir")
     if working_dir is not None and not isinstance(working_dir, str):
-        raise TypeError(f"working_dir must be a string, got {type(working_dir)}")
+        raise TypeError(f"`working_dir` must be a string, got {type(working_dir)}.")
     out = {}
     if env_vars:
         out["env_vars"] = dict(env_vars)

@@ -168,9 +168,11 @@ void ActorCaller::Send(const std::string& address, std::vector<std::shared_ptr<T
           std::vector<std::shared_ptr<TaskSpec>> send;
           std::string next_address;
           bool requeued = false;
+          int32_t incarnation = -1;
           {
             std::lock_guard<std::mutex> lock(mu_);
             Actor& actor = actors_[actor_id];
+            incarnation = actor.incarnation;
             if (actor.known && actor.info.address() == address) {
               actor.known = false;
               actor.failed_incarnation = actor.info.incarnation();
@@ -188,10 +190,39 @@ void ActorCaller::Send(const std::string& address, std::vector<std::shared_ptr<T
           }
           if (!send.empty()) Send(next_address, std::move(send));
           if (requeued) return;
-          Fail(*spec, absl::StrCat("the actor's worker died while running ", spec->name(), " (", status.error_message(),
-                                   ")"));
+          FailWithFate(actor_id, spec, incarnation,
+                       absl::StrCat("the actor's worker died while running ", spec->name(), " (",
+                                    status.error_message(), ")"));
         });
   }
+}
+
+void ActorCaller::FailWithFate(const std::string& actor_id, std::shared_ptr<TaskSpec> spec, int32_t incarnation,
+                               std::string message) {
+  std::string owner;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      owner = actors_[actor_id].owner;
+      ++threads_;
+    }
+  }
+  if (owner.empty()) {
+    Fail(*spec, message);
+    return;
+  }
+  std::thread([this, actor_id, spec, incarnation, owner, message = std::move(message)] {
+    // The owner answers once it has seen that worker end: DEAD, or a newer incarnation (restarted).
+    const ActorInfo info = resolve_(actor_id, owner, 10'000, incarnation + 1);
+    if (info.state() == ActorInfo::DEAD) {
+      Fail(*spec, absl::StrCat("the actor is dead: ", info.death_cause()));
+    } else {
+      Fail(*spec, message);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    --threads_;
+    idle_.notify_all();
+  }).detach();
 }
 
 void ActorCaller::Fail(const TaskSpec& spec, const std::string& message, const ObjectValue* creation_error) {

@@ -5,7 +5,9 @@
 //
 // A call in flight when the actor's worker dies fails ("actor_died") unless it has retries left (TaskSpec.max_retries,
 // Ray's max_task_retries): then it is sent again, in its order, to the restarted actor; later calls go to the
-// restarted actor, or fail with its death cause once it is DEAD. Returns are owned by this process like a task's.
+// restarted actor, or fail with its death cause once it is DEAD. A call that fails so says the actor's death cause
+// when its owner, asked then, says it is DEAD (killed, exited on purpose, no restarts left). Returns are owned by
+// this process like a task's.
 //
 // Thread-safety: thread-safe.
 #pragma once
@@ -64,6 +66,10 @@ class ActorCaller {
   void Send(const std::string& address, std::vector<std::shared_ptr<TaskSpec>> specs);
   void Resolve(const std::string& actor_id);
   void Fail(const TaskSpec& spec, const std::string& message, const ObjectValue* creation_error = nullptr);
+  // Fails a call whose worker (of `incarnation`) died while it ran: with the actor's death cause if its owner says
+  // it is DEAD, else with `message`. Asks the owner on a thread of its own.
+  void FailWithFate(const std::string& actor_id, std::shared_ptr<TaskSpec> spec, int32_t incarnation,
+                    std::string message);
 
   const std::string caller_id_;
   const std::string own_address_;

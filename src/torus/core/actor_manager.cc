@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include <optional>
+#include <string_view>
 
 #include "absl/strings/str_join.h"
 #include "torus/core/ids.h"
@@ -10,6 +11,14 @@ namespace torus::core {
 namespace {
 
 constexpr int64_t kWaitEndMs = 30'000;
+
+// Whether a lease's end ("its worker exited with code 0[; its output ends: ...]") says its worker exited with code
+// 0: an actor's worker does that only when the actor's own code asked for it (exit_actor(), sys.exit() in a method),
+// which Ray counts as an intended exit, never restarted.
+bool ExitedOnPurpose(const std::string& how) {
+  constexpr std::string_view kZero = "its worker exited with code 0";
+  return how.rfind(kZero, 0) == 0 && (how.size() == kZero.size() || how[kZero.size()] == ';');
+}
 
 }  // namespace
 
@@ -254,9 +263,12 @@ void ActorManager::Live(const std::string& actor_id, bool adopted) {
     actor.info.clear_address();
     actor.place.lease_id.clear();
     const int max = actor.options.max_restarts;
-    if (actor.killed || stopping_ || (max >= 0 && actor.info.restarts() >= max)) {
+    const bool on_purpose = ExitedOnPurpose(how);
+    if (actor.killed || stopping_ || on_purpose || (max >= 0 && actor.info.restarts() >= max)) {
       actor.info.set_death_cause(actor.killed ? "it was killed (torus.kill)"
                                  : stopping_  ? "its owner is shutting down"
+                                 : on_purpose ? "it exited intentionally (exit_actor() or sys.exit() in a method): "
+                                                "its worker ended with exit code 0"
                                               : absl::StrCat("its worker ", how.rfind("its worker ", 0) == 0
                                                                                 ? how.substr(11)
                                                                                 : how));

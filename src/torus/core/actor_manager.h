@@ -3,7 +3,8 @@
 // life; the creation task builds the instance there, and the actor is ALIVE at that worker's address. When the worker
 // dies (the agent says how its lease ended), the actor is restarted on a new lease — a new process, its state
 // built again by the constructor — up to `max_restarts` times (-1: forever), then it is DEAD with the cause. A killed
-// actor is DEAD at once. An owner that gives a holder pid has its actors die with it (the agents end the leases of a
+// actor is DEAD at once; so is one whose worker exited with code 0 (the actor's code asked for it: exit_actor(),
+// sys.exit() in a method — Ray's intended exit). An owner that gives a holder pid has its actors die with it (the agents end the leases of a
 // holder that exited); the head, which owns detached actors, gives none, and takes its actors up again after a
 // restart (Adopt) where it left them (Abandon).
 //
