@@ -112,3 +112,10 @@ def test_row_holds(name):
         assert signature_of(mine) == signature_of(theirs), (
             f"{name} is marked same but its signature differs: torus {signature_of(mine)}, "
             f"Ray {signature_of(theirs)}")
+
+
+def test_readme_counts_the_cases():
+    from conftest import CASES, case_names
+    count = sum(len(case_names(p)) for p in CASES.glob("*.py"))
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert f"holds {count} Ray programs" in readme, f"README.md should say tests/compat holds {count} Ray programs"
