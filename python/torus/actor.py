@@ -215,6 +215,9 @@ class ActorMethod:
             opt.validate_num_returns(self._defaults.get("is_generator", False), options["num_returns"])
         if "max_task_retries" in options:
             opt.ACTOR_ONLY["max_task_retries"].validate("max_task_retries", options["max_task_retries"])
+        if options.get("concurrency_group") is not None:
+            raise ValueError("concurrency_group in a call's .options(): not supported by torus; put the method in its "
+                             "group with @ray.method(concurrency_group=...)")
         merged = dict(self._overrides)
         merged.update(options)
         return ActorMethod(self._handle, self._method_name, self._defaults, self._max_task_retries, merged)
@@ -236,8 +239,11 @@ class ActorMethod:
         retries = self._option("max_task_retries", self._max_task_retries)
         if retries is None:
             retries = self._max_task_retries
-        ids = state.core.call_actor(h._actor_id, h._owner, worker.new_task_id(),
-                                    f"{h._class_name}.{self._method_name}", self._method_name,
+        if self._option("retry_exceptions", False):
+            raise ValueError("retry_exceptions on an actor method: not supported by torus (a call is sent again only "
+                             "when its actor's worker dies, up to max_task_retries)")
+        name = self._option("name", None) or f"{h._class_name}.{self._method_name}"
+        ids = state.core.call_actor(h._actor_id, h._owner, worker.new_task_id(), name, self._method_name,
                                     wire_args(args, kwargs), max(num_returns, 1), retries, generator=generator)
         refs = [ObjectRef(i, state.core.address) for i in ids]
         if generator == "streaming":

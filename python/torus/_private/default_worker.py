@@ -132,25 +132,58 @@ class _Threads:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
+class _Groups:
+    """A threaded actor's calls by concurrency group (@ray.remote(concurrency_groups={"io": 2}) and
+    @ray.method(concurrency_group="io")): the default group takes max_concurrency calls at once, each named group its
+    own number, so the calls of one group never wait behind another's."""
+
+    def __init__(self, default_n, groups, method_groups):
+        self.default = _Threads(default_n)
+        self.named = {g: _Threads(n) for g, n in groups.items()}
+        self.method_groups = method_groups
+
+    def submit(self, core, functions, task):
+        self.named.get(self.method_groups.get(task["method"]), self.default).submit(core, functions, task)
+
+    def drain(self):
+        for pool in [self.default, *self.named.values()]:
+            pool.drain()
+
+
+def _method_groups(cls):
+    """{method name: its concurrency group} of the methods @ray.method put in one."""
+    out = {}
+    for name in dir(cls):
+        group = getattr(getattr(cls, name, None), "__ray_concurrency_group__", None)
+        if group:
+            out[name] = group
+    return out
+
+
 class _AsyncLoop:
     """An async actor (it has `async def` methods): calls run as tasks of one event loop, up to max_concurrency at
-    once; a call's coroutine yields the loop to the others at each await."""
+    once (each concurrency group its own number); a call's coroutine yields the loop to the others at each await."""
 
-    def __init__(self, n):
+    def __init__(self, n, groups=None, method_groups=None):
         self.loop = asyncio.new_event_loop()
         self.limit = None
         self.n = n
+        self.groups = dict(groups or {})
+        self.method_groups = dict(method_groups or {})
+        self.limits = {}
         self.running = 0  # calls past the limit, on the loop
         threading.Thread(target=self._serve, name="torus-actor-loop", daemon=True).start()
 
     def _serve(self):
         asyncio.set_event_loop(self.loop)
+        self.limits = {g: asyncio.Semaphore(n) for g, n in self.groups.items()}
         self.limit = asyncio.Semaphore(self.n)
         self.loop.run_forever()
 
     def submit(self, core, functions, task):
         async def call():
-            async with self.limit:
+            limit = self.limits.get(self.method_groups.get(task["method"]), self.limit)
+            async with limit:
                 if _exiting is not None:
                     return  # the actor is ending: a call that has not started never does
                 self.running += 1
@@ -232,8 +265,12 @@ def _create(task, fn, values, kwargs):
     is_async = any(inspect.iscoroutinefunction(getattr(cls, n, None)) or inspect.isasyncgenfunction(getattr(cls, n, None))
                    for n in dir(cls) if not n.startswith("__"))
     concurrency = options.get("max_concurrency")
+    groups = options.get("concurrency_groups") or {}
+    method_groups = _method_groups(cls)
     if is_async:
-        _executor = _AsyncLoop(concurrency or 1000)
+        _executor = _AsyncLoop(concurrency or 1000, groups, method_groups)
+    elif groups:
+        _executor = _Groups(concurrency or 1, groups, method_groups)
     elif concurrency and concurrency > 1:
         _executor = _Threads(concurrency)
     return [(ser.dumps(None), ser.FORMAT_PICKLE)]

@@ -270,6 +270,13 @@ def validate_actor_options(options, in_options):
         ACTOR_OPTIONS[k].validate(k, v)
     if in_options and "concurrency_groups" in options:
         raise ValueError("Setting 'concurrency_groups' is not supported in '.options()'.")
+    groups = options.get("concurrency_groups")
+    if isinstance(groups, list):
+        raise ValueError("concurrency_groups: a dict of group name -> calls at once is required (a list of names is "
+                         "not taken by torus)")
+    for group, n in (groups or {}).items():
+        if not isinstance(group, str) or isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"concurrency_groups: group {group!r} needs a positive number of calls at once, got {n!r}")
     if options.get("get_if_exists") and not options.get("name"):
         raise ValueError("The actor name must be specified to use `get_if_exists`.")
     _check_deprecated_placement_group(options)
