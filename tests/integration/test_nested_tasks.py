@@ -114,3 +114,52 @@ def test_a_tree_of_actors_and_an_actor_that_blocks_in_get(tmp_path):
     """, timeout=240)
     assert result["actors"] == 15
     assert result["summers"] == [55, 55]
+
+
+def test_cancel_is_recursive_unless_told_otherwise(tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    result = run_driver(tmp_path, """
+        import json, os, time, torus
+        torus.init(num_cpus=4)
+        MARKS = MARKS_DIR
+
+        @torus.remote
+        def child(tag, naps):
+            open(os.path.join(MARKS, tag + ".started"), "w").close()
+            try:
+                for _ in range(naps):
+                    time.sleep(0.1)
+            except KeyboardInterrupt:
+                open(os.path.join(MARKS, tag + ".interrupted"), "w").close()
+                raise
+            return tag
+
+        @torus.remote
+        def parent(tag, naps):
+            return torus.get(child.remote(tag, naps))
+
+        def started(tag):
+            while not os.path.exists(os.path.join(MARKS, tag + ".started")):
+                time.sleep(0.02)
+
+        out = {}
+        # A parent blocked in get is interrupted once its get returns: at once when its child is cancelled with it,
+        # when the child ends (3 s here) otherwise.
+        for tag, recursive, naps in (("deep", True, 600), ("shallow", False, 30)):
+            ref = parent.remote(tag, naps)
+            started(tag)
+            torus.cancel(ref, recursive=recursive)
+            try:
+                torus.get(ref, timeout=30)
+            except torus.exceptions.TaskCancelledError:
+                out[tag + "_parent"] = "cancelled"
+            deadline = time.time() + 10
+            while time.time() < deadline and not os.path.exists(os.path.join(MARKS, tag + ".interrupted")):
+                time.sleep(0.05)
+            out[tag + "_child_interrupted"] = os.path.exists(os.path.join(MARKS, tag + ".interrupted"))
+        print(json.dumps(out))
+    """.replace("MARKS_DIR", repr(str(marks))), timeout=180)
+    # recursive=True (Ray's default) cancels the child the parent waits for; recursive=False leaves it running.
+    assert result == {"deep_parent": "cancelled", "deep_child_interrupted": True,
+                      "shallow_parent": "cancelled", "shallow_child_interrupted": False}

@@ -411,7 +411,7 @@ def cancel(ray_waitable, *, force=False, recursive=True):
     state = state_or_init()
     if object_ref._owner != state.core.address:
         raise ValueError("torus.cancel: only tasks submitted by this process can be cancelled")
-    state.core.cancel(object_ref._id[:16], bool(force))
+    state.core.cancel(object_ref._id[:16], bool(force), bool(recursive))
 
 
 # The well-known label names whose torus.io/ keys Ray programs read as ray.io/ (src/torus/common/well_known_labels.h).

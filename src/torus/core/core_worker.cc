@@ -484,7 +484,7 @@ void CoreWorker::SetCancelHandler(std::function<void(const std::string&)> handle
   cancel_handler_ = std::move(handler);
 }
 
-bool CoreWorker::HandleCancel(const std::string& task_id) {
+bool CoreWorker::HandleCancel(const std::string& task_id, bool recursive) {
   std::function<void(const std::string&)> handler;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -502,6 +502,8 @@ bool CoreWorker::HandleCancel(const std::string& task_id) {
     }
     handler = cancel_handler_;
   }
+  // A task runs here one at a time: what this worker submitted and has not finished is the cancelled task's.
+  if (recursive) submitter_->CancelAll();
   if (handler) handler(task_id);
   return true;
 }

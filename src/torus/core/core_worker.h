@@ -188,11 +188,14 @@ class CoreWorker {
   grpc::Status HandlePush(const std::vector<const TaskSpec*>& tasks, const std::shared_ptr<TaskAnswers>& answers);
   grpc::Status HandleGetObject(const GetObjectRequest& request, GetObjectReply* reply);
   ActorInfo HandleResolveActor(const ResolveActorRequest& request);
-  bool HandleCancel(const std::string& task_id);
+  // With `recursive`, the tasks this worker submitted are cancelled too (recursively).
+  bool HandleCancel(const std::string& task_id, bool recursive = false);
   // Executor side: called (on an RPC thread) with the id of a running task to interrupt.
   void SetCancelHandler(std::function<void(const std::string&)> handler);
   // Cancels a task this process submitted (see TaskSubmitter::Cancel).
-  bool CancelTask(const std::string& task_id, bool force) { return submitter_->Cancel(task_id, force); }
+  bool CancelTask(const std::string& task_id, bool force, bool recursive = true) {
+    return submitter_->Cancel(task_id, force, recursive);
+  }
   grpc::Status HandleKillActor(const KillActorRequest& request);
   void HandleUpdateBorrowers(const UpdateBorrowersRequest& request, UpdateBorrowersReply* reply) {
     borrows_->Handle(request, reply);

@@ -180,7 +180,7 @@ class Service final : public CoreWorkerService::CallbackService {
   grpc::ServerUnaryReactor* CancelTask(grpc::CallbackServerContext* ctx, const CancelTaskRequest* request,
                                        CancelTaskReply* reply) override {
     return Serve(ctx, [&](grpc::ServerUnaryReactor* reactor) {
-      reply->set_found(worker_->HandleCancel(request->task_id()));
+      reply->set_found(worker_->HandleCancel(request->task_id(), request->recursive()));
       reactor->Finish(grpc::Status::OK);
     });
   }

@@ -576,11 +576,13 @@ PYBIND11_MODULE(_torus_core, m) {
              w.FinishTask(id, std::move(values), function_unknown, retryable);
            },
            py::arg("task_id"), py::arg("returns"), py::arg("function_unknown") = false, py::arg("retryable") = true)
+      // cancel(task_id, force, recursive=True): recursive also cancels what the task submitted (and so on).
       .def("cancel",
-           [](CoreWorker& w, py::bytes task_id, bool force) {
+           [](CoreWorker& w, py::bytes task_id, bool force, bool recursive) {
              py::gil_scoped_release release;
-             return w.CancelTask(std::string(task_id), force);
-           })
+             return w.CancelTask(std::string(task_id), force, recursive);
+           },
+           py::arg("task_id"), py::arg("force"), py::arg("recursive") = true)
       .def("set_cancel_handler",
            [](CoreWorker& w, py::function handler) {
              auto shared = std::make_shared<py::function>(std::move(handler));

@@ -516,7 +516,16 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
   Send(std::move(pushes));
 }
 
-bool TaskSubmitter::Cancel(const std::string& task_id, bool force) {
+void TaskSubmitter::CancelAll() {
+  std::vector<std::string> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live.assign(live_.begin(), live_.end());
+  }
+  for (const std::string& id : live) Cancel(id, /*force=*/false, /*recursive=*/true);
+}
+
+bool TaskSubmitter::Cancel(const std::string& task_id, bool force, bool recursive) {
   std::shared_ptr<Task> queued;
   Pushed pushed;
   bool running = false;
@@ -572,6 +581,7 @@ bool TaskSubmitter::Cancel(const std::string& task_id, bool force) {
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     auto request = std::make_shared<CancelTaskRequest>();
     request->set_task_id(task_id);
+    request->set_recursive(recursive);
     auto reply = std::make_shared<CancelTaskReply>();
     channels_->Worker(pushed.worker_address)
         ->async()

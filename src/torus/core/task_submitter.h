@@ -84,7 +84,10 @@ class TaskSubmitter {
   // Cancels a task: one still queued (or waiting for its arguments) fails "cancelled" now; one running is
   // interrupted by its worker, or with `force` its worker is stopped — no retry either way. Returns whether the
   // task was known (not finished).
-  bool Cancel(const std::string& task_id, bool force);
+  bool Cancel(const std::string& task_id, bool force, bool recursive = true);
+  // Cancels every task this process submitted that has not finished (Cancel without force, recursively): what a
+  // task cancelled with recursive=True leaves behind.
+  void CancelAll();
 
   // Cancels the calls in flight (not the pushes: the pipe's Shutdown ends those), returns every lease and waits (up
   // to 3 s) for the calls to end. Tasks submitted after it fail.
