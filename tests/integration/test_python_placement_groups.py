@@ -77,7 +77,6 @@ def test_what_torus_cannot_honour_is_refused_naming_it(cluster, tmp_path):
         pg = placement_group([{"CPU": 1}])
         node = torus.get_runtime_context().get_node_id()
         attempts = {
-            "fallback": lambda: placement_group([{"CPU": 1}], fallback_strategy=[{"bundles": [{"CPU": 1}]}]),
             "soft_target": lambda: placement_group([{"CPU": 1}], strategy="STRICT_PACK",
                                                    _soft_target_node_id=node),
             "topology": lambda: placement_group([{"CPU": 1}], topology_strategy={"rack": "STRICT_PACK"}),
@@ -96,11 +95,26 @@ def test_what_torus_cannot_honour_is_refused_naming_it(cluster, tmp_path):
         remove_placement_group(pg)
         print(json.dumps(out))
     """)
-    assert "fallback_strategy is not supported by torus" in errors["fallback"]
     assert "_soft_target_node_id is not supported by torus" in errors["soft_target"]
     assert "topology_strategy {'rack': 'STRICT_PACK'} is not supported by torus" in errors["topology"]
     assert "_fail_on_unavailable=True) is not supported by torus" in errors["fail_on_unavailable"]
     assert "label_selector/accelerator_type: not supported inside a placement group" in errors["selector_in_group"]
+
+
+def test_a_group_that_cannot_be_placed_takes_its_fallback_bundles(cluster, tmp_path):
+    placed = driver(cluster, tmp_path, """
+        import json, torus
+        from torus.util import placement_group, placement_group_table, remove_placement_group
+        torus.init()
+        pg = placement_group([{"CPU": 1000}], fallback_strategy=[{"bundles": [{"CPU": 2000}]},
+                                                                 {"bundles": [{"CPU": 1}, {"CPU": 1}]}])
+        ready = pg.wait(30)
+        table = placement_group_table(pg)
+        remove_placement_group(pg)
+        print(json.dumps([ready, table["state"], table["bundles"]]))
+    """)
+    # Neither the group's bundles nor the first fallback fit any node: the second fallback's two bundles are held.
+    assert placed == [True, "CREATED", {"0": {"CPU": 1.0}, "1": {"CPU": 1.0}}]
 
 
 def test_fallback_strategy_is_checked_as_rays_later_api(cluster, tmp_path):

@@ -279,15 +279,17 @@ def placement_group(bundles, strategy=None, name="", lifetime=None, _soft_target
     if topology_strategy is not None and set(topology_strategy) - {NODE_ID_LABEL_KEY}:
         raise _unsupported(f"topology_strategy {topology_strategy}",
                            f"only the `{NODE_ID_LABEL_KEY}` entry (the strategy) is honoured")
-    if fallback_strategy:
-        raise _unsupported("fallback_strategy", "the head takes fallback bundles, but this build's core binding "
-                           "(_torus_core.create_placement_group) does not pass them")
     node_level = _node_level_strategy(strategy, topology_strategy)
     fixed = [{k: _fixed(f"bundles[{i}][{k!r}]", v) for k, v in b.items() if v != 0} for i, b in enumerate(bundles)]
     selectors = [dict(s) for s in (bundle_label_selector or [])]
+    # Each fallback: its bundles (and selectors), tried in order when those before cannot be placed.
+    fallbacks = [([{k: _fixed(f"fallback_strategy[{j}]['bundles'][{i}][{k!r}]", v) for k, v in b.items() if v != 0}
+                   for i, b in enumerate(option["bundles"])],
+                  [dict(s) for s in (option.get("bundle_label_selector") or [])])
+                 for j, option in enumerate(fallback_strategy or [])]
     state = _worker.state_or_init()
     try:
-        view = state.core.create_placement_group(name, node_level, fixed, selectors, 0.0)
+        view = state.core.create_placement_group(name, node_level, fixed, selectors, 0.0, fallbacks)
     except (ValueError, RuntimeError) as e:
         raise ValueError(f"placement_group: {e}") from None
     pg = PlacementGroup(PlacementGroupID(view["id"]), [{k: float(v) for k, v in b.items()} for b in bundles])

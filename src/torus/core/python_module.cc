@@ -416,20 +416,33 @@ PYBIND11_MODULE(_torus_core, m) {
              }
              if (!s.ok()) Raise(s);
            })
+      // create_placement_group(name, strategy, bundles, selectors, timeout_s, fallbacks=[]): bundles in fixed point,
+      // one label selector per bundle (or none); fallbacks: [(bundles, selectors)] tried in order when the bundles
+      // before cannot be placed.
       .def("create_placement_group",
            [](CoreWorker& w, std::string name, std::string strategy,
               std::vector<std::map<std::string, int64_t>> bundles,
-              std::vector<std::map<std::string, std::string>> selectors, double timeout_s) {
+              std::vector<std::map<std::string, std::string>> selectors, double timeout_s,
+              std::vector<std::pair<std::vector<std::map<std::string, int64_t>>,
+                                    std::vector<std::map<std::string, std::string>>>>
+                  fallbacks) {
              torus::rpc::PlacementGroupSpec spec;
              spec.set_name(std::move(name));
              spec.set_strategy(std::move(strategy));
              spec.set_timeout_s(timeout_s);
-             for (size_t i = 0; i < bundles.size(); ++i) {
-               auto* b = spec.add_bundles();
-               for (const auto& [k, v] : bundles[i]) (*b->mutable_resources())[k] = v;
-               if (i < selectors.size()) {
-                 for (const auto& [k, v] : selectors[i]) (*b->mutable_label_selector())[k] = v;
+             auto add = [](auto* out, const std::vector<std::map<std::string, int64_t>>& resources,
+                           const std::vector<std::map<std::string, std::string>>& labels) {
+               for (size_t i = 0; i < resources.size(); ++i) {
+                 auto* b = out->Add();
+                 for (const auto& [k, v] : resources[i]) (*b->mutable_resources())[k] = v;
+                 if (i < labels.size()) {
+                   for (const auto& [k, v] : labels[i]) (*b->mutable_label_selector())[k] = v;
+                 }
                }
+             };
+             add(spec.mutable_bundles(), bundles, selectors);
+             for (const auto& [alt_bundles, alt_selectors] : fallbacks) {
+               add(spec.add_fallbacks()->mutable_bundles(), alt_bundles, alt_selectors);
              }
              absl::StatusOr<torus::rpc::PlacementGroupView> view;
              {
@@ -437,7 +450,10 @@ PYBIND11_MODULE(_torus_core, m) {
                view = torus::core::CreateGroup(w.channels(), w.options().head_address, spec);
              }
              return GroupOrRaise(view);
-           })
+           },
+           py::arg("name"), py::arg("strategy"), py::arg("bundles"), py::arg("selectors"), py::arg("timeout_s"),
+           py::arg("fallbacks") = std::vector<std::pair<std::vector<std::map<std::string, int64_t>>,
+                                                        std::vector<std::map<std::string, std::string>>>>{})
       .def("reserve_slices",
            [](CoreWorker& w, std::string name, std::string accelerator_type, std::string topology, int num_slices,
               std::map<std::string, int64_t> resources_per_bundle, bool per_chip,
