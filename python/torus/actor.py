@@ -5,6 +5,7 @@ import asyncio
 import inspect
 
 from torus import exceptions
+from torus._private import generators
 from torus._private import options as opt
 from torus._private import state as _st
 from torus._private import worker
@@ -106,9 +107,6 @@ class ActorClass(RemoteBase):
             f"Attempted to define a subclass of actor class '{self._target.__name__}'. Inheriting from actor classes "
             f"is not currently supported. You can instead inherit from a non-actor base class and make the derived "
             f"class an actor class (with @ray.remote).")
-
-    def bind(self, *args, **kwargs):
-        raise NotImplementedError("Ray DAGs (.bind) are not supported by torus; call .remote()")
 
     def remote(self, *args, **kwargs):
         state = worker.state_or_init()
@@ -230,12 +228,8 @@ class ActorMethod:
     def remote(self, *args, **kwargs):
         state = worker.state_or_init()
         h = self._handle
-        num_returns = self._option("num_returns", None)
-        if num_returns is None:
-            num_returns = "streaming" if self._defaults.get("is_generator") else 1
-        generator = num_returns if num_returns in ("streaming", "dynamic") else ""
-        if generator:
-            num_returns = 1  # the call's own return: its completion (streaming) or its refs (dynamic)
+        num_returns, generator = generators.call_shape(self._option("num_returns", None),
+                                                       self._defaults.get("is_generator", False))
         retries = self._option("max_task_retries", self._max_task_retries)
         if retries is None:
             retries = self._max_task_retries
@@ -247,8 +241,7 @@ class ActorMethod:
                                     wire_args(args, kwargs), max(num_returns, 1), retries, generator=generator)
         refs = [ObjectRef(i, state.core.address) for i in ids]
         if generator == "streaming":
-            from torus._private.generators import ObjectRefGenerator
-            return ObjectRefGenerator(refs[0])
+            return generators.ObjectRefGenerator(refs[0])
         if num_returns == 0:
             return None
         return refs[0] if num_returns == 1 else refs

@@ -3,6 +3,7 @@
 import functools
 import inspect
 
+from torus._private import generators
 from torus._private import options as opt
 from torus._private import serialization
 from torus._private import worker
@@ -28,18 +29,10 @@ class RemoteFunction(RemoteBase):
         raise TypeError(f"Remote functions cannot be called directly. Instead of running '{self._name}()', try "
                         f"'{self._name}.remote()'.")
 
-    def bind(self, *args, **kwargs):
-        raise NotImplementedError("Ray DAGs (.bind) are not supported by torus; call .remote()")
-
     def remote(self, *args, **kwargs):
         state = worker.state_or_init()
         opts = self._default_options
-        num_returns = opts.get("num_returns")
-        if num_returns is None:
-            num_returns = "streaming" if self._is_generator else 1
-        generator = num_returns if num_returns in ("streaming", "dynamic") else ""
-        if generator:
-            num_returns = 1  # the task's own return: its completion (streaming) or its refs (dynamic)
+        num_returns, generator = generators.call_shape(opts.get("num_returns"), self._is_generator)
         function_id, blob = self._code()
         resources = opt.resources(opts, default_cpus=1)
         env, working_dir = opt.runtime_env(opts, state.job_runtime_env)
@@ -55,8 +48,7 @@ class RemoteFunction(RemoteBase):
                                 generator=generator)
         refs = [ObjectRef(i, state.core.address) for i in ids]
         if generator == "streaming":
-            from torus._private.generators import ObjectRefGenerator
-            return ObjectRefGenerator(refs[0])
+            return generators.ObjectRefGenerator(refs[0])
         if num_returns == 0:
             return None
         return refs[0] if num_returns == 1 else refs

@@ -134,6 +134,17 @@ class DynamicObjectRefGenerator:
         return len(self._refs)
 
 
+def call_shape(num_returns, is_generator):
+    """(num_returns for the core, generator mode) of a call: num_returns None means "streaming" for a generator
+    function and 1 otherwise; a generator call ("streaming" or "dynamic") has one return of its own (its completion,
+    or its items' refs)."""
+    if num_returns is None:
+        num_returns = "streaming" if is_generator else 1
+    if num_returns in ("streaming", "dynamic"):
+        return 1, num_returns
+    return num_returns, ""
+
+
 def is_generator_function(fn):
     return inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
 

@@ -29,6 +29,9 @@ class RemoteBase:
             self._function_id = hashlib.sha256(self._blob).digest()
         return self._function_id, self._blob
 
+    def bind(self, *args, **kwargs):
+        raise NotImplementedError("Ray DAGs (.bind) are not supported by torus; call .remote()")
+
     def _validate(self, options, in_options):
         raise NotImplementedError
 
