@@ -9,7 +9,8 @@
         torus.train.report({"loss": loss}, checkpoint=torus.train.Checkpoint.from_directory(d))
 
     result = TorchTrainer(train_loop, train_loop_config={"lr": 0.1},
-                          scaling_config=ScalingConfig(use_tpu=True, accelerator_type="TPU-V6E", topology="4x4"),
+                          scaling_config=ScalingConfig(use_tpu=True, accelerator_type="TPU-V6E", topology="4x4",
+                                                       num_workers=4),
                           run_config=RunConfig(failure_config=FailureConfig(max_failures=2))).fit()
     print(result.metrics, result.checkpoint)
 
@@ -18,7 +19,7 @@ the newest committed checkpoint after any failure.
 """
 
 from torus.train._checkpoint import Checkpoint
-from torus.train._config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+from torus.train._config import CheckpointConfig, FailureConfig, LoggingConfig, RunConfig, ScalingConfig
 from torus.train._session import TrainContext, get_checkpoint, get_context, report
 from torus.train._trainer import DataParallelTrainer, Result, TrainingFailedError
 
@@ -34,6 +35,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'torus.train' has no attribute {name!r}")
 
 
-__all__ = ["Checkpoint", "CheckpointConfig", "DataParallelTrainer", "FailureConfig", "JaxTrainer", "Result",
+__all__ = ["Checkpoint", "CheckpointConfig", "DataParallelTrainer", "FailureConfig", "JaxTrainer", "LoggingConfig",
+           "Result",
            "RunConfig", "ScalingConfig", "TorchTrainer", "TrainContext", "TrainingFailedError", "get_checkpoint",
            "get_context", "report"]

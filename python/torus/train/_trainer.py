@@ -47,6 +47,9 @@ class Result:
         self.metrics = self.metrics_history[-1] if self.metrics_history else {}
         checkpoints = run.get("checkpoints") or []
         self.checkpoint = Checkpoint(checkpoints[-1]["dir"]) if checkpoints else None
+        # (checkpoint, rank 0's metrics of its step) for every checkpoint kept, oldest first, as Ray's.
+        by_step = {m.get("step"): m.get("metrics") or {} for a in attempts for m in (a.get("metrics") or [])}
+        self.best_checkpoints = [(Checkpoint(c["dir"]), by_step.get(c.get("step"), {})) for c in checkpoints]
         self.error = error
 
     def __repr__(self):
@@ -71,19 +74,30 @@ class DataParallelTrainer:
 
     _kind = "plain"
 
-    def __init__(self, train_loop_per_worker, *, train_loop_config=None, scaling_config=None, run_config=None):
+    def __init__(self, train_loop_per_worker, *, train_loop_config=None, backend_config=None, scaling_config=None,
+                 run_config=None, datasets=None, dataset_config=None, validation_config=None, metadata=None,
+                 resume_from_checkpoint=None):
         if not callable(train_loop_per_worker):
             raise TypeError(f"train_loop_per_worker: a function is required, got "
                             f"{type(train_loop_per_worker).__name__}")
         if scaling_config is not None and not isinstance(scaling_config, ScalingConfig):
-            raise TypeError(f"scaling_config: a torus.train.ScalingConfig is required, got "
-                            f"{type(scaling_config).__name__}")
+            raise ValueError(f"Invalid `ScalingConfig` type: {scaling_config.__class__}. Use "
+                             "`ray.train.ScalingConfig` instead.")
         if run_config is not None and not isinstance(run_config, RunConfig):
-            raise TypeError(f"run_config: a torus.train.RunConfig is required, got {type(run_config).__name__}")
+            raise ValueError(f"Invalid `RunConfig` type: {run_config.__class__}. Use `ray.train.RunConfig` instead.")
+        if datasets:
+            raise ValueError(f"{type(self).__name__}(datasets=...): Ray Data datasets are not supported; read the "
+                             "data inside train_loop_per_worker (each worker its share, by get_context()'s rank)")
+        if validation_config is not None:
+            raise ValueError(f"{type(self).__name__}(validation_config=...): checkpoint validation is not supported")
+        if resume_from_checkpoint is not None or metadata is not None:
+            raise DeprecationWarning("`resume_from_checkpoint` and `metadata` are deprecated; a run given the name "
+                                     "and storage_path of an earlier one resumes from its newest checkpoint")
         self._loop = train_loop_per_worker
         self._config = train_loop_config
         self._scaling = scaling_config or ScalingConfig(num_workers=1)
         self._run_config = run_config or RunConfig()
+        self._backend_config = backend_config
 
     def _setup(self):
         """What the workers set up before the loop: (kind, options), read by _entry.py."""
@@ -99,6 +113,11 @@ class DataParallelTrainer:
         env = {"PYTHONPATH": _worker_pythonpath(), "PYTHONUNBUFFERED": "1"}
         # One thread per CPU a worker holds unless the driver says otherwise (as Ray sets OMP_NUM_THREADS).
         env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", str(max(1, int(self._scaling._cpus_per_worker()))))
+        env["TORUS_TRAIN_LOG_LEVEL"] = self._run_config.logging_config.log_level
+        user_env = self._run_config._env_vars()
+        if "PYTHONPATH" in user_env:
+            env["PYTHONPATH"] = os.pathsep.join([user_env.pop("PYTHONPATH"), env["PYTHONPATH"]])
+        env.update(user_env)
         return {"scaling_config": self._scaling._spec(),
                 "run_config": self._run_config._spec(self._default_name()),
                 "entrypoint": [sys.executable, "-m", "torus.train._entry"],

@@ -16,47 +16,69 @@ from torus.train._trainer import DataParallelTrainer
 
 
 class TorchConfig:
-    """`backend`: torch.distributed's backend ("gloo", "nccl", ...; default nccl with CUDA, else gloo);
-    `timeout_s`: its collective timeout."""
+    """`backend`: torch.distributed's backend (default: "tpu_dist" with `use_tpu`, "nccl" with `use_gpu`, else
+    "gloo", as Ray Train V2 picks); `init_method`: "env" (MASTER_ADDR/MASTER_PORT; the only one torus gives);
+    `timeout_s`: the collectives' timeout. A backend this torch build lacks fails the run naming it: "tpu_dist" needs
+    torch_tpu on the workers; nothing falls back to the CPU unless the script asks for "gloo"."""
 
-    def __init__(self, backend=None, timeout_s=1800):
+    def __init__(self, backend=None, init_method="env", timeout_s=1800):
+        if init_method not in ("env", "tcp"):
+            raise ValueError(f"The provided init_method ({init_method}) is not supported. Must be either 'env' or "
+                             "'tcp'.")
         self.backend = backend
+        self.init_method = init_method
         self.timeout_s = timeout_s
 
 
 class TorchTrainer(DataParallelTrainer):
     """Each worker joins torch.distributed (init_method env://: MASTER_ADDR/MASTER_PORT of rank 0, RANK,
-    WORLD_SIZE from the placement) before the function runs, and leaves it after."""
+    WORLD_SIZE, LOCAL_RANK from the placement) before the function runs, and leaves it after. On TPU slices each
+    worker also has TORCH_TPU_TOPOLOGY and TORCH_TPU_SLICEBUILDER_ADDRESSES of its slice."""
 
     _kind = "torch"
 
     def __init__(self, train_loop_per_worker, *, train_loop_config=None, torch_config=None, scaling_config=None,
-                 run_config=None):
-        super().__init__(train_loop_per_worker, train_loop_config=train_loop_config, scaling_config=scaling_config,
-                         run_config=run_config)
+                 run_config=None, datasets=None, dataset_config=None, validation_config=None, metadata=None,
+                 resume_from_checkpoint=None):
         if torch_config is not None and not isinstance(torch_config, TorchConfig):
-            raise TypeError(f"torch_config: a torus.train.torch.TorchConfig is required, got "
-                            f"{type(torch_config).__name__}")
-        self._torch_config = torch_config or TorchConfig()
+            raise ValueError(f"Invalid `TorchConfig` type: {torch_config.__class__}. Use "
+                             "`ray.train.torch.TorchConfig`.")
+        torch_config = torch_config or TorchConfig()
+        if not torch_config.backend:
+            if scaling_config is not None and scaling_config.use_tpu:
+                torch_config.backend = "tpu_dist"
+            else:
+                torch_config.backend = "nccl" if scaling_config is not None and scaling_config.use_gpu else "gloo"
+        super().__init__(train_loop_per_worker, train_loop_config=train_loop_config, backend_config=torch_config,
+                         scaling_config=scaling_config, run_config=run_config, datasets=datasets,
+                         dataset_config=dataset_config, validation_config=validation_config, metadata=metadata,
+                         resume_from_checkpoint=resume_from_checkpoint)
 
     def _setup(self):
-        return self._kind, {"backend": self._torch_config.backend, "timeout_s": self._torch_config.timeout_s}
+        return self._kind, {"backend": self._backend_config.backend, "timeout_s": self._backend_config.timeout_s}
+
+
+def _on_tpu():
+    # A worker of a TPU run (or one that holds TPU chips) is on a TPU host.
+    return bool(os.environ.get("TORUS_SLICE_ID") or os.environ.get("TPU_VISIBLE_CHIPS"))
 
 
 def get_device():
-    """This worker's device: its GPU (CUDA_VISIBLE_DEVICES names the ones it holds), the XLA device when torch_xla
-    is installed (TPUs), else the CPU."""
+    """This worker's device: its GPU (CUDA_VISIBLE_DEVICES names the ones it holds); on a TPU worker the torch_tpu
+    device (RuntimeError when torch_tpu is missing, as Ray's); else the CPU."""
     import torch
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         local = int(os.environ.get("LOCAL_RANK", "0"))
         # A worker holding its own GPUs sees them from index 0; a worker sharing a host's GPUs takes its local rank's.
         return torch.device("cuda", local % torch.cuda.device_count() if "CUDA_VISIBLE_DEVICES" not in os.environ
                             else 0)
-    try:
-        import torch_xla.core.xla_model as xm
-        return xm.xla_device()
-    except ImportError:
-        return torch.device("cpu")
+    if _on_tpu():
+        try:
+            import torch_tpu  # noqa: F401
+        except ImportError:
+            raise RuntimeError("Using TPUTorchDeviceManager but torch_tpu is not available.") from None
+        return torch.device("tpu")
+    return torch.device("cpu")
 
 
 def prepare_model(model, move_to_device=True, parallel_strategy="ddp", parallel_strategy_kwargs=None):

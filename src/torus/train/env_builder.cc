@@ -19,6 +19,8 @@ using Env = std::map<std::string, std::string>;
 constexpr const char* kMegascaleKeys[] = {"MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_NUM_SLICES", "MEGASCALE_PORT",
                                           "MEGASCALE_SLICE_ID"};
 constexpr char kDefaultMegascalePort[] = "8081";
+// The port of the TPU runtime's slice builder on each host, as torch_tpu's TORCH_TPU_SLICEBUILDER_ADDRESSES names it.
+constexpr int kSliceBuilderPort = 8471;
 
 template <typename... Parts>
 absl::Status RankError(size_t rank, const Parts&... parts) {
@@ -176,7 +178,14 @@ absl::StatusOr<std::vector<EnvChange>> BuildGangEnv(const GangEnvInput& input) {
       env.Put("TORUS_SLICE_ID", absl::StrCat(r.slice_index));
       // Sub-host ranks get these from isolation below (worker 0 of a one-host slice).
       env.Put("TPU_WORKER_ID", absl::StrCat(r.tpu_worker_id));
-      env.Put("TPU_WORKER_HOSTNAMES", absl::StrJoin(input.slice_hosts[r.slice_index], ","));
+      const std::vector<std::string>& hosts_of_slice = input.slice_hosts[r.slice_index];
+      env.Put("TPU_WORKER_HOSTNAMES", absl::StrJoin(hosts_of_slice, ","));
+      // PyTorch on TPUs (torch_tpu) reads the slice's shape and its hosts' slice builders from these.
+      if (static_cast<size_t>(r.slice_index) < input.slice_topologies.size() &&
+          !input.slice_topologies[r.slice_index].empty()) {
+        env.Put("TORCH_TPU_TOPOLOGY", input.slice_topologies[r.slice_index]);
+      }
+
       if (num_slices > 1) {
         env.Put("MEGASCALE_COORDINATOR_ADDRESS", master);
         env.Default("MEGASCALE_PORT", kDefaultMegascalePort);
@@ -189,6 +198,15 @@ absl::StatusOr<std::vector<EnvChange>> BuildGangEnv(const GangEnvInput& input) {
           TpuIsolationEnv(*input.tpu_generation, r.host_chips, r.chips, input.user_env);
       if (!isolation.ok()) return RankError(i, isolation.status().message());
       env.Apply(*isolation);
+      // The slice builders of the slice the rank sees: its slice's hosts, or its own host alone for a sub-host rank
+      // (which isolation makes worker 0 of a one-host slice).
+      auto seen = isolation->set.find("TPU_WORKER_HOSTNAMES");
+      std::vector<std::string> builders;
+      for (const std::string& host : seen != isolation->set.end() ? std::vector<std::string>{seen->second}
+                                                                  : hosts_of_slice) {
+        builders.push_back(HostPort(host, kSliceBuilderPort));
+      }
+      env.Put("TORCH_TPU_SLICEBUILDER_ADDRESSES", absl::StrJoin(builders, ","));
     } else {
       env.Remove("TORUS_SLICE_ID");
       if (input.use_gpu) env.Apply(GpuIsolationEnv(r.gpus));

@@ -47,6 +47,8 @@ struct GangEnvInput {
   std::vector<RankPlacement> ranks;                 // rank order (= bundle order)
   // Hosts of each slice in worker-id order (addresses), by slice_index. TPU runs only.
   std::vector<std::vector<std::string>> slice_hosts;
+  // Topology of each slice ("4x4"), by slice_index. TPU runs only.
+  std::vector<std::string> slice_topologies;
   int master_port = 0;                              // free port on rank 0's host
   int jax_port = 0;                                 // free port on rank 0's host for the JAX coordinator
   std::map<std::string, std::string> user_env;      // runtime env of the run; wins except where noted

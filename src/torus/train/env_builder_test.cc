@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -87,6 +88,13 @@ RankPlacement OnHost(const std::string& node_id, const std::string& address) {
 
 std::string Addr(int host) { return absl::StrCat("10.0.0.", host + 1); }
 
+// TORCH_TPU_SLICEBUILDER_ADDRESSES of a slice whose hosts are `hosts` (comma-separated): each host's port 8471.
+std::string Builders(const std::string& hosts) {
+  std::vector<std::string> out;
+  for (absl::string_view host : absl::StrSplit(hosts, ',')) out.push_back(absl::StrCat(host, ":8471"));
+  return absl::StrJoin(out, ",");
+}
+
 // Whole-host ranks of `slices` slices of `hosts` hosts each with `chips` chips, one rank per host, slice-major.
 GangEnvInput WholeHostRun(TpuGeneration gen, int slices, int hosts, int chips) {
   GangEnvInput in = BaseInput();
@@ -129,7 +137,8 @@ TEST(BuildGangEnvTest, SingleSliceOneRankPerHost) {
                                    {{"JAX_PLATFORMS", "tpu"},
                                     {"TORUS_SLICE_ID", "0"},
                                     {"TPU_WORKER_ID", absl::StrCat(rank)},
-                                    {"TPU_WORKER_HOSTNAMES", hosts}}),
+                                    {"TPU_WORKER_HOSTNAMES", hosts},
+                                    {"TORCH_TPU_SLICEBUILDER_ADDRESSES", Builders(hosts)}}),
                              kSingleSliceWholeHostUnset});
   }
   ExpectChanges(BuildGangEnv(in), want);
@@ -155,6 +164,7 @@ TEST(BuildGangEnvTest, MultisliceOverwritesStaleMegascale) {
                                     {"TORUS_SLICE_ID", absl::StrCat(row.slice)},
                                     {"TPU_WORKER_ID", absl::StrCat(row.worker)},
                                     {"TPU_WORKER_HOSTNAMES", slice_hosts[row.slice]},
+                                    {"TORCH_TPU_SLICEBUILDER_ADDRESSES", Builders(slice_hosts[row.slice])},
                                     {"MEGASCALE_COORDINATOR_ADDRESS", "10.0.0.1"},
                                     {"MEGASCALE_PORT", "8081"},
                                     {"MEGASCALE_NUM_SLICES", "2"},
@@ -162,6 +172,24 @@ TEST(BuildGangEnvTest, MultisliceOverwritesStaleMegascale) {
                              {"TPU_VISIBLE_CHIPS"}});
   }
   ExpectChanges(BuildGangEnv(in), want);
+}
+
+TEST(BuildGangEnvTest, TorchTpuNamesEachRanksSliceTopologyAndBuilders) {
+  GangEnvInput in = WholeHostRun(TpuGeneration::kV6e, 2, 4, 4);
+  in.slice_topologies = {"4x4", "4x4"};
+  absl::StatusOr<std::vector<EnvChange>> got = BuildGangEnv(in);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].set.at("TORCH_TPU_TOPOLOGY"), "4x4");
+  EXPECT_EQ((*got)[0].set.at("TORCH_TPU_SLICEBUILDER_ADDRESSES"),
+            "10.0.0.1:8471,10.0.0.2:8471,10.0.0.3:8471,10.0.0.4:8471");
+  EXPECT_EQ((*got)[6].set.at("TORCH_TPU_SLICEBUILDER_ADDRESSES"),
+            "10.0.0.5:8471,10.0.0.6:8471,10.0.0.7:8471,10.0.0.8:8471");
+  // A slice whose topology is unknown gets no TORCH_TPU_TOPOLOGY rather than a wrong one.
+  in.slice_topologies = {"4x4", ""};
+  got = BuildGangEnv(in);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[3].set.count("TORCH_TPU_TOPOLOGY"), 1u);
+  EXPECT_EQ((*got)[4].set.count("TORCH_TPU_TOPOLOGY"), 0u);
 }
 
 TEST(BuildGangEnvTest, HeaderExampleRank5) {
@@ -208,7 +236,8 @@ TEST(BuildGangEnvTest, PerChipRanksAreIsolated) {
                                     {"TPU_CHIPS_PER_HOST_BOUNDS", "1,1,1"},
                                     {"TPU_HOST_BOUNDS", "1,1,1"},
                                     {"TPU_WORKER_ID", "0"},
-                                    {"TPU_WORKER_HOSTNAMES", "localhost"}}),
+                                    {"TPU_WORKER_HOSTNAMES", "localhost"},
+                                    {"TORCH_TPU_SLICEBUILDER_ADDRESSES", "localhost:8471"}}),
                              kSubHostUnset});
   }
   absl::StatusOr<std::vector<EnvChange>> got = BuildGangEnv(in);
@@ -253,7 +282,8 @@ TEST(BuildGangEnvTest, SubHostRanksOfAMultisliceRunDropMegascale) {
                                     {"TPU_CHIPS_PER_HOST_BOUNDS", "1,2,1"},
                                     {"TPU_HOST_BOUNDS", "1,1,1"},
                                     {"TPU_WORKER_ID", "0"},
-                                    {"TPU_WORKER_HOSTNAMES", "localhost"}}),
+                                    {"TPU_WORKER_HOSTNAMES", "localhost"},
+                                    {"TORCH_TPU_SLICEBUILDER_ADDRESSES", "localhost:8471"}}),
                              kSubHostUnset});
   }
   ExpectChanges(BuildGangEnv(in), want);
@@ -266,7 +296,8 @@ TEST(BuildGangEnvTest, FallbackShapeOnOneEightChipHost) {
                                                    {{"JAX_PLATFORMS", "tpu"},
                                                     {"TORUS_SLICE_ID", "0"},
                                                     {"TPU_WORKER_ID", "0"},
-                                                    {"TPU_WORKER_HOSTNAMES", "10.0.0.1"}}),
+                                                    {"TPU_WORKER_HOSTNAMES", "10.0.0.1"},
+                                                    {"TORCH_TPU_SLICEBUILDER_ADDRESSES", "10.0.0.1:8471"}}),
                                              kSingleSliceWholeHostUnset}});
 }
 
@@ -344,6 +375,7 @@ TEST(BuildGangEnvTest, UserEnvPrecedence) {
                     {"TORUS_SLICE_ID", "0"},
                     {"TPU_WORKER_ID", "1"},
                     {"TPU_WORKER_HOSTNAMES", "10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4"},
+                    {"TORCH_TPU_SLICEBUILDER_ADDRESSES", Builders("10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4")},
                     {"MEGASCALE_COORDINATOR_ADDRESS", "10.0.0.1"},
                     {"MEGASCALE_PORT", "9000"},
                     {"MEGASCALE_NUM_SLICES", "2"},

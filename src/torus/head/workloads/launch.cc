@@ -247,12 +247,17 @@ void WorkloadDriver::LaunchAttempt(const RunId& id) {
     }
     if (in.tpu_generation) {
       std::map<std::string, std::vector<std::string>> hosts_of_slice;
+      std::map<std::string, std::string> topology_of_slice;
       for (const sched::Slice& slice : sched::BuildSlices(s.NodeSnapshots(/*include_dead=*/false))) {
+        topology_of_slice[slice.name] = slice.topology;
         for (const sched::SliceHost& h : slice.hosts) {
           if (h.worker_id >= 0) hosts_of_slice[slice.name].push_back(h.address);
         }
       }
-      for (const std::string& slice : g->slices) in.slice_hosts.push_back(hosts_of_slice[slice]);
+      for (const std::string& slice : g->slices) {
+        in.slice_hosts.push_back(hosts_of_slice[slice]);
+        in.slice_topologies.push_back(topology_of_slice[slice]);
+      }
     }
     if (in.ranks.empty()) return std::nullopt;
     return p;

@@ -1,0 +1,5 @@
+"""`ray.train.v2.jax`: JaxTrainer and JaxConfig."""
+
+from torus.train.jax import JaxConfig, JaxTrainer
+
+__all__ = ["JaxConfig", "JaxTrainer"]
