@@ -68,7 +68,9 @@ if [ "${WITH_DEV_VENV:-1}" = 1 ]; then
     # Debian's numpy stays the one (Debian's torch is built against it): pip keeps what satisfies the constraint.
     constraints="$(mktemp)"
     /usr/bin/python3 -c 'import numpy; print("numpy==" + numpy.__version__)' > "$constraints"
-    "$venv/bin/pip" install -q --disable-pip-version-check -c "$constraints" -r scripts/dev-requirements.txt
+    # llama-cpp-python compiles llama.cpp: for any x86-64 (not only this CPU), without its tests and examples.
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+      "$venv/bin/pip" install -q --disable-pip-version-check -c "$constraints" -r scripts/dev-requirements.txt
     rm -f "$constraints"
     echo "$req_sum" > "$venv/.torus-requirements-sha256"
   fi
