@@ -1,0 +1,119 @@
+"""LLMServer: the OpenAI-compatible HTTP face of one model (ray.serve.llm.LLMServer's place in torus).
+
+Routes (ENDPOINTS):
+    GET  /v1/models                 the model's card (a list of one; Ray's metadata plus engine and template)
+    GET  /v1/models/{model}         the card, or 404
+    POST /v1/completions            protocol.parse_completion, then ModelServer.completions
+    POST /v1/chat/completions       protocol.parse_chat, then ModelServer.chat
+A reply is JSON, or with "stream": true server-sent events (text/event-stream) ending in "data: [DONE]". Errors
+are OpenAI's error body with its status: 400 for a bad field (named), 404 for a model this server does not serve
+(named), 500 for a failure of the engine.
+
+make_fastapi_ingress(LLMServer) gives the class with its routes on a FastAPI app (for serve.ingress);
+build_asgi_app(server) gives a FastAPI app of one instance, to run it without Serve. Used on one event loop.
+"""
+
+import json
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+
+from torus.serve.llm import protocol
+from torus.serve.llm.server import ModelServer
+
+ENDPOINTS = {  # method name: (HTTP method, path)
+    "models": ("GET", "/v1/models"),
+    "model_data": ("GET", "/v1/models/{model:path}"),
+    "completions": ("POST", "/v1/completions"),
+    "chat": ("POST", "/v1/chat/completions"),
+}
+
+
+def error_response(error):
+    return JSONResponse(error.body(), status_code=error.status)
+
+
+def reply_response(reply):
+    if reply.events is not None:
+        return StreamingResponse(reply.events, media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return JSONResponse(reply.body)
+
+
+async def read_json(request):
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise protocol.bad_request(f"The request body is not valid JSON: {e}") from e
+
+
+class LLMServer:
+    """Serves one LLMConfig's model over the OpenAI API. `engine_factory` replaces llama.cpp in tests."""
+
+    def __init__(self, llm_config, *, engine_factory=None):
+        self._server = ModelServer(llm_config, engine_factory=engine_factory)
+
+    @property
+    def model_id(self):
+        return self._server.model_id
+
+    def _check_model(self, model):
+        if model is not None and model != self.model_id:
+            raise protocol.OpenAIError(404, f'Got request for model "{model}". Could not find base model with ID '
+                                            f'"{model}". Available models: ["{self.model_id}"]', "model")
+
+    async def models(self):
+        return JSONResponse(protocol.model_list([self._server.model_card()]))
+
+    async def model_data(self, model: str):
+        try:
+            self._check_model(model.replace("--", "/"))
+        except protocol.OpenAIError:
+            return error_response(protocol.OpenAIError(
+                404, f"Unable to find {model}. Please ensure that the model exists and you have permission.",
+                "model"))
+        return JSONResponse(self._server.model_card())
+
+    async def completions(self, request: Request):
+        return await self._serve(request, protocol.parse_completion, self._server.completions)
+
+    async def chat(self, request: Request):
+        return await self._serve(request, protocol.parse_chat, self._server.chat)
+
+    async def check_health(self):
+        await self._server.check_health()
+
+    async def _serve(self, request, parse, answer):
+        try:
+            parsed = parse(await read_json(request))
+            self._check_model(parsed.model)
+            return reply_response(await answer(parsed))
+        except protocol.OpenAIError as e:
+            return error_response(e)
+        except Exception as e:  # the engine failed before a reply began
+            return error_response(protocol.OpenAIError(500, f"{type(e).__name__}: {e}"))
+
+
+def make_fastapi_ingress(cls, app=None):
+    """A subclass of `cls` whose ENDPOINTS are routes of `app` (a new FastAPI app by default), passed through
+    serve.ingress, as Ray's make_fastapi_ingress does."""
+    from fastapi import FastAPI
+    from torus import serve
+    app = app or FastAPI()
+    routes = {}
+    for name, (method, path) in ENDPOINTS.items():
+        routes[name] = app.api_route(path, methods=[method])(getattr(cls, name))
+    ingress_cls = type(cls.__name__, (cls,), routes)
+    ingress_cls.__qualname__ = cls.__qualname__
+    ingress_cls.__module__ = cls.__module__
+    return serve.ingress(app)(ingress_cls)
+
+
+def build_asgi_app(server):
+    """A FastAPI app answering ENDPOINTS with `server` (an LLMServer), without Serve."""
+    from fastapi import FastAPI
+    app = FastAPI()
+    for name, (method, path) in ENDPOINTS.items():
+        app.add_api_route(path, getattr(server, name), methods=[method])
+    return app
