@@ -37,7 +37,8 @@ def train_loop(config):
     import jax.numpy as jnp
     import numpy as np
 
-    if os.environ.get("JAX_PLATFORMS", "").startswith("cpu") and jax.process_count() > 1:
+    if os.environ.get("JAX_PLATFORMS", "").startswith("cpu"):
+        # Collectives across processes on CPU devices (before anything makes JAX's backend).
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     ctx = ray.train.get_context()
     if config.get("pid_dir"):

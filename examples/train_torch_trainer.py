@@ -12,11 +12,9 @@ epoch every worker reports its metrics while rank 0 adds a checkpoint. With --fa
 attempt after epoch 2; the run restarts every worker from the newest committed checkpoint and ends with the same
 model as an uninterrupted run.
 
-The chips here are simulated, so the collectives run on the CPU with gloo; on real TPUs, torch_xla gives the device
-(`get_device()` returns it) and the process group:
-
-    # import torch_xla.distributed.xla_backend
-    # TorchTrainer(..., torch_config=TorchConfig(backend="xla"))
+The chips here are simulated, so the script asks for the CPU backend, gloo (`TorchConfig(backend="gloo")`). Without
+it a TPU run's backend is "tpu_dist", as in Ray Train, and a worker without torch_tpu fails the run naming it: on
+real TPUs with torch_tpu installed, drop the torch_config and `get_device()` gives the TPU device.
 """
 
 import argparse
@@ -27,7 +25,7 @@ import tempfile
 import torus
 import torus.train
 from torus.train import Checkpoint, FailureConfig, RunConfig, ScalingConfig
-from torus.train.torch import TorchTrainer
+from torus.train.torch import TorchConfig, TorchTrainer
 
 SAMPLES = 512
 FEATURES = 16
@@ -109,7 +107,8 @@ def main():
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config={"lr": 0.1, "epochs": args.epochs, "fail_once": args.fail_once},
-        scaling_config=ScalingConfig(use_tpu=True, accelerator_type="TPU-V6E", topology="4x4"),
+        scaling_config=ScalingConfig(use_tpu=True, accelerator_type="TPU-V6E", topology="4x4", num_workers=4),
+        torch_config=TorchConfig(backend="gloo"),
         run_config=RunConfig(storage_path=args.storage_path, failure_config=FailureConfig(max_failures=2)),
     )
     result = trainer.fit()

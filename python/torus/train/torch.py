@@ -65,7 +65,8 @@ def _on_tpu():
 
 def get_device():
     """This worker's device: its GPU (CUDA_VISIBLE_DEVICES names the ones it holds); on a TPU worker the torch_tpu
-    device (RuntimeError when torch_tpu is missing, as Ray's); else the CPU."""
+    device — without torch_tpu, the CPU when the script chose the gloo backend, else RuntimeError as Ray's; else the
+    CPU."""
     import torch
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -76,6 +77,10 @@ def get_device():
         try:
             import torch_tpu  # noqa: F401
         except ImportError:
+            # The script asked for the CPU backend (TorchConfig(backend="gloo")): its tensors live on the CPU.
+            import torch.distributed as dist
+            if dist.is_available() and dist.is_initialized() and dist.get_backend() == "gloo":
+                return torch.device("cpu")
             raise RuntimeError("Using TPUTorchDeviceManager but torch_tpu is not available.") from None
         return torch.device("tpu")
     return torch.device("cpu")
