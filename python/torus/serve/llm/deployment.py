@@ -76,23 +76,49 @@ class LLMServer:
         return JSONResponse(self._server.model_card())
 
     async def completions(self, request: Request):
-        return await self._serve(request, protocol.parse_completion, self._server.completions)
+        return await self._serve_http(request, "completions")
 
     async def chat(self, request: Request):
-        return await self._serve(request, protocol.parse_chat, self._server.chat)
+        return await self._serve_http(request, "chat")
 
     async def check_health(self):
         await self._server.check_health()
 
-    async def _serve(self, request, parse, answer):
+    async def model_card(self):
+        """The model's /v1/models entry (for a router in front of several models)."""
+        return self._server.model_card()
+
+    async def openai_call(self, kind, body):
+        """A router's call (through a streaming DeploymentHandle): `kind` "completions" or "chat" with the
+        request's JSON body; yields ("json", status, body) for a JSON reply or an error, or ("events", 200, None)
+        followed by the stream's server-sent events."""
         try:
-            parsed = parse(await read_json(request))
-            self._check_model(parsed.model)
-            return reply_response(await answer(parsed))
+            reply = await self._answer(kind, body)
+        except protocol.OpenAIError as e:
+            yield ("json", e.status, e.body())
+            return
+        if reply.events is None:
+            yield ("json", 200, reply.body)
+            return
+        yield ("events", 200, None)
+        async for event in reply.events:
+            yield event
+
+    async def _answer(self, kind, body):
+        parsed = (protocol.parse_completion if kind == "completions" else protocol.parse_chat)(body)
+        self._check_model(parsed.model)
+        try:
+            return await (self._server.completions if kind == "completions" else self._server.chat)(parsed)
+        except protocol.OpenAIError:
+            raise
+        except Exception as e:  # the engine failed before a reply began
+            raise protocol.OpenAIError(500, f"{type(e).__name__}: {e}") from e
+
+    async def _serve_http(self, request, kind):
+        try:
+            return reply_response(await self._answer(kind, await read_json(request)))
         except protocol.OpenAIError as e:
             return error_response(e)
-        except Exception as e:  # the engine failed before a reply began
-            return error_response(protocol.OpenAIError(500, f"{type(e).__name__}: {e}"))
 
 
 def make_fastapi_ingress(cls, app=None):

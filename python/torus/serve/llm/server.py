@@ -29,6 +29,11 @@ class Reply:
     events: Optional[AsyncIterator[str]] = None
 
 
+def _engine_method(name):
+    """A function of (engine, *args) calling the engine's method `name` (for ModelRunner)."""
+    return lambda engine, *args: getattr(engine, name)(*args)
+
+
 def _new_id(prefix):
     return f"{prefix}-{uuid.uuid4().hex}"
 
@@ -68,11 +73,11 @@ class ModelServer:
     async def completions(self, request):
         prepared = []
         for prompt in request.prompts:
-            tokens = await self._runner.call(LlamaCppEngine.tokenize_prompt, prompt)
+            tokens = await self._runner.call(_engine_method("tokenize_prompt"), prompt)
             budget = self._engine.completion_budget(len(tokens), request.sampling.max_tokens, "prompt")
             echo = ""
             if request.echo:
-                echo = prompt if isinstance(prompt, str) else await self._runner.call(LlamaCppEngine.detokenize,
+                echo = prompt if isinstance(prompt, str) else await self._runner.call(_engine_method("detokenize"),
                                                                                        prompt)
             prepared.append((tokens, budget, echo))
         request_id, created = self._new_id("cmpl"), int(self._clock())
@@ -112,7 +117,7 @@ class ModelServer:
     # Chat.
 
     async def chat(self, request):
-        tokens, template_stops = await self._runner.call(LlamaCppEngine.render_chat, request.messages)
+        tokens, template_stops = await self._runner.call(_engine_method("render_chat"), request.messages)
         budget = self._engine.completion_budget(len(tokens), request.sampling.max_tokens, "messages")
         stops = tuple(request.sampling.stop) + tuple(template_stops)
         request_id, created = self._new_id("chatcmpl"), int(self._clock())
@@ -144,7 +149,7 @@ class ModelServer:
     # Generation on the model thread.
 
     def _generate(self, tokens, sampling, budget, stops):
-        return self._runner.stream(LlamaCppEngine.generate, tokens, sampling, budget, stops)
+        return self._runner.stream(_engine_method("generate"), tokens, sampling, budget, stops)
 
     async def _collect(self, tokens, sampling, budget, stops):
         pieces, last = [], None
