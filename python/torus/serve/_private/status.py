@@ -1,0 +1,109 @@
+"""serve.status() from the head's services: each service serve.run deployed carries its application and deployment
+names in its env, and its status and replicas map onto Ray's.
+
+    service status       deployment status (trigger)
+    RUNNING              HEALTHY (CONFIG_UPDATE_COMPLETED)
+    DEPLOYING, UPDATING  UPDATING (CONFIG_UPDATE_STARTED); UPSCALING / DOWNSCALING (AUTOSCALING) when an
+                         autoscaled service has READY replicas and wants more / fewer
+    UNHEALTHY            UNHEALTHY (HEALTH_CHECK_FAILED)
+    (replicas that keep failing before any is READY: DEPLOY_FAILED (REPLICA_STARTUP_FAILED), see failed_startups)
+
+    replica state        PENDING, STARTING -> STARTING; READY -> RUNNING; DRAINING, STOPPING -> STOPPING
+
+An application is DEPLOY_FAILED when a deployment is, UNHEALTHY when one is, RUNNING when all are HEALTHY, else
+DEPLOYING. Pure functions; thread-safe.
+"""
+
+import re
+
+from torus.serve.schema import (ApplicationStatus, ApplicationStatusOverview, DeploymentStatus,
+                                DeploymentStatusOverview, DeploymentStatusTrigger, ReplicaState, ServeStatus)
+
+# A replica's run that ended before it was ever READY, as the service's events tell it.
+STARTUP_FAILURES_TO_FAIL = 3
+_REPLICA_STATES = {"PENDING": ReplicaState.STARTING, "STARTING": ReplicaState.STARTING,
+                   "READY": ReplicaState.RUNNING, "DRAINING": ReplicaState.STOPPING,
+                   "STOPPING": ReplicaState.STOPPING}
+
+
+def serve_env(service):
+    return (service.get("spec") or {}).get("env") or {}
+
+
+def is_serve_service(service):
+    return "TORUS_SERVE_APP" in serve_env(service)
+
+
+def failed_startups(service):
+    """The service's events of replicas that ended without ever being READY (the newest last)."""
+    events = service.get("events") or []
+    ready = {m.group(1) for e in events for m in [re.search(r"replica (\S+) READY", e)] if m}
+    out = []
+    for event in events:
+        m = re.search(r"replica (\S+) (?:ended|failed|exited|replaced)", event)
+        if m and m.group(1) not in ready:
+            out.append(event)
+    return out
+
+
+def deployment_overview(service) -> DeploymentStatusOverview:
+    states = {}
+    for replica in service.get("replicas") or []:
+        state = _REPLICA_STATES.get(replica.get("state"), ReplicaState.STARTING)
+        states[state] = states.get(state, 0) + 1
+    status = service.get("status")
+    ready, target = service.get("ready_replicas", 0), service.get("target_replicas", 0)
+    failures = failed_startups(service)
+    autoscaled = "autoscaling" in (service.get("spec") or {})
+    if status == "RUNNING":
+        return DeploymentStatusOverview(DeploymentStatus.HEALTHY, DeploymentStatusTrigger.CONFIG_UPDATE_COMPLETED,
+                                        states, "")
+    if status == "UNHEALTHY":
+        return DeploymentStatusOverview(DeploymentStatus.UNHEALTHY, DeploymentStatusTrigger.HEALTH_CHECK_FAILED,
+                                        states, f"No replica of {target} is READY; see `torus serve status "
+                                                f"{service.get('name')}`.")
+    if ready == 0 and len(failures) >= STARTUP_FAILURES_TO_FAIL:
+        return DeploymentStatusOverview(DeploymentStatus.DEPLOY_FAILED,
+                                        DeploymentStatusTrigger.REPLICA_STARTUP_FAILED, states,
+                                        f"The deployment failed to start {len(failures)} times in a row: "
+                                        f"{failures[-1]}")
+    if autoscaled and ready > 0 and status == "DEPLOYING":
+        return DeploymentStatusOverview(DeploymentStatus.UPSCALING, DeploymentStatusTrigger.AUTOSCALING, states,
+                                        f"Upscaling from {ready} to {target} replicas.")
+    if autoscaled and ready > target:
+        return DeploymentStatusOverview(DeploymentStatus.DOWNSCALING, DeploymentStatusTrigger.AUTOSCALING, states,
+                                        f"Downscaling from {ready} to {target} replicas.")
+    return DeploymentStatusOverview(DeploymentStatus.UPDATING, DeploymentStatusTrigger.CONFIG_UPDATE_STARTED,
+                                    states, f"Deployment is updating: {ready} of {target} replicas READY.")
+
+
+def application_overview(services) -> ApplicationStatusOverview:
+    deployments = {serve_env(s)["TORUS_SERVE_DEPLOYMENT"]: deployment_overview(s) for s in services}
+    statuses = [d.status for d in deployments.values()]
+    message = ""
+    if DeploymentStatus.DEPLOY_FAILED in statuses:
+        status = ApplicationStatus.DEPLOY_FAILED
+        failed = [f"{name}: {d.message}" for name, d in deployments.items()
+                  if d.status == DeploymentStatus.DEPLOY_FAILED]
+        message = "Deploying application failed. " + " ".join(failed)
+    elif DeploymentStatus.UNHEALTHY in statuses:
+        status = ApplicationStatus.UNHEALTHY
+        message = "The application is unhealthy: " + ", ".join(
+            name for name, d in deployments.items() if d.status == DeploymentStatus.UNHEALTHY)
+    elif all(s == DeploymentStatus.HEALTHY for s in statuses):
+        status = ApplicationStatus.RUNNING
+    else:
+        status = ApplicationStatus.DEPLOYING
+    last = max((s.get("updated_ms") or s.get("created_ms") or 0) for s in services) / 1000.0
+    return ApplicationStatusOverview(status=status, message=message, last_deployed_time_s=last,
+                                     deployments=deployments)
+
+
+def serve_status(services, ingress_up) -> ServeStatus:
+    by_app = {}
+    for service in services:
+        if is_serve_service(service):
+            by_app.setdefault(serve_env(service)["TORUS_SERVE_APP"], []).append(service)
+    from torus.serve.schema import ProxyStatus
+    return ServeStatus(proxies={"ingress": ProxyStatus.HEALTHY} if ingress_up else {},
+                       applications={app: application_overview(s) for app, s in sorted(by_app.items())})
