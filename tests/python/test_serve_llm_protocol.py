@@ -4,6 +4,7 @@ for, and ModelServer's replies and streams over a scripted engine (the real mode
 tests/integration/test_serve_llm.py)."""
 
 import asyncio
+import json
 import sys
 import threading
 from pathlib import Path
@@ -373,3 +374,91 @@ def test_leaving_a_stream_early_cancels_the_generation(model_server):
     role, hello = run(go())
     assert role["choices"][0]["delta"]["role"] == "assistant" and hello["choices"][0]["delta"]["content"] == "Hello"
     assert engine.cancelled_seen.wait(5), "the model thread stops generating for a client that left"
+
+
+# The HTTP layer: LLMServer's routes, and OpenAiIngress routing by model over (fake, in-process) handles.
+
+def http_request(body):
+    from starlette.requests import Request
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+
+    async def receive():
+        return {"type": "http.request", "body": raw, "more_body": False}
+    return Request({"type": "http", "method": "POST", "headers": [], "path": "/"}, receive)
+
+
+async def response_json(response):
+    if hasattr(response, "body_iterator"):
+        return response.status_code, protocol.parse_sse("".join([c async for c in response.body_iterator]))
+    return response.status_code, json.loads(response.body)
+
+
+def llm_server(tmp_path, model_id="m"):
+    pytest.importorskip("starlette")
+    from torus.serve.llm.deployment import LLMServer
+    path = tmp_path / f"{model_id}.gguf"
+    path.write_bytes(b"GGUF" + bytes(16))
+    return LLMServer(config(model_loading_config={"model_id": model_id, "model_source": str(path)}),
+                     engine_factory=ScriptedEngine)
+
+
+def test_llm_server_routes_answer_json_streams_and_errors(tmp_path):
+    server = llm_server(tmp_path)
+
+    async def go():
+        return [await response_json(await server.chat(http_request(
+                    {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}))),
+                await response_json(await server.completions(http_request(
+                    {"prompt": "Hi", "max_tokens": 2, "stream": True}))),
+                await response_json(await server.chat(http_request(
+                    {"model": "other", "messages": [{"role": "user", "content": "Hi"}]}))),
+                await response_json(await server.completions(http_request(b"{not json"))),
+                await response_json(await server.models()),
+                await response_json(await server.model_data("nope"))]
+    chat, stream, unknown, broken, models, missing = run(go())
+    assert chat[0] == 200 and chat[1]["choices"][0]["message"]["content"] == "Hello there"
+    assert stream[0] == 200 and stream[1][-1] == "[DONE]" and stream[1][0]["choices"][0]["text"] == "Hello"
+    assert unknown[0] == 404 and 'Could not find base model with ID "other"' in unknown[1]["error"]["message"]
+    assert broken[0] == 400 and "not valid JSON" in broken[1]["error"]["message"]
+    assert models[0] == 200 and [m["id"] for m in models[1]["data"]] == ["m"]
+    assert missing[0] == 404 and missing[1]["error"]["code"] == 404
+
+
+class FakeHandle:
+    """A DeploymentHandle's shape over an in-process LLMServer: method.remote(...) and options(stream=True)."""
+
+    def __init__(self, server, stream=False):
+        self._server, self._stream = server, stream
+
+    def options(self, stream=False):
+        return FakeHandle(self._server, stream)
+
+    def __getattr__(self, name):
+        method = getattr(self._server, name)
+        if self._stream:
+            return type("M", (), {"remote": staticmethod(lambda *a: method(*a))})()
+
+        async def call(*a):
+            return await method(*a)
+        return type("M", (), {"remote": staticmethod(call)})()
+
+
+def test_openai_ingress_routes_by_model_and_names_unknown_ones(tmp_path):
+    from torus.serve.llm.router import OpenAiIngress
+    ingress = OpenAiIngress({m: FakeHandle(llm_server(tmp_path, m)) for m in ("a", "b")})
+    ask = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+
+    async def go():
+        return [await response_json(await ingress.chat(http_request(dict(ask, model="b")))),
+                await response_json(await ingress.chat(http_request(dict(ask, model="b", stream=True)))),
+                await response_json(await ingress.chat(http_request(dict(ask, model="b", temperature=9)))),
+                await response_json(await ingress.chat(http_request(dict(ask, model="c")))),
+                await response_json(await ingress.chat(http_request(ask))),
+                await response_json(await ingress.models())]
+    reply, stream, bad, unknown, missing, models = run(go())
+    assert reply[0] == 200 and reply[1]["model"] == "b" and reply[1]["choices"][0]["message"]["content"] == "Hello"
+    assert stream[0] == 200 and stream[1][-1] == "[DONE]" and stream[1][1]["choices"][0]["delta"]["content"] == "Hello"
+    assert bad[0] == 400 and "temperature" in bad[1]["error"]["message"]
+    assert unknown[0] == 404 and 'ID "c"' in unknown[1]["error"]["message"]
+    assert missing[0] == 400 and "Model parameter is required" in missing[1]["error"]["message"]
+    assert [m["id"] for m in models[1]["data"]] == ["a", "b"]
