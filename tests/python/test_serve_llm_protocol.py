@@ -444,6 +444,7 @@ class FakeHandle:
 
 
 def test_openai_ingress_routes_by_model_and_names_unknown_ones(tmp_path):
+    pytest.importorskip("starlette")
     from torus.serve.llm.router import OpenAiIngress
     ingress = OpenAiIngress({m: FakeHandle(llm_server(tmp_path, m)) for m in ("a", "b")})
     ask = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
