@@ -9,11 +9,13 @@ A constructor that raises ends the process with code 1 and its traceback in the 
 replaces the replica, and serve.run reports the error.
 """
 
+import asyncio
 import os
 import pickle
 import signal
 import sys
 import threading
+import traceback
 
 PACKAGE_DIR = "torus_serve_replica"
 PAYLOAD = "payload.pkl"
@@ -74,7 +76,7 @@ def main():
     replica_id = context.ReplicaID(os.environ.get("TORUS_RUN_ID") or str(os.getpid()),
                                    DeploymentID(deployment.name, app_name))
 
-    async def started():
+    async def construct():
         context._set_internal_replica_context(context.ReplicaContext(
             replica_id=replica_id, servable_object=None, _deployment_config=config,
             world_size=header.get("world_size", 1)))
@@ -84,14 +86,23 @@ def main():
     server = ReplicaServer(user, app_name=app_name, deployment_name=deployment.name,
                            is_ingress=header["is_ingress"], token=header["cluster"]["token"],
                            max_ongoing_requests=config.max_ongoing_requests,
-                           health_check_timeout_s=config.health_check_timeout_s, on_started=started)
+                           health_check_timeout_s=config.health_check_timeout_s, construct=construct)
     port = int(os.environ["TORUS_SERVE_PORT"])
     uv_config = uvicorn.Config(server, host="0.0.0.0", port=port, lifespan="on", log_level="warning",
                                access_log=False, timeout_graceful_shutdown=config.graceful_shutdown_timeout_s)
     uv_server = uvicorn.Server(uv_config)
-    uv_server.run()
-    return 0 if server.ready else 1
 
+    async def run():
+        # Constructed on the loop that serves it (its async resources belong to that loop), before the port opens.
+        try:
+            await server.startup()
+        except Exception:  # noqa: BLE001 - the constructor's error ends the replica; its last line says what
+            traceback.print_exc()
+            return 1
+        await uv_server.serve()
+        return 0
+
+    return asyncio.run(run())
 
 if __name__ == "__main__":
     sys.exit(main())

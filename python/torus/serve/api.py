@@ -213,9 +213,9 @@ def _run(target: Application, *, _blocking: bool = True, name: str = SERVE_DEFAU
     client = _client.current()
     built = build_app(target, name=name, route_prefix=route_prefix, make_handle=DeploymentHandle)
     from torus.serve._private import deploy
-    deploy.deploy_application(client, built)
+    baseline = deploy.deploy_application(client, built)
     if _blocking:
-        _wait_running(client, name)
+        _wait_running(client, name, baseline)
         url = ""
         if route_prefix is not None:
             ingress = client.head.get(naming.service_name(name, built.ingress_deployment_name)) or {}
@@ -246,15 +246,28 @@ def _app_services(client, name):
     return [s for s in client.head.list() if _status.serve_env(s).get("TORUS_SERVE_APP") == name]
 
 
-def _wait_running(client, name):
+def _wait_running(client, name, baseline):
+    """Until every deployment is RUNNING. Failed starts are counted as they come (the head keeps a service's newest
+    events only); a deployment that reaches max_constructor_retry_count of them is stopped and RuntimeError
+    raised."""
+    from torus.serve._private import deploy
+    failures = {}
     while True:
         services = _app_services(client, name)
         if not services:
             raise RuntimeError(f"Waiting for application {name} to be RUNNING, but application doesn't exist.")
-        overview = _status.application_overview(services)
+        for service in services:
+            failures.setdefault(service["name"], {}).update(
+                _status.failed_startups(service, ignore=baseline.get(service["name"], ())))
+        overview = _status.application_overview(services, failures)
         if overview.status == ApplicationStatus.RUNNING:
             return
         if overview.status == ApplicationStatus.DEPLOY_FAILED:
+            for service in services:
+                deployment = overview.deployments[_status.serve_env(service)["TORUS_SERVE_DEPLOYMENT"]]
+                if deployment.status.value == "DEPLOY_FAILED" and \
+                        not _status.serve_env(service).get("TORUS_SERVE_DEPLOY_FAILED"):
+                    deploy.mark_failed(client, service, deployment.message)
             raise RuntimeError(f"Deploying application {name} failed: {overview.message}")
         time.sleep(POLL_S)
 

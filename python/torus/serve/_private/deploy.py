@@ -17,12 +17,20 @@ from torus.serve._replica import PACKAGE_DIR, PAYLOAD
 
 
 def deploy_application(client, built):
+    """Deploys the application's services; returns {service name: replica runs that had ended when it was
+    deployed}, which serve.run leaves out when it counts failed starts (the head keeps a service's events across
+    a delete)."""
     existing = client.head.list()
+    baseline = {}
     _check_route_prefix(existing, built)
     cluster = _cluster(client)
     shapes = _tpu_shapes(built)
     python_path = _python_path()
-    names = set()
+    planned = {_spec_name(built, d) for d in built.deployments}
+    # Services of the application that it no longer has go first: one of them may hold the route prefix.
+    for service in existing:
+        if _status.serve_env(service).get("TORUS_SERVE_APP") == built.name and service["name"] not in planned:
+            client.head.delete(service["name"])
     for deployment in built.deployments:
         is_ingress = deployment.name == built.ingress_deployment_name
         package = _upload_payload(client, deployment, built, is_ingress, cluster)
@@ -31,19 +39,31 @@ def deploy_application(client, built):
             app_name=built.name, app_route_prefix=built.route_prefix, is_ingress=is_ingress, package_uri=package,
             python_path=python_path, working_dir=working_dir, ray_alias=os.environ.get("TORUS_RAY_ALIAS") == "1",
             tpu_shapes=tuple(shapes)))
-        names.add(spec["name"])
         try:
             client.head.deploy(spec)
+            deployed = client.head.get(spec["name"]) or {}
+            baseline[spec["name"]] = set(_status.failed_startups(deployed))
         except RouteTakenError as e:
             raise RayServeException(f"Prefix {spec['route_prefix']} is being used by another service ({e}). Failed "
                                     f"to deploy application \"{built.name}\".") from None
         except ValueError as e:
             raise ValueError(f"deployment {deployment.name!r} of application {built.name!r}: {e}") from None
-    for service in existing:
-        env = _status.serve_env(service)
-        if env.get("TORUS_SERVE_APP") == built.name and service["name"] not in names:
-            client.head.delete(service["name"])
     client.forget_app(built.name)
+    return baseline
+
+
+def mark_failed(client, service, message):
+    """Scales a deployment that failed to start to no replica, its message kept in its spec (serve.status())."""
+    spec = dict(service["spec"])
+    spec.pop("autoscaling", None)
+    spec["num_replicas"] = 0
+    spec["env"] = dict(spec.get("env") or {}, TORUS_SERVE_DEPLOY_FAILED=message)
+    client.head.deploy(spec)
+
+
+def _spec_name(built, deployment):
+    from torus.serve._private import naming
+    return naming.service_name(built.name, deployment.name)
 
 
 def _check_route_prefix(existing, built):

@@ -70,7 +70,7 @@ def to_body(obj):
 
 class ReplicaServer:
     def __init__(self, user, *, app_name, deployment_name, is_ingress, token, max_ongoing_requests,
-                 health_check_timeout_s, on_started):
+                 health_check_timeout_s, construct):
         self.user = user
         self.app_name = app_name
         self.deployment_name = deployment_name
@@ -79,7 +79,7 @@ class ReplicaServer:
         self.health_check_timeout_s = health_check_timeout_s
         self.slots = asyncio.Semaphore(max(1, max_ongoing_requests))
         self.ready = False
-        self.on_started = on_started
+        self.construct = construct
         self.lifespan = None
 
     async def __call__(self, scope, receive, send):
@@ -100,19 +100,17 @@ class ReplicaServer:
             async with self.slots:
                 await self._http(scope, receive, send)
 
+    async def startup(self):
+        """Constructs the deployment (and starts its ASGI app's lifespan); the server serves after this."""
+        await self.construct()
+        if self.user.asgi_app is not None:
+            await self._user_lifespan_startup()
+        self.ready = True
+
     async def _lifespan(self, receive, send):
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                try:
-                    await self.on_started()
-                    if self.user.asgi_app is not None:
-                        await self._user_lifespan_startup()
-                    self.ready = True
-                except BaseException as e:  # noqa: BLE001 - the constructor's error ends the replica, reported
-                    traceback.print_exc()
-                    await send({"type": "lifespan.startup.failed", "message": f"{type(e).__name__}: {e}"})
-                    return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 try:

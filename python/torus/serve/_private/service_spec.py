@@ -63,7 +63,8 @@ def service_spec(deployment, given: SpecInput) -> dict:
            "OMP_NUM_THREADS": str(max(1, int(options.get("num_cpus") or 1))),
            "TORUS_SERVE_APP": given.app_name, "TORUS_SERVE_DEPLOYMENT": deployment.name,
            "TORUS_SERVE_INGRESS": "1" if given.is_ingress else "0",
-           "TORUS_SERVE_ROUTE_PREFIX": given.app_route_prefix if given.app_route_prefix is not None else ""}
+           "TORUS_SERVE_ROUTE_PREFIX": given.app_route_prefix if given.app_route_prefix is not None else "",
+           "TORUS_SERVE_CONSTRUCTOR_RETRIES": str(config.max_constructor_retry_count)}
     if given.ray_alias:
         env["TORUS_RAY_ALIAS"] = "1"
     env.update(((options.get("runtime_env") or {}).get("env_vars")) or {})

@@ -6,7 +6,10 @@ names in its env, and its status and replicas map onto Ray's.
     DEPLOYING, UPDATING  UPDATING (CONFIG_UPDATE_STARTED); UPSCALING / DOWNSCALING (AUTOSCALING) when an
                          autoscaled service has READY replicas and wants more / fewer
     UNHEALTHY            UNHEALTHY (HEALTH_CHECK_FAILED)
-    (replicas that keep failing before any is READY: DEPLOY_FAILED (REPLICA_STARTUP_FAILED), see failed_startups)
+    replicas that ended before any was READY, max_constructor_retry_count of them (default 20):
+                         DEPLOY_FAILED (REPLICA_STARTUP_FAILED); serve.run then scales the service to no replica
+                         and marks it (TORUS_SERVE_DEPLOY_FAILED in its env) so that it stops retrying, as Ray
+                         stops retrying a constructor
 
     replica state        PENDING, STARTING -> STARTING; READY -> RUNNING; DRAINING, STOPPING -> STOPPING
 
@@ -19,8 +22,8 @@ import re
 from torus.serve.schema import (ApplicationStatus, ApplicationStatusOverview, DeploymentStatus,
                                 DeploymentStatusOverview, DeploymentStatusTrigger, ReplicaState, ServeStatus)
 
-# A replica's run that ended before it was ever READY, as the service's events tell it.
-STARTUP_FAILURES_TO_FAIL = 3
+# Ray's default max_constructor_retry_count: failed starts before a deployment is DEPLOY_FAILED.
+DEFAULT_CONSTRUCTOR_RETRIES = 20
 _REPLICA_STATES = {"PENDING": ReplicaState.STARTING, "STARTING": ReplicaState.STARTING,
                    "READY": ReplicaState.RUNNING, "DRAINING": ReplicaState.STOPPING,
                    "STOPPING": ReplicaState.STOPPING}
@@ -34,26 +37,44 @@ def is_serve_service(service):
     return "TORUS_SERVE_APP" in serve_env(service)
 
 
-def failed_startups(service):
-    """The service's events of replicas that ended without ever being READY (the newest last)."""
+def failed_startups(service, ignore=()):
+    """{run id: what ended it} of the replicas that ended without ever being READY, as the service's events tell
+    (the head keeps its newest events only); runs in `ignore` left out."""
     events = service.get("events") or []
     ready = {m.group(1) for e in events for m in [re.search(r"replica (\S+) READY", e)] if m}
-    out = []
+    out = {}
     for event in events:
-        m = re.search(r"replica (\S+) (?:ended|failed|exited|replaced)", event)
-        if m and m.group(1) not in ready:
-            out.append(event)
+        m = re.search(r"replica (\S+) ended: (.*)", event)
+        if m and m.group(1) not in ready and m.group(1) not in ignore:
+            reason = re.search(r"exited with code \d+: (.*?)(?:; replacing it)?$", m.group(2))
+            out[m.group(1)] = reason.group(1) if reason else m.group(2)
     return out
 
 
-def deployment_overview(service) -> DeploymentStatusOverview:
+def constructor_retries(service):
+    return int(serve_env(service).get("TORUS_SERVE_CONSTRUCTOR_RETRIES") or DEFAULT_CONSTRUCTOR_RETRIES)
+
+
+def startup_failure_message(failures):
+    last = list(failures.values())[-1] if failures else ""
+    return (f"The deployment failed to start {len(failures)} times in a row. This may be due to a problem with its "
+            f"constructor or initial health check failing. See the replica logs (`torus serve status`) for "
+            f"details. Error:\n{last}")
+
+
+def deployment_overview(service, failures=None) -> DeploymentStatusOverview:
     states = {}
     for replica in service.get("replicas") or []:
         state = _REPLICA_STATES.get(replica.get("state"), ReplicaState.STARTING)
         states[state] = states.get(state, 0) + 1
+    env = serve_env(service)
+    if env.get("TORUS_SERVE_DEPLOY_FAILED"):
+        return DeploymentStatusOverview(DeploymentStatus.DEPLOY_FAILED,
+                                        DeploymentStatusTrigger.REPLICA_STARTUP_FAILED, states,
+                                        env["TORUS_SERVE_DEPLOY_FAILED"])
     status = service.get("status")
     ready, target = service.get("ready_replicas", 0), service.get("target_replicas", 0)
-    failures = failed_startups(service)
+    failures = failed_startups(service) if failures is None else failures
     autoscaled = "autoscaling" in (service.get("spec") or {})
     if status == "RUNNING":
         return DeploymentStatusOverview(DeploymentStatus.HEALTHY, DeploymentStatusTrigger.CONFIG_UPDATE_COMPLETED,
@@ -62,11 +83,10 @@ def deployment_overview(service) -> DeploymentStatusOverview:
         return DeploymentStatusOverview(DeploymentStatus.UNHEALTHY, DeploymentStatusTrigger.HEALTH_CHECK_FAILED,
                                         states, f"No replica of {target} is READY; see `torus serve status "
                                                 f"{service.get('name')}`.")
-    if ready == 0 and len(failures) >= STARTUP_FAILURES_TO_FAIL:
+    if ready == 0 and len(failures) >= constructor_retries(service):
         return DeploymentStatusOverview(DeploymentStatus.DEPLOY_FAILED,
                                         DeploymentStatusTrigger.REPLICA_STARTUP_FAILED, states,
-                                        f"The deployment failed to start {len(failures)} times in a row: "
-                                        f"{failures[-1]}")
+                                        startup_failure_message(failures))
     if autoscaled and ready > 0 and status == "DEPLOYING":
         return DeploymentStatusOverview(DeploymentStatus.UPSCALING, DeploymentStatusTrigger.AUTOSCALING, states,
                                         f"Upscaling from {ready} to {target} replicas.")
@@ -77,15 +97,18 @@ def deployment_overview(service) -> DeploymentStatusOverview:
                                     states, f"Deployment is updating: {ready} of {target} replicas READY.")
 
 
-def application_overview(services) -> ApplicationStatusOverview:
-    deployments = {serve_env(s)["TORUS_SERVE_DEPLOYMENT"]: deployment_overview(s) for s in services}
+def application_overview(services, failures=None) -> ApplicationStatusOverview:
+    """`failures`: {service name: failed startups} when the caller keeps count (serve.run does)."""
+    failures = failures or {}
+    deployments = {serve_env(s)["TORUS_SERVE_DEPLOYMENT"]: deployment_overview(s, failures.get(s["name"]))
+                   for s in services}
     statuses = [d.status for d in deployments.values()]
     message = ""
     if DeploymentStatus.DEPLOY_FAILED in statuses:
         status = ApplicationStatus.DEPLOY_FAILED
-        failed = [f"{name}: {d.message}" for name, d in deployments.items()
-                  if d.status == DeploymentStatus.DEPLOY_FAILED]
-        message = "Deploying application failed. " + " ".join(failed)
+        failed = [name for name, d in deployments.items() if d.status == DeploymentStatus.DEPLOY_FAILED]
+        message = f"Failed to update the deployments {failed}.\n" + "\n".join(
+            f"{name}: {deployments[name].message}" for name in failed)
     elif DeploymentStatus.UNHEALTHY in statuses:
         status = ApplicationStatus.UNHEALTHY
         message = "The application is unhealthy: " + ", ".join(

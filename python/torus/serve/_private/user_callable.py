@@ -17,6 +17,10 @@ import traceback
 from torus.serve.exceptions import RayServeException
 
 ASGI_ATTR = "_torus_serve_asgi_app"
+_OWN_DIRS = {os.path.dirname(os.path.abspath(__file__)),
+             os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+             os.path.dirname(os.path.abspath(asyncio.__file__)),
+             os.path.dirname(os.path.abspath(concurrent.futures.__file__))}
 
 
 class UserCallable:
@@ -142,11 +146,15 @@ class UserCallable:
 def task_error(exc, app_name, deployment_name, method_name):
     """The RayTaskError a caller raises for `exc` raised by the user's code in this replica."""
     from torus.exceptions import RayTaskError
-    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    tb = exc.__traceback__
+    # The replica's own frames (this package's) come before the user's: the caller sees the user's.
+    while tb is not None and os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) in _OWN_DIRS:
+        tb = tb.tb_next
+    trace = "".join(traceback.format_exception(type(exc), exc, tb))
     proctitle = f"ray::ServeReplica:{app_name}:{deployment_name}"
     try:
         ip = socket.gethostbyname(socket.gethostname())
     except OSError:
         ip = "127.0.0.1"
     return RayTaskError(f"ServeReplica:{app_name}:{deployment_name}.{method_name}", trace, exc,
-                        proctitle=proctitle, pid=os.getpid(), ip=ip)
+                        proctitle=f"{proctitle}.{method_name}", pid=os.getpid(), ip=ip)

@@ -1,8 +1,8 @@
 """build_llm_deployment and build_openai_app: LLMConfigs as Serve applications, with the public torus.serve API.
 
 build_llm_deployment(llm_config) is LLMServer (deployment.py) made a FastAPI ingress and a deployment named
-"LLMServer:<model id>" (Ray's name), bound to the config. Its options are Ray's defaults (max_ongoing_requests and
-target_ongoing_requests 1e9, health checks every 10 s) under the config's deployment_config, and the replica asks
+"LLMServer:<model id>" (Ray's name), bound to the config. Its options are Ray's defaults (max_ongoing_requests 1e9 and
+target_ongoing_requests 1e9 (1e6, the most torus takes), health checks every 10 s) under the config's deployment_config, and the replica asks
 for what the config's accelerator needs:
     CPU (no accelerator named)              ray_actor_options num_cpus (default 1)
     GPU (accelerator_type "L4", "A100", ...)  num_gpus 1 and accelerator_type
@@ -25,7 +25,8 @@ from torus.serve.llm.configs import CallbackConfig, CPUConfig, GPUConfig, LLMCon
 from torus.serve.llm.engine import check_model_source_form
 
 DEFAULT_MAX_ONGOING_REQUESTS = int(1e9)
-DEFAULT_MAX_TARGET_ONGOING_REQUESTS = int(1e9)
+# Ray's 1e9 (autoscale on nothing but min/max) is above what torus's autoscaler takes (1e6): the same in effect.
+DEFAULT_MAX_TARGET_ONGOING_REQUESTS = int(1e6)
 DEFAULT_HEALTH_CHECK_PERIOD_S = 10
 DEFAULT_HEALTH_CHECK_TIMEOUT_S = 10
 DEFAULT_DEPLOYMENT_OPTIONS = {

@@ -14,7 +14,7 @@ from torus.serve.llm import protocol
 from torus.serve.llm.deployment import ENDPOINTS, error_response, read_json
 
 DEFAULT_INGRESS_OPTIONS = {"max_ongoing_requests": int(1e9),
-                           "autoscaling_config": {"target_ongoing_requests": int(1e9)}}
+                           "autoscaling_config": {"target_ongoing_requests": int(1e6)}}
 
 
 class OpenAiIngress:
