@@ -1,9 +1,9 @@
 """build_llm_deployment and build_openai_app: LLMConfigs as Serve applications, with the public torus.serve API.
 
-build_llm_deployment(llm_config) is LLMServer (deployment.py) made a FastAPI ingress and a deployment named
-"LLMServer:<model id>" (Ray's name), bound to the config. Its options are Ray's defaults (max_ongoing_requests 1e9 and
-target_ongoing_requests 1e9 (1e6, the most torus takes), health checks every 10 s) under the config's deployment_config, and the replica asks
-for what the config's accelerator needs:
+build_llm_deployment(llm_config) is LLMServer (deployment.py) made an ingress (serve.ingress(): each replica builds
+its FastAPI app) and a deployment named "LLMServer:<model id>" (Ray's name), bound to the config. Its options are
+Ray's defaults (max_ongoing_requests 1e9, target_ongoing_requests 1e9 capped at torus's 1e6, health checks every
+10 s) under the config's deployment_config; the replica asks for what the config's accelerator needs:
     CPU (no accelerator named)              ray_actor_options num_cpus (default 1)
     GPU (accelerator_type "L4", "A100", ...)  num_gpus 1 and accelerator_type
     TPU without a topology                  resources {"TPU": 1} and accelerator_type
@@ -103,7 +103,7 @@ def build_llm_deployment(llm_config, *, name_prefix=None, bind_kwargs=None, over
                          deployment_cls=None):
     """The Serve Application of one model's LLMServer (an OpenAI-compatible FastAPI ingress)."""
     from torus import serve
-    from torus.serve.llm.deployment import LLMServer, make_fastapi_ingress
+    from torus.serve.llm.deployment import LLMServer
     llm_config = LLMConfig.model_validate(llm_config)
     check_servable(llm_config)
     deployment_cls = deployment_cls or llm_config.server_cls or LLMServer
@@ -112,7 +112,7 @@ def build_llm_deployment(llm_config, *, name_prefix=None, bind_kwargs=None, over
     options["name"] = name_prefix + options.get("name", deployment_name(llm_config))
     options.update(override_serve_options or {})
     options = apply_deployment_defaults(DEFAULT_DEPLOYMENT_OPTIONS, options)
-    deployment = serve.deployment(make_fastapi_ingress(deployment_cls), **options)
+    deployment = serve.deployment(serve.ingress()(deployment_cls), **options)
     if gang is not None:
         deployment = deployment._with_replica_gang(gang)
     return deployment.bind(llm_config=llm_config, **(bind_kwargs or {}))

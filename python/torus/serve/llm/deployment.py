@@ -9,8 +9,9 @@ A reply is JSON, or with "stream": true server-sent events (text/event-stream) e
 are OpenAI's error body with its status: 400 for a bad field (named), 404 for a model this server does not serve
 (named), 500 for a failure of the engine.
 
-make_fastapi_ingress(LLMServer) gives the class with its routes on a FastAPI app (for serve.ingress);
-build_asgi_app(server) gives a FastAPI app of one instance, to run it without Serve. Used on one event loop.
+serve.ingress()(LLMServer) makes it an ingress deployment class: each replica builds its FastAPI app from its
+instance (__serve_build_asgi_app__, as Ray's LLMServer does); build_asgi_app(server) is that app, which also runs
+an instance without Serve. Used on one event loop.
 """
 
 import json
@@ -84,6 +85,10 @@ class LLMServer:
     async def check_health(self):
         await self._server.check_health()
 
+    def __serve_build_asgi_app__(self):
+        """The replica's ASGI app (serve.ingress() without an app builds it here, as Ray's LLMServer does)."""
+        return build_asgi_app(self)
+
     async def model_card(self):
         """The model's /v1/models entry (for a router in front of several models)."""
         return self._server.model_card()
@@ -121,23 +126,8 @@ class LLMServer:
             return error_response(e)
 
 
-def make_fastapi_ingress(cls, app=None):
-    """A subclass of `cls` whose ENDPOINTS are routes of `app` (a new FastAPI app by default), passed through
-    serve.ingress, as Ray's make_fastapi_ingress does."""
-    from fastapi import FastAPI
-    from torus import serve
-    app = app or FastAPI()
-    routes = {}
-    for name, (method, path) in ENDPOINTS.items():
-        routes[name] = app.api_route(path, methods=[method])(getattr(cls, name))
-    ingress_cls = type(cls.__name__, (cls,), routes)
-    ingress_cls.__qualname__ = cls.__qualname__
-    ingress_cls.__module__ = cls.__module__
-    return serve.ingress(app)(ingress_cls)
-
-
 def build_asgi_app(server):
-    """A FastAPI app answering ENDPOINTS with `server` (an LLMServer), without Serve."""
+    """A FastAPI app answering ENDPOINTS with `server`'s methods (an LLMServer or an OpenAiIngress)."""
     from fastapi import FastAPI
     app = FastAPI()
     for name, (method, path) in ENDPOINTS.items():

@@ -1,17 +1,17 @@
 """OpenAiIngress: the OpenAI API of several models, each an LLMServer deployment reached by a DeploymentHandle.
 
-Routes as LLMServer's (deployment.ENDPOINTS). /v1/models gathers every model's card; a completion or chat request
-is checked for its "model" (400 when missing, since several models are served; 404 naming it when unknown) and
-passed with its JSON body to that model's LLMServer.openai_call through a streaming handle, whose first item says
-whether a JSON body or a stream of server-sent events follows. build_router_app binds it over the models'
-applications. Used on one event loop.
+Routes as LLMServer's (deployment.ENDPOINTS), on the app each replica builds (__serve_build_asgi_app__).
+/v1/models gathers every model's card; a completion or chat request is checked for its "model" (400 when missing,
+since several models are served; 404 naming it when unknown) and passed with its JSON body to that model's
+LLMServer.openai_call through a streaming handle, whose first item says whether a JSON body or a stream of
+server-sent events follows. build_router_app binds it over the models' applications. Used on one event loop.
 """
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 
 from torus.serve.llm import protocol
-from torus.serve.llm.deployment import ENDPOINTS, error_response, read_json
+from torus.serve.llm.deployment import build_asgi_app, error_response, read_json
 
 DEFAULT_INGRESS_OPTIONS = {"max_ongoing_requests": int(1e9),
                            "autoscaling_config": {"target_ongoing_requests": int(1e6)}}
@@ -52,6 +52,9 @@ class OpenAiIngress:
     async def check_health(self):
         pass
 
+    def __serve_build_asgi_app__(self):
+        return build_asgi_app(self)
+
     async def _forward(self, request, kind):
         try:
             body = await read_json(request)
@@ -83,17 +86,11 @@ async def _events(stream):
 def build_router_app(args, model_apps):
     """The OpenAiIngress deployment (options: Ray's defaults under args.ingress_deployment_config) bound over
     `model_apps` ({model id: its LLMServer application})."""
-    from fastapi import FastAPI
     from torus import serve
     from torus.serve.llm.builder import apply_deployment_defaults
-    app = FastAPI()
-    routes = {name: app.api_route(path, methods=[method])(getattr(OpenAiIngress, name))
-              for name, (method, path) in ENDPOINTS.items()}
-    ingress_cls = type("OpenAiIngress", (OpenAiIngress,), routes)
-    ingress_cls.__module__ = OpenAiIngress.__module__
     options = apply_deployment_defaults(DEFAULT_INGRESS_OPTIONS, args.ingress_deployment_config)
     options.setdefault("name", "OpenAiIngress")
-    return serve.deployment(serve.ingress(app)(ingress_cls), **options).bind(llm_deployments=model_apps)
+    return serve.deployment(serve.ingress()(OpenAiIngress), **options).bind(llm_deployments=model_apps)
 
 
 __all__ = ["OpenAiIngress", "build_router_app"]
