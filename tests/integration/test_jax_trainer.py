@@ -1,10 +1,13 @@
-"""Ray Train scripts on simulated TPU slices, run unchanged by torus (`ray` resolved to torus): JaxTrainer with real
+"""Ray Train scripts and the Ray-on-TPU guides' programs on simulated TPU slices, run unchanged by torus (`ray` resolved to torus): JaxTrainer with real
 JAX (CPU devices, one per chip) whose jax.distributed spans every host of one or two v6e 4x4 slices, a worker killed
 mid-run and the gang resumed to the same final parameters, and TorchTrainer's TPU backend failing by name instead of
 falling back to the CPU.
 
 The workers run the development venv's interpreter (it has jax; Debian's python3 does not), as a driver started from
-a venv runs its workers with that venv's."""
+a venv runs its workers with that venv's.
+The Ray-on-TPU guides' other programs (examples/ray_tpu/) run here too: a TorchTrainer job submitted with Ray's own
+`ray job submit` and with `torus job submit`, actors on every host of a slice_placement_group joined in an
+allreduce, and tasks pinned to a slice by its ray.io/tpu-slice-name label."""
 
 import json
 import os
@@ -20,6 +23,7 @@ from conftest import BIN_DIR, REPO, Torus, wait_until
 SPEC = REPO / "tests" / "integration" / "specs" / "jax.yaml"
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
 EXAMPLE = REPO / "examples" / "train_jax.py"
+GUIDE = REPO / "examples" / "ray_tpu"
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +31,9 @@ def slices(tmp_path_factory):
     if not VENV_PYTHON.exists():
         pytest.fail(f"{VENV_PYTHON} is missing: run scripts/setup.sh (it makes the development venv with jax)")
     t = Torus(tmp_path_factory.mktemp("jax") / "torus")
+    # As a user who activated the venv and put torus's `ray` first: the cluster's jobs see both.
+    t.env["PATH"] = os.pathsep.join([str(VENV_PYTHON.parent), t.env.get("PATH", "")])
+    t.env["PYTHONPATH"] = ray_env(t)["PYTHONPATH"]
     try:
         t.up(spec=SPEC)
         yield t
@@ -221,3 +228,56 @@ def test_a_torch_xla_program_without_torch_xla_fails_at_once_with_the_import_err
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("FAILED ") and "ModuleNotFoundError: No module named 'torch_xla'" in last, last
+
+
+def run_guide(t, tmp_path, name):
+    proc = subprocess.run([str(VENV_PYTHON), str(GUIDE / name), "--address", "auto"], env=ray_env(t),
+                          capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_guide_slice_placement_group_actors_allreduce_one_per_host(slices, tmp_path):
+    got = run_guide(slices, tmp_path, "slice_actors.py")
+    assert got["num_bundles"] == 4 and got["chips_per_host"] == 4
+    results = got["results"]
+    assert [r["rank"] for r in results] == [0, 1, 2, 3]
+    assert all(r["sum"] == 10.0 for r in results), results  # 1 + 2 + 3 + 4
+    assert len({r["node"] for r in results}) == 4  # one actor per host
+    assert len({r["tpu_name"] for r in results}) == 1  # all on one slice
+    assert sorted(r["tpu_worker_id"] for r in results) == ["0", "1", "2", "3"]
+
+
+def test_guide_label_selector_pins_tasks_to_a_slice_by_name(slices, tmp_path):
+    got = run_guide(slices, tmp_path, "label_selector_task.py")
+    assert got["slices"] == ["v6e-0", "v6e-1"] and got["slice"] == "v6e-1"
+    assert len(got["hosts"]) == 4
+    for task in got["tasks"]:
+        assert task["tpu_name"] == "v6e-1" and task["node"] in got["hosts"], task
+    assert got["worker0"]["tpu_name"] == "v6e-1" and got["worker0"]["tpu_worker_id"] == "0"
+
+
+def test_guide_torch_job_submitted_with_rays_cli_and_with_torus_job_submit(slices, tmp_path):
+    session = slices.session
+    url = "http://" + (session / "dashboard_address").read_text().strip()
+    token = (session / "token").read_text().strip()
+    ray_cli = subprocess.run(
+        [str(VENV_PYTHON.parent / "ray"), "job", "submit", "--address", url, "--working-dir", str(GUIDE), "--",
+         "python", "torch_job.py", "--storage-path", str(tmp_path / "runs"), "--name", "ray-cli"],
+        # Ray's own client (PYTHONPATH without torus's `ray`); the job's driver gets the cluster's environment.
+        env=dict({k: v for k, v in slices.env.items() if k != "PYTHONPATH"}, RAY_AUTH_MODE="token",
+                 RAY_AUTH_TOKEN=token, RAY_USAGE_STATS_ENABLED="0"),
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert ray_cli.returncode == 0, ray_cli.stdout + ray_cli.stderr
+    assert "succeeded" in ray_cli.stdout, ray_cli.stdout
+    summary = json.loads([line for line in ray_cli.stdout.splitlines() if line.startswith('{"metrics"')][-1])
+    assert summary["metrics"]["epoch"] == 3 and summary["metrics"]["world_size"] == 2
+    assert summary["metrics"]["loss"] < 0.05
+    assert summary["checkpoint"] == str(tmp_path / "runs" / "ray-cli" / "checkpoint_3")
+
+    torus_cli = slices.run("job", "submit", "--working-dir", GUIDE, "--", "python", "torch_job.py",
+                           "--storage-path", tmp_path / "runs", "--name", "torus-cli", timeout=300)
+    assert torus_cli.returncode == 0, torus_cli.stdout + torus_cli.stderr
+    summary = json.loads([line for line in torus_cli.stdout.splitlines() if line.startswith('{"metrics"')][-1])
+    assert summary["metrics"]["epoch"] == 3 and summary["metrics"]["world_size"] == 2
+    assert summary["checkpoint"] == str(tmp_path / "runs" / "torus-cli" / "checkpoint_3")
