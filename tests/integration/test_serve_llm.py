@@ -196,7 +196,8 @@ def test_tpu_topology_replica_is_a_gang_on_a_whole_slice(cluster, model_file, tm
     assert result["status"] == "RUNNING", result
     services = json.loads(cluster.ok("serve", "list", "--json").stdout)
     [service] = [s for s in services if s["route_prefix"] == "/tpu"]
-    assert service["spec"]["replica"] == {"accelerator_type": "TPU-V6E", "topology": "4x4"}, service["spec"]
+    replica_spec = service["spec"]["replica"]
+    assert (replica_spec["accelerator_type"], replica_spec["topology"]) == ("TPU-V6E", "4x4"), replica_spec
     [replica] = service["replicas"]
     run = json.loads(cluster.ok("train", "status", replica["run_id"], "--json").stdout)
     ranks = run["attempts"][-1]["ranks"]
