@@ -82,6 +82,9 @@ def train_loop(config):
     replicated = jax.device_put_replicated(params, jax.local_devices())
     first_device = process * local
     for step in range(start + 1, config["steps"] + 1):
+        if step == start + 1 and ctx.get_world_rank() == 0:
+            # When this attempt's first step began (bench/jax_trainer.py measures from it).
+            print(f"first step {step} at {time.time():.3f}", flush=True)
         xs, ys = zip(*(batch(step, first_device + d) for d in range(local)))
         replicated, loss = p_update(replicated, np.stack(xs), np.stack(ys))
         host = jax.tree_util.tree_map(lambda a: np.asarray(a[0]), replicated)
@@ -93,6 +96,7 @@ def train_loop(config):
             with tempfile.TemporaryDirectory() as d:
                 np.savez(os.path.join(d, "params.npz"), w=host["w"], b=host["b"], step=step)
                 ray.train.report(metrics, checkpoint=Checkpoint.from_directory(d))
+            print(f"checkpoint of step {step} reported", flush=True)
         else:
             ray.train.report(metrics)
         time.sleep(config["step_sleep"])
