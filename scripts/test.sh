@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up and runs every test: unit (GoogleTest), integration (real head and agents on loopback), and
-# every fuzz target for 60 s (scripts/fuzz.sh: libFuzzer with ASan and UBSan, built with clang in build-fuzz/).
+# every fuzz target for 20 s (scripts/fuzz.sh: libFuzzer with ASan and UBSan, built with clang in build-fuzz/;
+# FUZZ_SECONDS sets another time).
 # The fuzzers run beside ctest at the lowest CPU priority (nice 19), on the CPU time the integration suites, which
 # mostly wait on processes and sockets, leave idle. WITH_FUZZ=0 leaves them out; arguments go to ctest.
 set -euo pipefail
@@ -14,7 +15,7 @@ fuzz_pid=""
 if [ "$with_fuzz" = 1 ]; then
   fuzz_log="$build_dir/fuzz.log"
   # A session of its own, so that an interrupted test run stops the fuzzers with it.
-  setsid nice -n 19 scripts/fuzz.sh > "$fuzz_log" 2>&1 &
+  FUZZ_SECONDS="${FUZZ_SECONDS:-20}" setsid nice -n 19 scripts/fuzz.sh > "$fuzz_log" 2>&1 &
   fuzz_pid=$!
   trap 'kill -TERM -- "-$fuzz_pid" 2>/dev/null' EXIT
   echo "test: fuzzing beside the tests (log: $fuzz_log)"
