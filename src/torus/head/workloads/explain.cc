@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -53,11 +54,24 @@ std::string SignalText(int signal) {
   return abbrev == nullptr ? absl::StrCat("signal ", signal) : absl::StrCat("signal ", signal, " (SIG", abbrev, ")");
 }
 
-// The last non-empty line of a worker's output, shortened.
+// The line of a worker's output that says what went wrong, shortened: the exception that ended its last Python
+// traceback (the first unindented line after "Traceback (most recent call last):", so that what a library prints
+// after it does not hide it), else the last non-empty line.
 std::string LastLine(const std::string& tail) {
   std::vector<absl::string_view> lines = absl::StrSplit(tail, '\n', absl::SkipWhitespace());
   if (lines.empty()) return "";
-  std::string line(absl::StripAsciiWhitespace(lines.back()));
+  absl::string_view chosen = lines.back();
+  for (size_t i = lines.size(); i-- > 0;) {
+    if (!absl::StartsWith(absl::StripTrailingAsciiWhitespace(lines[i]), "Traceback (most recent call last):")) continue;
+    for (size_t j = i + 1; j < lines.size(); ++j) {
+      if (!lines[j].empty() && !absl::ascii_isspace(static_cast<unsigned char>(lines[j][0]))) {
+        chosen = lines[j];
+        break;
+      }
+    }
+    break;
+  }
+  std::string line(absl::StripAsciiWhitespace(chosen));
   if (line.size() > 200) line = line.substr(0, 197) + "...";
   return line;
 }

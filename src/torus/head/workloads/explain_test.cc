@@ -58,6 +58,20 @@ TEST(ExplainAttempt, ARankThatFailedWhileEveryHostWasHeardFromIsTheCause) {
   EXPECT_EQ(e.details, "step 7\nValueError: bad batch\n");
 }
 
+TEST(ExplainAttempt, APythonExceptionIsNamedThoughALibraryPrintedAfterIt) {
+  // JAX prints a note after its exception; a chained exception's last traceback is the one that ended the worker.
+  const std::string tail =
+      "Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\nKeyError: 'x'\n\nDuring handling "
+      "of the above exception, another exception occurred:\n\nTraceback (most recent call last):\n  File \"a.py\", "
+      "line 3, in <module>\n    f()\njaxlib.xla_extension.XlaRuntimeError: INVALID_ARGUMENT: no collectives\n"
+      "--------------------\nFor simplicity, JAX has removed its internal frames from the traceback.\n";
+  const Explanation e = Explain({Rank(0, Code(1, 1000, tail))});
+  EXPECT_EQ(e.text, "rank 0 on h0 exited with code 1: jaxlib.xla_extension.XlaRuntimeError: INVALID_ARGUMENT: no "
+                    "collectives");
+  // Without a traceback, the last line.
+  EXPECT_EQ(Explain({Rank(0, Code(2, 1000, "step 3\nout of data\n"))}).text, "rank 0 on h0 exited with code 2: out of data");
+}
+
 TEST(ExplainAttempt, NamesTheOomKillerWithThePeakRss) {
   const Explanation e = Explain(
       {Rank(0, WorkerExit{.signal = SIGKILL, .wall_ms = 500, .oom_killed = true, .peak_rss_bytes = 3 << 29}),
