@@ -252,6 +252,7 @@ def _wait_running(client, name, baseline):
     raised."""
     from torus.serve._private import deploy
     failures = {}
+    warned = {}
     while True:
         services = _app_services(client, name)
         if not services:
@@ -262,6 +263,10 @@ def _wait_running(client, name, baseline):
         overview = _status.application_overview(services, failures)
         if overview.status == ApplicationStatus.RUNNING:
             return
+        for deployment in overview.deployments.values():
+            if "to be scheduled" in deployment.message and time.time() - warned.get(deployment.message, 0) >= 30:
+                logger.warning(deployment.message)
+                warned[deployment.message] = time.time()
         if overview.status == ApplicationStatus.DEPLOY_FAILED:
             for service in services:
                 deployment = overview.deployments[_status.serve_env(service)["TORUS_SERVE_DEPLOYMENT"]]

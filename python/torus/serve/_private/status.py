@@ -11,17 +11,23 @@ names in its env, and its status and replicas map onto Ray's.
                          and marks it (TORUS_SERVE_DEPLOY_FAILED in its env) so that it stops retrying, as Ray
                          stops retrying a constructor
 
+    UPDATING with replicas PENDING for 30 s or more: the message says so in Ray's words (slow_scheduling_message)
+
     replica state        PENDING, STARTING -> STARTING; READY -> RUNNING; DRAINING, STOPPING -> STOPPING
 
 An application is DEPLOY_FAILED when a deployment is, UNHEALTHY when one is, RUNNING when all are HEALTHY, else
 DEPLOYING. Pure functions; thread-safe.
 """
 
+import json
 import re
+import time
 
 from torus.serve.schema import (ApplicationStatus, ApplicationStatusOverview, DeploymentStatus,
                                 DeploymentStatusOverview, DeploymentStatusTrigger, ReplicaState, ServeStatus)
 
+# Ray's: replicas waiting this long to be scheduled are named in the deployment's message (and serve.run warns).
+SLOW_STARTUP_WARNING_S = 30
 # Ray's default max_constructor_retry_count: failed starts before a deployment is DEPLOY_FAILED.
 DEFAULT_CONSTRUCTOR_RETRIES = 20
 _REPLICA_STATES = {"PENDING": ReplicaState.STARTING, "STARTING": ReplicaState.STARTING,
@@ -62,7 +68,7 @@ def startup_failure_message(failures):
             f"details. Error:\n{last}")
 
 
-def deployment_overview(service, failures=None) -> DeploymentStatusOverview:
+def deployment_overview(service, failures=None, now_s=None) -> DeploymentStatusOverview:
     states = {}
     for replica in service.get("replicas") or []:
         state = _REPLICA_STATES.get(replica.get("state"), ReplicaState.STARTING)
@@ -94,7 +100,24 @@ def deployment_overview(service, failures=None) -> DeploymentStatusOverview:
         return DeploymentStatusOverview(DeploymentStatus.DOWNSCALING, DeploymentStatusTrigger.AUTOSCALING, states,
                                         f"Downscaling from {ready} to {target} replicas.")
     return DeploymentStatusOverview(DeploymentStatus.UPDATING, DeploymentStatusTrigger.CONFIG_UPDATE_STARTED,
-                                    states, f"Deployment is updating: {ready} of {target} replicas READY.")
+                                    states, slow_scheduling_message(service, now_s) or
+                                    f"Deployment is updating: {ready} of {target} replicas READY.")
+
+
+def slow_scheduling_message(service, now_s=None):
+    """Ray's words for replicas that have waited for resources longer than SLOW_STARTUP_WARNING_S; "" if none."""
+    now_ms = (time.time() if now_s is None else now_s) * 1000
+    waiting = [r for r in service.get("replicas") or [] if r.get("state") == "PENDING" and r.get("created_ms")
+               and now_ms - r["created_ms"] >= SLOW_STARTUP_WARNING_S * 1000]
+    if not waiting:
+        return ""
+    env = serve_env(service)
+    replica = (service.get("spec") or {}).get("replica") or {}
+    return (f"Deployment '{env.get('TORUS_SERVE_DEPLOYMENT')}' in application '{env.get('TORUS_SERVE_APP')}' has "
+            f"{len(waiting)} replicas that have taken more than {SLOW_STARTUP_WARNING_S}s to be scheduled. This may "
+            f"be due to waiting for the cluster to auto-scale or for other replicas to release their resources. "
+            f"Resources required for each replica: {json.dumps(replica, sort_keys=True)}. Use `torus status` for "
+            f"more details.")
 
 
 def application_overview(services, failures=None) -> ApplicationStatusOverview:

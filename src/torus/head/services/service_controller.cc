@@ -23,6 +23,8 @@ struct ReplicaFact {
   bool running = false;
   int attempt = 0;
   int64_t since_ms = 0;  // its attempt's start
+  int64_t created_ms = 0;
+  bool placed = false;   // it has started an attempt (its reservation is held)
   std::string host;
   int port = 0;
 };
@@ -123,7 +125,9 @@ void ServiceController::Tick() {
       f.name = run.spec.run.name;
       f.service = run.service;
       f.version = run.service_version;
+      f.created_ms = run.created_time_ms;
       const RunAttempt* a = run.current();
+      f.placed = a != nullptr;
       f.running = run.status == RunStatus::kRunning && a != nullptr && !a->ranks.empty() && a->serve_port > 0;
       if (f.running) {
         f.attempt = a->number;
@@ -232,6 +236,8 @@ void ServiceController::Tick() {
         r.version = svc == nullptr ? -1 : f->version;
         r.running = f->running;
         r.running_since_ms = f->since_ms;
+        r.placed = f->placed;
+        r.submitted_ms = f->created_ms;
         r.ready = m.ready && !m.draining;
         r.unhealthy = m.unhealthy;
         r.draining = m.draining;

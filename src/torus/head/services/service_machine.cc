@@ -56,7 +56,12 @@ ServiceStep DecideService(const ServiceFacts& facts, int64_t now_ms) {
   // Older versions stay while the current one has fewer READY replicas than wanted.
   const int ready_current = static_cast<int>(
       std::count_if(current.begin(), current.end(), [](const ReplicaFacts* r) { return r->ready; }));
-  const int keep_old = std::max(0, facts.target - ready_current);
+  // A new replica that found no room counts as one old replica fewer to keep (draining or stopping ones are
+  // already out of `old`).
+  const int waiting = static_cast<int>(std::count_if(current.begin(), current.end(), [&](const ReplicaFacts* r) {
+    return !r->placed && now_ms - r->submitted_ms >= facts.surge_wait_ms;
+  }));
+  const int keep_old = std::max(0, facts.target - ready_current - waiting);
   std::stable_sort(old.begin(), old.end(), removal_order);  // the ones to keep are at the end
   for (int i = 0; i < static_cast<int>(old.size()) - keep_old; ++i) remove(old[i], "replaced by a newer version");
   return step;

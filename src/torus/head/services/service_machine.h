@@ -6,8 +6,10 @@
 //   - too many: those not READY are stopped first, then READY ones (fewest in flight first) drain;
 //   - older versions (a rolling update): kept while the READY replicas of the current version number fewer than
 //     target, READY ones first; the rest drain (not READY ones stop at once). So the ready count never drops below
-//     target while new replicas start, and a cluster without room for extra slices still rolls, one slice at a time
-//     as old replicas leave;
+//     target while new replicas start where there is room. A new replica still not placed (holding its reservation) surge_wait after
+//     its submission (no room beside the old ones: a cluster whose slices the old replicas hold) releases one old
+//     replica (those draining or stopping already count), so a full cluster rolls one replica at a time, as Ray Serve's
+//     rolling update does;
 //   - a replica whose gang runs but is not READY readiness_timeout after its start is stopped (and so replaced);
 //     one that was READY and failed its health checks (unhealthy) is stopped at once;
 //   - a draining replica (it gets no new requests) stops once nothing is in flight on it, or after
@@ -36,6 +38,8 @@ struct ReplicaFacts {
   int64_t version = 0;
   bool running = false;        // its gang runs (RUNNING)
   int64_t running_since_ms = 0;
+  bool placed = true;          // its gang holds its reservation (it has started an attempt)
+  int64_t submitted_ms = 0;
   bool ready = false;          // READY: its health path answered 200 (and it is not draining)
   bool unhealthy = false;      // was READY, then failed its health checks
   bool draining = false;
@@ -48,7 +52,8 @@ struct ServiceFacts {
   int target = 0;
   int64_t readiness_timeout_ms = 0;
   int64_t graceful_shutdown_timeout_ms = 0;
-  std::vector<ReplicaFacts> replicas;  // not ended
+  int64_t surge_wait_ms = 10'000;
+  std::vector<ReplicaFacts> replicas;  // not ended, not being stopped
 };
 
 struct ReplicaStop {

@@ -56,6 +56,44 @@ TEST(ServiceMachine, RollingUpdateKeepsOldReplicasUntilNewOnesAreReady) {
   EXPECT_EQ(step.drain, std::vector<RunId>{RunId("o1")});
 }
 
+TEST(ServiceMachine, ANewReplicaWithNoRoomReleasesOneOldReplicaAfterTheSurgeWait) {
+  // A cluster whose only slice the READY version-1 replica holds: version 2's replica waits for room.
+  ReplicaFacts waiting = Replica("n1", 2, false);
+  waiting.running = false;
+  waiting.placed = false;
+  waiting.running_since_ms = 0;
+  waiting.submitted_ms = 5'000;
+  ServiceFacts facts = Facts(1, {Replica("o1", 1, true, 2), waiting});
+  facts.surge_wait_ms = 10'000;
+  EXPECT_EQ(DecideService(facts, 14'999), ServiceStep{}) << "within the surge wait the old replica stays";
+  facts.replicas[1].placed = true;
+  EXPECT_EQ(DecideService(facts, 60'000), ServiceStep{}) << "a placed replica that is still starting has room";
+  facts.replicas[1].placed = false;
+  ServiceStep step = DecideService(facts, 15'000);
+  EXPECT_EQ(step.drain, std::vector<RunId>{RunId("o1")});
+  EXPECT_TRUE(step.stop.empty());
+  EXPECT_EQ(step.submit, 0);
+
+  // Two of each: one waits past the surge wait, one old replica is released (the one with fewer in flight).
+  ReplicaFacts placed = Replica("n2", 2, false);
+  facts = Facts(2, {Replica("o1", 1, true, 4), Replica("o2", 1, true, 1), waiting, placed});
+  step = DecideService(facts, 20'000);
+  EXPECT_EQ(step.drain, std::vector<RunId>{RunId("o2")});
+  // Once it drains (or is being stopped) no second one goes for the same waiting replica.
+  facts.replicas[1].draining = true;
+  facts.replicas[1].in_flight = 1;
+  facts.replicas[1].draining_since_ms = 20'000;
+  EXPECT_EQ(DecideService(facts, 21'000), ServiceStep{});
+  facts.replicas.erase(facts.replicas.begin() + 1);
+  EXPECT_EQ(DecideService(facts, 22'000), ServiceStep{});
+  // Both new replicas wait: the second old one goes too.
+  facts.replicas[2].running = false;
+  facts.replicas[2].placed = false;
+  facts.replicas[2].submitted_ms = 5'000;
+  step = DecideService(facts, 22'000);
+  EXPECT_EQ(step.drain, std::vector<RunId>{RunId("o1")});
+}
+
 TEST(ServiceMachine, OldReplicasThatAreNotReadyStopAtOnce) {
   ServiceStep step = DecideService(Facts(1, {Replica("o1", 1, false), Replica("n1", 2, true)}), 2000);
   ASSERT_EQ(step.stop.size(), 1u);
