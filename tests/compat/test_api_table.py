@@ -16,7 +16,7 @@ from conftest import REPO
 
 MODULES = ["ray", "ray.util", "ray.util.tpu", "ray.util.state", "ray.util.placement_group",
            "ray.util.scheduling_strategies", "ray.util.queue", "ray.util.actor_pool", "ray.exceptions", "ray.actor",
-           "ray.runtime_context", "ray.job_submission", "ray.train", "ray.train.v2.jax"]
+           "ray.runtime_context", "ray.job_submission", "ray.train", "ray.train.v2.jax", "ray.serve"]
 DOC = REPO / "docs" / "python.md"
 _ROW = re.compile(r"^\|\s*`(ray(?:\.[A-Za-z_][A-Za-z0-9_]*)*)`\s*\|\s*(same|different|missing)\s*\|(.*)\|\s*$")
 

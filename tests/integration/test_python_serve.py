@@ -286,6 +286,47 @@ def test_errors_status_delete_and_shutdown(cluster, tmp_path):
         == []
 
 
+def test_run_many_deploys_applications_together_and_serve_batch_gathers_concurrent_calls(cluster, tmp_path):
+    out = run_driver(cluster, tmp_path, """
+        import json
+        from ray import serve
+        from ray.serve import RunTarget
+
+        @serve.deployment(max_ongoing_requests=16)
+        class Batcher:
+            def __init__(self):
+                self.sizes = []
+
+            @serve.batch(max_batch_size=4, batch_wait_timeout_s=1.0)
+            async def double(self, items):
+                self.sizes.append(len(items))
+                return [2 * x for x in items]
+
+            async def __call__(self, x):
+                return await self.double(x)
+
+            def sizes_seen(self):
+                return self.sizes
+
+        @serve.deployment
+        def hello(request):
+            return "hi"
+
+        batcher, greeter = serve.run_many([RunTarget(Batcher.bind(), name="batch", route_prefix="/batch"),
+                                           RunTarget(hello.bind(), name="hi", route_prefix="/hi")])
+        responses = [batcher.remote(i) for i in range(8)]
+        out = {"doubled": [r.result() for r in responses], "sizes": batcher.sizes_seen.remote().result(),
+               "apps": sorted(a for a in serve.status().applications if a in ("batch", "hi")),
+               "greeter": greeter.deployment_name}
+        serve.delete("batch")
+        serve.delete("hi")
+        print(json.dumps(out))
+    """)
+    assert out["doubled"] == [0, 2, 4, 6, 8, 10, 12, 14]
+    assert sum(out["sizes"]) == 8 and max(out["sizes"]) > 1, out["sizes"]  # calls were batched in the replica
+    assert out["apps"] == ["batch", "hi"] and out["greeter"] == "hello"
+
+
 def test_placement_group_bundles_make_a_gang_whose_rank_0_serves(cluster, tmp_path):
     out = run_driver(cluster, tmp_path, """
         import json, os

@@ -14,11 +14,12 @@ Python: ray.serve").
 Ray 2.60's public names, signatures, defaults and errors; what torus does differently is in docs/serving.md.
 """
 
-from torus.serve.api import (Application, Deployment, _run, delete, deployment, get_app_handle,
-                             get_deployment_handle, get_replica_context, ingress, run, shutdown, shutdown_async,
-                             start, status)
+from torus.serve.api import (Application, Deployment, RunTarget, _run, _run_many, delete, deployment,
+                             get_app_handle, get_deployment_handle, get_replica_context, ingress, run, run_many,
+                             shutdown, shutdown_async, start, status)
+from torus.serve.batching import batch
 from torus.serve.config import HTTPOptions, gRPCOptions
 
-__all__ = ["_run", "start", "HTTPOptions", "gRPCOptions", "get_replica_context", "shutdown", "shutdown_async",
-           "ingress", "deployment", "run", "delete", "Application", "Deployment", "status", "get_app_handle",
+__all__ = ["_run", "_run_many", "batch", "start", "HTTPOptions", "gRPCOptions", "get_replica_context", "shutdown", "shutdown_async",
+           "ingress", "deployment", "run", "run_many", "RunTarget", "delete", "Application", "Deployment", "status", "get_app_handle",
            "get_deployment_handle"]

@@ -12,11 +12,12 @@ they are gone; serve.shutdown() deletes every application's. Thread-safety: not 
 """
 
 import collections.abc
+import dataclasses
 import inspect
 import logging
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from torus.serve._private import client as _client
 from torus.serve._private import naming
@@ -202,26 +203,90 @@ def _run(target: Application, *, _blocking: bool = True, name: str = SERVE_DEFAU
          route_prefix: Optional[str] = "/", logging_config=None, _local_testing_mode: bool = False,
          external_scaler_enabled: bool = False, controller_options=None) -> DeploymentHandle:
     """serve.run without the blocking loop; `_blocking=False` returns once the services are deployed."""
+    deployed = _deploy(target, name, route_prefix, _local_testing_mode)
+    if _blocking:
+        _wait_deployed(deployed)
+    return DeploymentHandle(deployed.built.ingress_deployment_name, name)
+
+
+class _Deployed:
+    def __init__(self, client, name, route_prefix, built, baseline):
+        self.client, self.name, self.route_prefix, self.built, self.baseline = (client, name, route_prefix, built,
+                                                                               baseline)
+
+
+def _deploy(target, name, route_prefix, local_testing_mode) -> _Deployed:
+    _check_target(target, name, route_prefix, local_testing_mode)
+    client = _client.current()
+    built = build_app(target, name=name, route_prefix=route_prefix, make_handle=DeploymentHandle)
+    from torus.serve._private import deploy
+    return _Deployed(client, name, route_prefix, built, deploy.deploy_application(client, built))
+
+
+def _check_target(target, name, route_prefix, local_testing_mode):
     if len(name) == 0:
         raise RayServeException("Application name must a non-empty string.")
     if not isinstance(target, Application):
         raise TypeError("`serve.run` expects an `Application` returned by `Deployment.bind()`.")
     validate_route_prefix(route_prefix)
-    if _local_testing_mode:
+    if local_testing_mode:
         raise ValueError("_local_testing_mode: not supported by torus; run the application on a local cluster "
                          "(ray.init() starts one)")
-    client = _client.current()
-    built = build_app(target, name=name, route_prefix=route_prefix, make_handle=DeploymentHandle)
-    from torus.serve._private import deploy
-    baseline = deploy.deploy_application(client, built)
-    if _blocking:
-        _wait_running(client, name, baseline)
-        url = ""
-        if route_prefix is not None:
-            ingress = client.head.get(naming.service_name(name, built.ingress_deployment_name)) or {}
-            url = " at " + (ingress.get("url") or route_prefix)
-        logger.info(f"Application '{name}' is ready{url}.")
-    return DeploymentHandle(built.ingress_deployment_name, name)
+
+
+def _wait_deployed(deployed: _Deployed):
+    _wait_running(deployed.client, deployed.name, deployed.baseline)
+    url = ""
+    if deployed.route_prefix is not None:
+        ingress = deployed.client.head.get(
+            naming.service_name(deployed.name, deployed.built.ingress_deployment_name)) or {}
+        url = " at " + (ingress.get("url") or deployed.route_prefix)
+    logger.info(f"Application '{deployed.name}' is ready{url}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunTarget:
+    """A Serve application for serve.run_many (Ray's fields)."""
+    target: Application
+    name: str = SERVE_DEFAULT_APP_NAME
+    route_prefix: Optional[str] = "/"
+    logging_config: Optional[Any] = None
+    external_scaler_enabled: bool = False
+
+
+def _run_many(targets, wait_for_ingress_deployment_creation: bool = True, wait_for_applications_running: bool = True,
+              _local_testing_mode: bool = False, controller_options=None) -> List[DeploymentHandle]:
+    if not targets:
+        raise ValueError("No applications provided.")
+    for t in targets:  # every target is checked before any is deployed
+        _check_target(t.target, t.name, t.route_prefix, _local_testing_mode)
+    deployed = [_deploy(t.target, t.name, t.route_prefix, _local_testing_mode) for t in targets]
+    if wait_for_applications_running:
+        for d in deployed:
+            _wait_deployed(d)
+    return [DeploymentHandle(d.built.ingress_deployment_name, d.name) for d in deployed]
+
+
+def run_many(targets: Sequence[RunTarget], blocking: bool = False, wait_for_ingress_deployment_creation: bool = True,
+             wait_for_applications_running: bool = True, _local_testing_mode: bool = False,
+             controller_options=None) -> List[DeploymentHandle]:
+    """Deploys several applications together, then waits until every one is RUNNING (as serve.run does for one);
+    returns their ingress deployments' handles, in order."""
+    handles = _run_many(targets, wait_for_ingress_deployment_creation=wait_for_ingress_deployment_creation,
+                        wait_for_applications_running=wait_for_applications_running,
+                        _local_testing_mode=_local_testing_mode, controller_options=controller_options)
+    if blocking:
+        _wait_for_interrupt()
+    return handles
+
+
+def _wait_for_interrupt():
+    try:
+        while True:
+            time.sleep(10)
+    except KeyboardInterrupt:
+        logger.warning("Got KeyboardInterrupt, exiting...")
+        raise
 
 
 def run(target: Application, blocking: bool = False, name: str = SERVE_DEFAULT_APP_NAME,
@@ -233,12 +298,7 @@ def run(target: Application, blocking: bool = False, name: str = SERVE_DEFAULT_A
                   _local_testing_mode=_local_testing_mode, external_scaler_enabled=external_scaler_enabled,
                   controller_options=controller_options)
     if blocking:
-        try:
-            while True:
-                time.sleep(10)
-        except KeyboardInterrupt:
-            logger.warning("Got KeyboardInterrupt, exiting...")
-            raise
+        _wait_for_interrupt()
     return handle
 
 
