@@ -15,7 +15,7 @@ packages=(
   zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pytest python3-numpy python3-prometheus-client
-  python3-dev pybind11-dev python3-cloudpickle
+  python3-dev pybind11-dev python3-cloudpickle python3-pytest-timeout
 )
 # PyTorch (Debian's CPU build) for the example training job and the end-to-end tests.
 if [ "${WITH_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi

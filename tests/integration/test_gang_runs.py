@@ -379,7 +379,9 @@ def assert_goodput_adds_up(torus, run):
     assert abs(parts - g["wall_s"]) <= 0.01 * g["wall_s"], g
     assert abs(g["wall_s"] - (run["end_time_ms"] - run["created_time_ms"]) / 1000) <= 0.01 * g["wall_s"], g
     assert g["productive_s"] > 0 and g["restart_s"] > 0 and g["startup_s"] > 0, g
-    assert g["lost_s"] >= 0, g
+    # The kill came after a checkpoint was committed: the first attempt lost the work since then, the second none.
+    assert g["lost_s"] > 0 and g["attempts"][0]["lost_s"] > 0 and g["attempts"][1]["lost_s"] == 0, g
+    assert abs(g["lost_s"] - g["attempts"][0]["lost_s"]) < 0.002, g
     assert abs(g["goodput"] - g["productive_s"] / g["wall_s"]) < 1e-6, g
     assert [a["attempt"] for a in g["attempts"]] == [1, 2]
     for a, per in zip(run["attempts"], g["attempts"]):
