@@ -281,6 +281,55 @@ def test_get_times_out_and_a_driver_that_dies_leaves_no_worker(cluster, tmp_path
     wait_until(lambda: not pid_alive(worker), 15, message=f"the dead driver's worker {worker} to be stopped")
 
 
+def test_a_driver_shutting_down_with_1000_tasks_in_flight_and_waits_pending_exits_and_frees_its_workers(
+        cluster, tmp_path):
+    # Everything that waits in the driver at once: 1,000 tasks (a few running, the rest queued), calls on an actor
+    # that cannot be placed (a resolve waits on its creation), a placement group that cannot be placed (ready()
+    # waits on it) with a task in it (its bundles are fetched while it waits). shutdown() stops and joins it all.
+    started = tmp_path / "started"
+    started.mkdir()
+    rc, out, err = run_driver(cluster, tmp_path, f"""
+        import json, os, time, torus
+        from torus.util import placement_group
+        from torus.util.scheduling_strategies import PlacementGroupSchedulingStrategy as InGroup
+        torus.init()
+
+        @torus.remote
+        def work(i):
+            open(os.path.join({str(started)!r}, str(os.getpid())), "w").close()
+            time.sleep(120)
+
+        @torus.remote(resources={{"nowhere": 1}})
+        class Unplaceable:
+            def ping(self):
+                return 1
+
+        refs = [work.remote(i) for i in range(1000)]
+        actor = Unplaceable.remote()
+        calls = [actor.ping.remote() for _ in range(10)]
+        never = placement_group([{{"CPU": 1000}}])
+        ready = never.ready()
+        grouped = work.options(scheduling_strategy=InGroup(never)).remote(-1)
+        while len(os.listdir({str(started)!r})) < 2:
+            time.sleep(0.05)
+        torus.shutdown()
+        print(json.dumps({{"shut_down": True}}))
+    """, timeout=90)
+    assert rc == 0, f"stdout:\n{out}\nstderr:\n{err}"
+    assert json.loads(out.strip().splitlines()[-1]) == {"shut_down": True}
+    assert "terminate called" not in err and "Segmentation" not in err, err
+    workers = [int(p.name) for p in started.iterdir()]
+    assert workers
+    wait_until(lambda: not any(pid_alive(w) for w in workers), 20,
+               message=f"the workers {workers} of the driver that shut down to be stopped")
+    # Its leases were returned: the cluster's CPUs are all free again.
+    def cpus_free():
+        status = cluster.status()
+        return status["resources_available"]["CPU"] == status["resources_total"]["CPU"]
+
+    wait_until(cpus_free, 20, message="the CPUs of the driver that shut down to be free again")
+
+
 def test_init_without_a_cluster_starts_one_and_shutdown_stops_it(tmp_path):
     t = Torus(tmp_path / "fresh")
     try:

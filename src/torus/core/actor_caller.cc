@@ -23,9 +23,16 @@ ActorCaller::ActorCaller(std::string caller_id, std::string own_address, ObjectT
 ActorCaller::~ActorCaller() { Shutdown(); }
 
 void ActorCaller::Shutdown() {
-  std::unique_lock<std::mutex> lock(mu_);
-  stopping_ = true;
-  idle_.wait_for(lock, std::chrono::seconds(5), [this] { return threads_ == 0; });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  threads_.Join();
+}
+
+bool ActorCaller::Stopping() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopping_;
 }
 
 void ActorCaller::Forget(const std::string& actor_id) {
@@ -89,9 +96,7 @@ void ActorCaller::FlushLocked(const std::string& actor_id, Actor& actor, std::ve
     return;
   }
   if (!actor.resolving && !stopping_ && !actor.waiting.empty()) {
-    actor.resolving = true;
-    ++threads_;
-    std::thread([this, actor_id] { Resolve(actor_id); }).detach();
+    actor.resolving = threads_.Start([this, actor_id] { Resolve(actor_id); });
   }
 }
 
@@ -106,11 +111,18 @@ void ActorCaller::Resolve(const std::string& actor_id) {
     actor.failed_incarnation = -1;
   }
   ActorInfo info;
+  // Asked in slices of kResolveSliceMs, so that a stop is seen between them. A wait for a newer incarnation (after
+  // a failed call) lasts up to kFateWaitMs; then what the owner says stands.
+  const auto newer_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kFateWaitMs);
   while (true) {
-    info = resolve_(actor_id, owner, 10'000, min_incarnation);
-    min_incarnation = 0;  // waited once: what the owner says now stands
+    info = resolve_(actor_id, owner, kResolveSliceMs, min_incarnation);
+    if (min_incarnation > 0 && (info.incarnation() >= min_incarnation || info.state() == ActorInfo::DEAD ||
+                                std::chrono::steady_clock::now() >= newer_until)) {
+      min_incarnation = 0;
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || info.state() == ActorInfo::ALIVE || info.state() == ActorInfo::DEAD) break;
+    if (stopping_) break;
+    if (min_incarnation == 0 && (info.state() == ActorInfo::ALIVE || info.state() == ActorInfo::DEAD)) break;
   }
   std::vector<std::shared_ptr<TaskSpec>> send;
   std::string address;
@@ -123,8 +135,6 @@ void ActorCaller::Resolve(const std::string& actor_id) {
       actor.known = true;
       FlushLocked(actor_id, actor, send, address);
     }
-    --threads_;
-    idle_.notify_all();
   }
   Send(address, std::move(send));
 }
@@ -202,27 +212,24 @@ void ActorCaller::FailWithFate(const std::string& actor_id, std::shared_ptr<Task
   std::string owner;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!stopping_) {
-      owner = actors_[actor_id].owner;
-      ++threads_;
-    }
+    if (!stopping_) owner = actors_[actor_id].owner;
   }
-  if (owner.empty()) {
-    Fail(*spec, message);
-    return;
-  }
-  std::thread([this, actor_id, spec, incarnation, owner, message = std::move(message)] {
-    // The owner answers once it has seen that worker end: DEAD, or a newer incarnation (restarted).
-    const ActorInfo info = resolve_(actor_id, owner, 10'000, incarnation + 1);
+  auto ask = [this, actor_id, spec, incarnation, owner, message] {
+    // The owner answers once it has seen that worker end: DEAD, or a newer incarnation (restarted). Asked in
+    // slices, so that a stop is seen between them.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kFateWaitMs);
+    ActorInfo info;
+    do {
+      info = resolve_(actor_id, owner, kResolveSliceMs, incarnation + 1);
+    } while (info.state() != ActorInfo::DEAD && info.incarnation() <= incarnation &&
+             std::chrono::steady_clock::now() < until && !Stopping());
     if (info.state() == ActorInfo::DEAD) {
       Fail(*spec, absl::StrCat("the actor is dead: ", info.death_cause()));
     } else {
       Fail(*spec, message);
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    --threads_;
-    idle_.notify_all();
-  }).detach();
+  };
+  if (owner.empty() || !threads_.Start(std::move(ask))) Fail(*spec, message);
 }
 
 void ActorCaller::Fail(const TaskSpec& spec, const std::string& message, const ObjectValue* creation_error) {

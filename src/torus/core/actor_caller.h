@@ -12,7 +12,6 @@
 // Thread-safety: thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -21,6 +20,7 @@
 #include <set>
 #include <string>
 
+#include "torus/common/thread_group.h"
 #include "torus/core.grpc.pb.h"
 #include "torus/core/object_table.h"
 #include "torus/core/task_events.h"
@@ -43,8 +43,11 @@ class ActorCaller {
   void Call(const std::string& actor_id, const std::string& owner_address, TaskSpec spec);
   // Forgets where the actor is: the next call asks its owner (after a kill).
   void Forget(const std::string& actor_id);
-  // Fails what waits and stops resolving.
+  // Fails what waits and stops resolving: joins the threads that ask owners (each wait on an owner is at most
+  // kResolveSliceMs, so this takes about that long at most).
   void Shutdown();
+
+  static constexpr int64_t kResolveSliceMs = 1000;
 
  private:
   struct Actor {
@@ -67,7 +70,7 @@ class ActorCaller {
   void Resolve(const std::string& actor_id);
   void Fail(const TaskSpec& spec, const std::string& message, const ObjectValue* creation_error = nullptr);
   // Fails a call whose worker (of `incarnation`) died while it ran: with the actor's death cause if its owner says
-  // it is DEAD, else with `message`. Asks the owner on a thread of its own.
+  // it is DEAD, else with `message`. Asks the owner (for up to kFateWaitMs) on a thread of its own.
   void FailWithFate(const std::string& actor_id, std::shared_ptr<TaskSpec> spec, int32_t incarnation,
                     std::string message);
 
@@ -77,11 +80,13 @@ class ActorCaller {
   TaskPipe* pipe_;
   Resolver resolve_;
   TaskEventSink on_task_;
+  bool Stopping();
+
+  static constexpr int64_t kFateWaitMs = 10'000;
   std::mutex mu_;
-  std::condition_variable idle_;
   std::map<std::string, Actor> actors_;  // guarded by mu_
-  int threads_ = 0;                      // resolver threads running; guarded by mu_
   bool stopping_ = false;                // guarded by mu_
+  ThreadGroup threads_;                  // the threads that ask owners (Resolve, FailWithFate)
 };
 
 }  // namespace torus::core

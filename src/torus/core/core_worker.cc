@@ -196,11 +196,8 @@ void CoreWorker::Shutdown() {
   // Pushes still in flight end now (their tasks fail as the submitter stops).
   if (pipe_) pipe_->Shutdown(std::chrono::seconds(3));
   output_.Stop();
-  {
-    // Group watchers ask the head every 2 s at most: let them see the stop.
-    std::unique_lock<std::mutex> lock(mu_);
-    exec_cv_.wait_for(lock, std::chrono::seconds(3), [this] { return group_watchers_ == 0; });
-  }
+  // Group watchers ask the head every 2 s at most: they see the stop by then.
+  group_watchers_.Join();
   if (caller_) caller_->Shutdown();
   if (actors_) actors_->Shutdown();
   if (reporter_) reporter_->Flush(std::chrono::seconds(2));  // the actors' last states
@@ -215,6 +212,12 @@ void CoreWorker::Shutdown() {
     store_->Flush(2000);
   }
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  handler_threads_.Join();  // their waits see stopping_ within kWaitSliceMs
+}
+
+bool CoreWorker::Stopping() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopping_;
 }
 
 absl::StatusOr<std::vector<LeaseNode>> FetchNodes(const std::string& head_address, const std::string& token) {
@@ -357,7 +360,16 @@ absl::Status CoreWorker::KillActor(const std::string& actor_id, const std::strin
 }
 
 ActorInfo CoreWorker::HandleResolveActor(const ResolveActorRequest& request) {
-  return actors_->Resolve(request.actor_id(), std::clamp<int64_t>(request.wait_ms(), 0, 60'000), request.min_incarnation());
+  const auto deadline = DeadlineAfter(std::clamp<int64_t>(request.wait_ms(), 0, 60'000));
+  while (true) {  // in slices, so that a stop ends the wait
+    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now()).count();
+    ActorInfo info = actors_->Resolve(request.actor_id(), std::clamp<int64_t>(left, 0, kWaitSliceMs),
+                                      request.min_incarnation());
+    const bool settled = info.state() == ActorInfo::DEAD ||
+                         (info.state() == ActorInfo::ALIVE && info.incarnation() >= request.min_incarnation());
+    if (settled || left <= kWaitSliceMs || Stopping()) return info;
+  }
 }
 
 grpc::Status CoreWorker::HandleKillActor(const KillActorRequest& request) {
@@ -369,21 +381,15 @@ grpc::Status CoreWorker::HandleKillActor(const KillActorRequest& request) {
 std::string CoreWorker::WhenGroupReady(const std::string& group, Value ready) {
   std::string id = PutObjectId();
   table_.AddPending(id);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++group_watchers_;
-  }
-  std::thread([this, group, id, ready = std::move(ready)]() mutable {
+  const bool started = group_watchers_.Start([this, group, id, ready = std::move(ready)]() mutable {
     auto bundles = WaitForBundles(channels_, options_.head_address, group, [this] {
       std::lock_guard<std::mutex> lock(mu_);
       return stopping_;
     });
     table_.Put(id, bundles.ok() ? std::move(ready)
                                 : Value{.data = std::string(bundles.status().message()), .format = "unschedulable"});
-    std::lock_guard<std::mutex> lock(mu_);
-    --group_watchers_;
-    exec_cv_.notify_all();
-  }).detach();
+  });
+  if (!started) table_.Put(id, Value{.data = "this worker is stopping", .format = "unschedulable"});
   return id;
 }
 
@@ -467,7 +473,11 @@ grpc::Status CoreWorker::HandlePush(const std::vector<const TaskSpec*>& tasks,
 
 grpc::Status CoreWorker::HandleGetObject(const GetObjectRequest& request, GetObjectReply* reply) {
   const auto deadline = DeadlineAfter(std::clamp<int64_t>(request.wait_ms(), 0, 60'000));
-  ObjectState state = table_.WaitReady(request.object_id(), deadline);
+  ObjectState state;
+  do {  // in slices, so that a stop ends the wait
+    state = table_.WaitReady(request.object_id(),
+                             std::min(deadline, DeadlineAfter(kWaitSliceMs)));
+  } while (state == ObjectState::kPending && std::chrono::steady_clock::now() < deadline && !Stopping());
   if (state == ObjectState::kReady) {
     if (auto v = table_.Get(request.object_id())) {
       reply->set_status(GetObjectReply::READY);

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/core.grpc.pb.h"
+#include "torus/common/thread_group.h"
 #include "torus/core/actor_caller.h"
 #include "torus/core/actor_manager.h"
 #include "torus/core/borrows.h"
@@ -197,11 +198,17 @@ class CoreWorker {
     return submitter_->Cancel(task_id, force, recursive);
   }
   grpc::Status HandleKillActor(const KillActorRequest& request);
+  // Runs a handler that may wait (a pending object, an actor being created, a kill) on a thread this worker owns
+  // and joins when it stops, not on gRPC's; false (nothing runs) once it is stopping. The waits above end within
+  // kWaitSliceMs of a stop.
+  bool StartHandlerThread(std::function<void()> handler) { return handler_threads_.Start(std::move(handler)); }
+  static constexpr int64_t kWaitSliceMs = 200;
   void HandleUpdateBorrowers(const UpdateBorrowersRequest& request, UpdateBorrowersReply* reply) {
     borrows_->Handle(request, reply);
   }
 
  private:
+  bool Stopping();
   explicit CoreWorker(CoreWorkerOptions options);
   // What leases report their workers to: the output follower, when this process follows output.
   std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> Follower();
@@ -262,7 +269,8 @@ class CoreWorker {
   };
   std::map<std::string, CallerOrder> callers_;  // guarded by mu_
   bool stopping_ = false;                                             // guarded by mu_
-  int group_watchers_ = 0;                                            // WhenGroupReady threads; guarded by mu_
+  ThreadGroup group_watchers_;                                        // WhenGroupReady's waits
+  ThreadGroup handler_threads_;                                       // StartHandlerThread's
   std::function<void(const std::string&)> cancel_handler_;            // guarded by mu_
 };
 

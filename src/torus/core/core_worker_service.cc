@@ -20,6 +20,8 @@ grpc::Status Unauthenticated() {
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong cluster token");
 }
 
+grpc::Status Stopping() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping"); }
+
 // A PushTask call's reply.
 class UnaryAnswer final : public TaskAnswers {
  public:
@@ -151,16 +153,20 @@ class Service final : public CoreWorkerService::CallbackService {
   grpc::ServerUnaryReactor* ResolveActor(grpc::CallbackServerContext* ctx, const ResolveActorRequest* request,
                                          ActorInfo* reply) override {
     return Serve(ctx, [&](grpc::ServerUnaryReactor* reactor) {
-      std::thread([this, reactor, request, reply] {
-        *reply = worker_->HandleResolveActor(*request);
-        reactor->Finish(grpc::Status::OK);
-      }).detach();
+      if (!worker_->StartHandlerThread([this, reactor, request, reply] {
+            *reply = worker_->HandleResolveActor(*request);
+            reactor->Finish(grpc::Status::OK);
+          })) {
+        reactor->Finish(Stopping());
+      }
     });
   }
   grpc::ServerUnaryReactor* KillActor(grpc::CallbackServerContext* ctx, const KillActorRequest* request,
                                       KillActorReply*) override {
     return Serve(ctx, [&](grpc::ServerUnaryReactor* reactor) {
-      std::thread([this, reactor, request] { reactor->Finish(worker_->HandleKillActor(*request)); }).detach();
+      if (!worker_->StartHandlerThread([this, reactor, request] { reactor->Finish(worker_->HandleKillActor(*request)); })) {
+        reactor->Finish(Stopping());
+      }
     });
   }
   grpc::ServerUnaryReactor* UpdateBorrowers(grpc::CallbackServerContext* ctx, const UpdateBorrowersRequest* request,
@@ -192,8 +198,10 @@ class Service final : public CoreWorkerService::CallbackService {
         return;
       }
       // A borrower waits for a pending object: on its own thread, not gRPC's.
-      std::thread([this, reactor, request, reply] { reactor->Finish(worker_->HandleGetObject(*request, reply)); })
-          .detach();
+      if (!worker_->StartHandlerThread(
+              [this, reactor, request, reply] { reactor->Finish(worker_->HandleGetObject(*request, reply)); })) {
+        reactor->Finish(Stopping());
+      }
     });
   }
 

@@ -137,8 +137,6 @@ void TaskSubmitter::FetchBundles(const std::string& group) {
     std::lock_guard<std::mutex> lock(mu_);
     group_bundles_.insert_or_assign(group, bundles);
     waiting.swap(waiting_for_group_[group]);
-    --fetchers_;
-    calls_done_.notify_all();
   }
   for (auto& t : waiting) Queue(t);
 }
@@ -165,9 +163,8 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
         if (!fetch_bundles_) {
           group_bundles_.insert_or_assign(group, absl::FailedPreconditionError("placement groups are not available"));
         } else {
-          ++fetchers_;
-          std::thread([this, group] { FetchBundles(group); }).detach();
-          return;
+          if (fetchers_.Start([this, group] { FetchBundles(group); })) return;
+          group_bundles_.insert_or_assign(group, absl::CancelledError("this worker is stopping"));
         }
       } else {
         return;
@@ -641,8 +638,9 @@ void TaskSubmitter::Shutdown() {
     ReturnLeaseReply reply;
     channels_->Leases(lease.agent)->ReturnWorkerLease(&ctx, request, &reply);
   }
+  fetchers_.Join();  // they ask the head every 2 s at most and see the stop by then
   std::unique_lock<std::mutex> lock(mu_);
-  calls_done_.wait_for(lock, std::chrono::seconds(3), [this] { return calls_.empty() && fetchers_ == 0; });
+  calls_done_.wait_for(lock, std::chrono::seconds(3), [this] { return calls_.empty(); });
 }
 
 TaskSubmitter::Counts TaskSubmitter::counts() const {

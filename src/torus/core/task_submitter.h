@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/core.grpc.pb.h"
+#include "torus/common/thread_group.h"
 #include "torus/core/channels.h"
 #include "torus/core/lease_candidates.h"
 #include "torus/core/object_table.h"
@@ -169,7 +170,7 @@ class TaskSubmitter {
   // Placement groups: where their bundles are, or why they cannot be used; tasks waiting for that answer.
   std::map<std::string, absl::StatusOr<std::vector<BundleLocation>>> group_bundles_;  // guarded by mu_
   std::map<std::string, std::vector<std::shared_ptr<Task>>> waiting_for_group_;      // guarded by mu_
-  int fetchers_ = 0;                                                                   // guarded by mu_
+  ThreadGroup fetchers_;  // FetchBundles of placement groups
   std::vector<LeaseNode> nodes_;          // guarded by mu_
   std::map<std::string, Shape> shapes_;   // by TaskShape::Key(); guarded by mu_
   Counts counts_;                         // guarded by mu_
