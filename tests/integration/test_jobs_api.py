@@ -246,38 +246,46 @@ def test_reused_submission_id_is_refused_with_kuberays_text(cluster):
 
 def test_unknown_field_is_refused_by_name(cluster):
     text = refused(cluster, {"entrypoint": "true", "entrypoint_num_cpu": 1})
-    assert '"entrypoint_num_cpu"' in text
+    assert text == ('unknown field "entrypoint_num_cpu"; accepted: entrypoint, submission_id (or job_id), '
+                    'runtime_env, metadata, entrypoint_num_cpus, entrypoint_num_gpus, entrypoint_memory, '
+                    'entrypoint_resources, entrypoint_label_selector')
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"entrypoint": 5}, "entrypoint"),
-    ({"entrypoint": ["echo", "x"]}, "entrypoint"),
-    ({"entrypoint": "true", "submission_id": 7}, "submission_id"),
-    ({"entrypoint": "true", "metadata": {"k": 1}}, "metadata.k"),
-    ({"entrypoint": "true", "metadata": "owner=alice"}, "metadata"),
-    ({"entrypoint": "true", "runtime_env": {"env_vars": {"A": 1}}}, "runtime_env.env_vars.A"),
-    ({"entrypoint": "true", "runtime_env": {"working_dir": 3}}, "runtime_env.working_dir"),
-    ({"entrypoint": "true", "runtime_env": []}, "runtime_env"),
-    ({"entrypoint": "true", "entrypoint_num_cpus": "1"}, "entrypoint_num_cpus"),
-    ({"entrypoint": "true", "entrypoint_num_gpus": True}, "entrypoint_num_gpus"),
-    ({"entrypoint": "true", "entrypoint_memory": 1.5}, "entrypoint_memory"),
-    ({"entrypoint": "true", "entrypoint_resources": {"special": "2"}}, "entrypoint_resources.special"),
-    ({"entrypoint": "true", "entrypoint_resources": [1]}, "entrypoint_resources"),
-    ({"entrypoint": "true", "entrypoint_label_selector": {"team": 1}}, "entrypoint_label_selector.team"),
+@pytest.mark.parametrize("body, message", [
+    ({"entrypoint": 5}, 'field "entrypoint": expected a string'),
+    ({"entrypoint": ["echo", "x"]}, 'field "entrypoint": expected a string'),
+    ({"entrypoint": "true", "submission_id": 7}, 'field "submission_id": expected a string'),
+    ({"entrypoint": "true", "metadata": {"k": 1}}, 'field "metadata.k": expected a string'),
+    ({"entrypoint": "true", "metadata": "owner=alice"}, 'field "metadata": expected an object of strings'),
+    ({"entrypoint": "true", "runtime_env": {"env_vars": {"A": 1}}},
+     'field "runtime_env.env_vars.A": expected a string'),
+    ({"entrypoint": "true", "runtime_env": {"working_dir": 3}},
+     'field "runtime_env.working_dir": expected a string: a package uploaded to this head ("gcs://<name>.zip", '
+     'see PUT /api/packages/gcs/<name>) or a path on the node'),
+    ({"entrypoint": "true", "runtime_env": []}, 'field "runtime_env": expected an object'),
+    ({"entrypoint": "true", "entrypoint_num_cpus": "1"}, 'field "entrypoint_num_cpus": expected a number'),
+    ({"entrypoint": "true", "entrypoint_num_gpus": True}, 'field "entrypoint_num_gpus": expected a number'),
+    ({"entrypoint": "true", "entrypoint_memory": 1.5}, 'field "entrypoint_memory": expected a non-negative integer'),
+    ({"entrypoint": "true", "entrypoint_resources": {"special": "2"}},
+     'field "entrypoint_resources.special": expected a number'),
+    ({"entrypoint": "true", "entrypoint_resources": [1]},
+     'field "entrypoint_resources": expected an object of resource name to number'),
+    ({"entrypoint": "true", "entrypoint_label_selector": {"team": 1}},
+     'field "entrypoint_label_selector.team": expected a string'),
 ])
-def test_wrong_type_is_refused_by_field(cluster, body, field):
-    assert f'"{field}"' in refused(cluster, body)
+def test_wrong_type_is_refused_by_field(cluster, body, message):
+    assert refused(cluster, body) == message
 
 
 def test_missing_entrypoint_is_refused(cluster):
-    assert '"entrypoint"' in refused(cluster, {"submission_id": "jobs-api-no-entrypoint"})
+    assert refused(cluster, {"submission_id": "jobs-api-no-entrypoint"}) == 'field "entrypoint" is required'
     code, _ = request(cluster, "GET", "/api/jobs/jobs-api-no-entrypoint")
     assert code == 404
 
 
 @pytest.mark.parametrize("raw", ["{", "not json", "[]", '"entrypoint"', ""])
 def test_bad_json_is_refused(cluster, raw):
-    refused(cluster, raw=raw)
+    assert refused(cluster, raw=raw) == "request body must be a JSON object"
 
 
 def test_unsupported_runtime_env_field_is_refused(cluster):

@@ -137,7 +137,10 @@ absl::StatusOr<JobRequest> ParseJobSubmission(const std::string& body) {
       if (!selector.ok()) return selector.status();
       request.label_selector = *selector;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown field \"", key, "\""));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown field \"", key, "\"; accepted: entrypoint, submission_id (or job_id), runtime_env, metadata, "
+          "entrypoint_num_cpus, entrypoint_num_gpus, entrypoint_memory, entrypoint_resources, "
+          "entrypoint_label_selector"));
     }
   }
   if (request.entrypoint.empty()) return absl::InvalidArgumentError("field \"entrypoint\" is required");
