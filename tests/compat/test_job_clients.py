@@ -239,7 +239,10 @@ def test_ray_sdk_gets_rays_errors(head):
     assert e.value.message.startswith("Authentication required: ") and "missing cluster token" in e.value.message
     # A bad body gets 400 with a plain-text reason, as Ray's job server answers (Ray's is its traceback).
     assert raw_post(head, '{"entrypoint": 3}') == (400, "text/plain", 'field "entrypoint": expected a string')
-    assert raw_post(head, '{"entrypoint": "x", "foo": 1}') == (400, "text/plain", 'unknown field "foo"')
+    assert raw_post(head, '{"entrypoint": "x", "foo": 1}') == (
+        400, "text/plain", 'unknown field "foo"; accepted: entrypoint, submission_id (or job_id), runtime_env, '
+                           'metadata, entrypoint_num_cpus, entrypoint_num_gpus, entrypoint_memory, '
+                           'entrypoint_resources, entrypoint_label_selector')
 
 
 # torus.job_submission: the same answers as Ray's client.
