@@ -5,7 +5,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "torus/serve/service_spec.h"
+#include "torus/train/service_spec.h"
 
 namespace torus::serve {
 namespace {
@@ -57,7 +57,7 @@ std::optional<ServiceRoute> RouteTable::Match(absl::string_view path) const {
   absl::MutexLock lock(&mu_);
   const ServiceRoute* best = nullptr;
   for (const auto& [name, e] : services_) {
-    if (e.route.prefix.empty() || !PrefixMatches(e.route.prefix, path)) continue;
+    if (e.route.prefix.empty() || !train::PrefixMatches(e.route.prefix, path)) continue;
     if (best == nullptr || e.route.prefix.size() > best->prefix.size()) best = &e.route;
   }
   if (best == nullptr) return std::nullopt;

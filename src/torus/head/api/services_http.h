@@ -1,6 +1,6 @@
 // Services over HTTP (the head's JSON API), and their Prometheus samples:
 //
-//   POST   /api/v0/services          body: a service spec, YAML or JSON (serve/service_spec.h)
+//   POST   /api/v0/services          body: a service spec, YAML or JSON (train/service_spec.h)
 //                                    -> 201 {"name", "version", "changed": true} for a new service or version;
 //                                       200 with "changed": false when the spec is the deployed one
 //   GET    /api/v0/services          [service]

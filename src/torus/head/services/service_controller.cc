@@ -198,7 +198,7 @@ void ServiceController::Tick() {
       // How many replicas are wanted now.
       int target = 0;
       if (svc != nullptr && svc->spec.autoscaling) {
-        const serve::AutoscalingConfig& config = *svc->spec.autoscaling;
+        const train::AutoscalingConfig& config = *svc->spec.autoscaling;
         auto state = autoscale_.find(name);
         if (state == autoscale_.end()) {
           int current = 0;
@@ -251,7 +251,7 @@ void ServiceController::Tick() {
       const ServiceStep step = DecideService(facts, now);
       for (int i = 0; i < step.submit && svc != nullptr; ++i) {
         submits.push_back(
-            {name, svc->version, serve::ReplicaRunSpec(svc->spec, absl::StrCat(name, "-", ids_->Suffix(5)))});
+            {name, svc->version, train::ReplicaRunSpec(svc->spec, absl::StrCat(name, "-", ids_->Suffix(5)))});
       }
       for (const RunId& run : step.drain) {
         Memory& m = replicas_[run];
@@ -373,9 +373,9 @@ void ServiceController::AddEvent(const std::string& service, const std::string& 
 }
 
 absl::StatusOr<ServiceController::Deployed> ServiceController::Deploy(absl::string_view spec_text) {
-  auto spec = serve::ParseServiceSpec(spec_text);
+  auto spec = train::ParseServiceSpec(spec_text);
   if (!spec.ok()) return spec.status();
-  const std::string json = serve::ServiceSpecToJson(*spec);
+  const std::string json = train::ServiceSpecToJson(*spec);
   if (absl::Status w = store_->Writable(); !w.ok()) return w;
   const int64_t wall = clock_->WallMillis();
   return store_->Update([&](Txn& txn) -> absl::StatusOr<Deployed> {
@@ -414,7 +414,7 @@ ServiceView ServiceController::ViewOf(const ClusterState& s, const Service& serv
   ServiceView v;
   v.service = service;
   auto target = targets_.find(service.name);
-  v.target = target == targets_.end() ? serve::InitialReplicas(service.spec) : target->second;
+  v.target = target == targets_.end() ? train::InitialReplicas(service.spec) : target->second;
   const std::map<std::string, serve::ServiceLoad> load = LoadLocked(clock_->NowMicros() / 1000);
   const serve::ServiceLoad* l = load.contains(service.name) ? &load.at(service.name) : nullptr;
   if (l != nullptr) v.queued = l->queued;

@@ -67,13 +67,13 @@ ServiceStep DecideService(const ServiceFacts& facts, int64_t now_ms) {
   return step;
 }
 
-int WantedReplicas(const serve::AutoscalingConfig& config, double ongoing) {
+int WantedReplicas(const train::AutoscalingConfig& config, double ongoing) {
   int wanted = static_cast<int>(std::ceil(ongoing / config.target_ongoing_requests - 1e-9));
   if (ongoing > 0) wanted = std::max(wanted, 1);
   return std::clamp(wanted, config.min_replicas, config.max_replicas);
 }
 
-AutoscaleState Autoscale(const serve::AutoscalingConfig& config, AutoscaleState state, double ongoing,
+AutoscaleState Autoscale(const train::AutoscalingConfig& config, AutoscaleState state, double ongoing,
                          int64_t now_ms) {
   const int wanted = WantedReplicas(config, ongoing);
   state.target = std::clamp(state.target, config.min_replicas, config.max_replicas);

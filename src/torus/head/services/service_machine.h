@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "torus/head/state/ids.h"
-#include "torus/serve/service_spec.h"
+#include "torus/train/service_spec.h"
 
 namespace torus::head {
 
@@ -79,7 +79,7 @@ struct AutoscaleState {
 };
 
 // The replicas `ongoing` requests want (before the delays).
-int WantedReplicas(const serve::AutoscalingConfig& config, double ongoing);
-AutoscaleState Autoscale(const serve::AutoscalingConfig& config, AutoscaleState state, double ongoing, int64_t now_ms);
+int WantedReplicas(const train::AutoscalingConfig& config, double ongoing);
+AutoscaleState Autoscale(const train::AutoscalingConfig& config, AutoscaleState state, double ongoing, int64_t now_ms);
 
 }  // namespace torus::head

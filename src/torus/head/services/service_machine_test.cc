@@ -137,8 +137,8 @@ TEST(ServiceMachine, DeletedServiceDrainsEveryReplica) {
   EXPECT_EQ(step.stop.size(), 1u);
 }
 
-serve::AutoscalingConfig Config() {
-  serve::AutoscalingConfig c;
+train::AutoscalingConfig Config() {
+  train::AutoscalingConfig c;
   c.min_replicas = 0;
   c.max_replicas = 4;
   c.target_ongoing_requests = 2;

@@ -517,7 +517,7 @@ const Service* ClusterState::FindService(std::string_view name) const {
 }
 
 absl::Status ClusterState::ApplyOne(const ServiceDeployed& r) {
-  auto spec = serve::ParseServiceSpec(r.spec_json);
+  auto spec = train::ParseServiceSpec(r.spec_json);
   if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("ServiceDeployed: spec: ", spec.status().message()));
   if (spec->name != r.name) {
     return absl::InvalidArgumentError(absl::StrCat("ServiceDeployed: spec names ", spec->name, ", not ", r.name));

@@ -624,7 +624,7 @@ TEST(ClusterStateIndexTest, LiveAndWaitingGroupsAndPruningOfEndedOnes) {
 }
 
 std::string ServiceJson(const std::string& text) {
-  return serve::ServiceSpecToJson(*serve::ParseServiceSpec(text));
+  return train::ServiceSpecToJson(*train::ParseServiceSpec(text));
 }
 
 TEST(ClusterStateServiceTest, VersionsFollowOneAnotherAndDeleteForgetsTheService) {

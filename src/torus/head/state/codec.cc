@@ -278,7 +278,7 @@ void to_json(json& j, const Service& s) {
 void from_json(const json& j, Service& s) {
   TorusGetField(j, "name", s.name);
   TorusGetField(j, "spec", s.spec_json);
-  auto spec = serve::ParseServiceSpec(s.spec_json);
+  auto spec = train::ParseServiceSpec(s.spec_json);
   if (!spec.ok()) throw std::invalid_argument(absl::StrCat("spec: ", spec.status().message()));
   s.spec = *std::move(spec);
   TorusGetField(j, "version", s.version);

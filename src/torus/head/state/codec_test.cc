@@ -197,7 +197,7 @@ std::vector<Record> OneOfEach() {
                             .resources = {{"TPU", 10000}}, .max_restarts = -1, .max_task_retries = 2,
                             .create_time_ms = 4300}},
       ActorUpdated{ActorId("a1f0"), ActorState::kDead, NodeId("a"), 4321, "", 2, "its owner is gone", 4400},
-      ServiceDeployed{"echo", serve::ServiceSpecToJson(*serve::ParseServiceSpec("name: echo\nentrypoint: x\n")), 1,
+      ServiceDeployed{"echo", train::ServiceSpecToJson(*train::ParseServiceSpec("name: echo\nentrypoint: x\n")), 1,
                       4500},
       ServiceDeleted{"echo", 4600},
   };
@@ -461,7 +461,7 @@ std::vector<Record> MixedHistory() {
     }
   }
   // Services: one updated, one deleted, and a replica (a run of a service).
-  auto spec = [](const std::string& text) { return serve::ServiceSpecToJson(*serve::ParseServiceSpec(text)); };
+  auto spec = [](const std::string& text) { return train::ServiceSpecToJson(*train::ParseServiceSpec(text)); };
   out.push_back(ServiceDeployed{"web", spec("name: web\nentrypoint: a\n"), 1, ++t});
   out.push_back(ServiceDeployed{"web", spec("name: web\nentrypoint: b\nnum_replicas: 2\n"), 2, ++t});
   out.push_back(ServiceDeployed{"gone", spec("name: gone\nentrypoint: a\n"), 1, ++t});

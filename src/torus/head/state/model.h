@@ -16,7 +16,7 @@
 #include "torus/head/state/ids.h"
 #include "torus/sched/bundle_policy.h"
 #include "torus/sched/slice_group_policy.h"
-#include "torus/serve/service_spec.h"
+#include "torus/train/service_spec.h"
 #include "torus/train/run_spec.h"
 
 namespace torus::head {
@@ -345,14 +345,14 @@ struct Run {
   const RunAttempt* current() const { return attempts.empty() ? nullptr : &attempts.back(); }
 };
 
-// ---- Services: replicas of a model server behind the ingress (serve/service_spec.h) ----
+// ---- Services: replicas of a model server behind the ingress (train/service_spec.h) ----
 
 // A deployed service. Its replicas are gang runs whose `service` is its name; those of an older version are
 // replaced by the controller (head/services) once new ones are READY.
 struct Service {
   std::string name;
-  serve::ServiceSpec spec;
-  std::string spec_json;  // serve::ServiceSpecToJson(spec)
+  train::ServiceSpec spec;
+  std::string spec_json;  // train::ServiceSpecToJson(spec)
   int64_t version = 0;    // 1 at the first deploy, +1 at each change of the spec
   int64_t created_ms = 0;
   int64_t updated_ms = 0;

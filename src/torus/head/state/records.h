@@ -245,7 +245,7 @@ struct ActorUpdated {
 // A service is deployed, or its spec changed: `version` is the previous one + 1 (1 for a new service).
 struct ServiceDeployed {
   std::string name;
-  std::string spec_json;  // serve::ServiceSpecToJson
+  std::string spec_json;  // train::ServiceSpecToJson
   int64_t version = 0;
   int64_t wall_ms = 0;
 };

@@ -1,4 +1,4 @@
-#include "torus/serve/service_spec.h"
+#include "torus/train/service_spec.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -13,7 +13,7 @@
 #include "torus/common/utf8.h"
 #include "torus/common/yaml_fields.h"
 
-namespace torus::serve {
+namespace torus::train {
 namespace {
 
 using nlohmann::json;
@@ -300,4 +300,4 @@ bool PrefixMatches(absl::string_view prefix, absl::string_view path) {
   return path.size() == prefix.size() || path[prefix.size()] == '/';
 }
 
-}  // namespace torus::serve
+}  // namespace torus::train

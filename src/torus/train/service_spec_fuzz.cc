@@ -9,11 +9,11 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "torus/serve/service_spec.h"
+#include "torus/train/service_spec.h"
 
 namespace {
 
-namespace serve = torus::serve;
+namespace train = torus::train;
 
 // Aborts, so that libFuzzer records the input, when a property that parsing promises does not hold.
 void Require(bool condition) {
@@ -25,7 +25,7 @@ void Require(bool condition) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 16384) return 0;
   const absl::string_view input(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<serve::ServiceSpec> spec = serve::ParseServiceSpec(input);
+  absl::StatusOr<train::ServiceSpec> spec = train::ParseServiceSpec(input);
   if (!spec.ok()) {
     Require(spec.status().code() == absl::StatusCode::kInvalidArgument);
     return 0;
@@ -34,22 +34,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Require(!spec->route_prefix.empty() && spec->route_prefix[0] == '/');
   Require(spec->route_prefix == "/" || spec->route_prefix.back() != '/');
   Require(!spec->health_path.empty() && spec->health_path[0] == '/');
-  Require(spec->num_replicas >= 0 && spec->num_replicas <= serve::kMaxReplicas);
+  Require(spec->num_replicas >= 0 && spec->num_replicas <= train::kMaxReplicas);
   if (spec->autoscaling) {
-    const serve::AutoscalingConfig& a = *spec->autoscaling;
-    Require(a.min_replicas >= 0 && a.min_replicas <= a.max_replicas && a.max_replicas <= serve::kMaxReplicas);
+    const train::AutoscalingConfig& a = *spec->autoscaling;
+    Require(a.min_replicas >= 0 && a.min_replicas <= a.max_replicas && a.max_replicas <= train::kMaxReplicas);
     Require(a.initial_replicas >= a.min_replicas && a.initial_replicas <= a.max_replicas);
     Require(a.target_ongoing_requests > 0);
   }
-  const int initial = serve::InitialReplicas(*spec);
-  Require(initial >= 0 && initial <= serve::kMaxReplicas);
-  Require(serve::PrefixMatches(spec->route_prefix, spec->route_prefix));
-  Require(torus::train::PlanRun(serve::ReplicaRunSpec(*spec, "fuzz-replica")).ok());
+  const int initial = train::InitialReplicas(*spec);
+  Require(initial >= 0 && initial <= train::kMaxReplicas);
+  Require(train::PrefixMatches(spec->route_prefix, spec->route_prefix));
+  Require(torus::train::PlanRun(train::ReplicaRunSpec(*spec, "fuzz-replica")).ok());
 
-  const std::string json = serve::ServiceSpecToJson(*spec);
-  absl::StatusOr<serve::ServiceSpec> reparsed = serve::ParseServiceSpec(json);
+  const std::string json = train::ServiceSpecToJson(*spec);
+  absl::StatusOr<train::ServiceSpec> reparsed = train::ParseServiceSpec(json);
   Require(reparsed.ok());
   Require(*reparsed == *spec);
-  Require(serve::ServiceSpecToJson(*reparsed) == json);
+  Require(train::ServiceSpecToJson(*reparsed) == json);
   return 0;
 }

@@ -45,7 +45,7 @@
 #include "absl/strings/string_view.h"
 #include "torus/train/run_spec.h"
 
-namespace torus::serve {
+namespace torus::train {
 
 inline constexpr int kMaxReplicas = 1000;
 
@@ -93,4 +93,4 @@ int InitialReplicas(const ServiceSpec& spec);
 // "/llm" matches "/llm", "/llm/", "/llm/v1/models" but not "/llmx"; "/" matches every path.
 bool PrefixMatches(absl::string_view prefix, absl::string_view path);
 
-}  // namespace torus::serve
+}  // namespace torus::train

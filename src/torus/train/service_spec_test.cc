@@ -1,4 +1,4 @@
-#include "torus/serve/service_spec.h"
+#include "torus/train/service_spec.h"
 
 #include <string>
 #include <vector>
@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "torus/common/resources.h"
 
-namespace torus::serve {
+namespace torus::train {
 namespace service_spec_test {
 
 using ::testing::HasSubstr;
@@ -406,4 +406,4 @@ TEST(InitialReplicasTest, NumReplicasOrAutoscaling) {
 }
 
 }  // namespace service_spec_test
-}  // namespace torus::serve
+}  // namespace torus::train
