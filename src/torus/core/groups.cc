@@ -61,12 +61,27 @@ absl::Status RemoveGroup(Channels& channels, const std::string& head, const std:
       .status();
 }
 
+absl::StatusOr<GroupState> GroupStateOf(const rpc::PlacementGroupView& view) {
+  static const auto* const kStates = new std::map<std::string, GroupState, std::less<>>{
+      {"PENDING", GroupState::kPending},   {"CREATED", GroupState::kCreated},
+      {"RESCHEDULING", GroupState::kRescheduling}, {"REMOVED", GroupState::kRemoved},
+      {"FAILED", GroupState::kFailed}};
+  auto it = kStates->find(view.state());
+  if (it == kStates->end()) {
+    return absl::InvalidArgumentError(absl::StrCat("placement group ", view.id(), ": unknown state \"", view.state(),
+                                                   "\" (known: PENDING, CREATED, RESCHEDULING, REMOVED, FAILED)"));
+  }
+  return it->second;
+}
+
 absl::StatusOr<std::vector<BundleLocation>> WaitForBundles(Channels& channels, const std::string& head,
                                                            const std::string& id, const std::function<bool()>& stop) {
   while (!stop()) {
     auto view = GetGroup(channels, head, id, 2'000);
     if (!view.ok()) return view.status();
-    if (view->state() == "CREATED") {
+    absl::StatusOr<GroupState> state = GroupStateOf(*view);
+    if (!state.ok()) return state.status();
+    if (*state == GroupState::kCreated) {
       std::vector<BundleLocation> out;
       std::map<std::string, int> per_slice;  // the next ledger index of each slice's ledger group
       for (const auto& b : view->bundles()) {
@@ -79,7 +94,7 @@ absl::StatusOr<std::vector<BundleLocation>> WaitForBundles(Channels& channels, c
       }
       return out;
     }
-    if (view->state() == "REMOVED" || view->state() == "FAILED") {
+    if (*state == GroupState::kRemoved || *state == GroupState::kFailed) {
       return absl::FailedPreconditionError(
           absl::StrCat("placement group ", id, " is ", view->state(), view->reason().empty() ? "" : ": ",
                        view->reason()));

@@ -22,6 +22,11 @@ absl::StatusOr<rpc::PlacementGroupView> ReserveSlices(Channels& channels, const 
                                                       const rpc::SliceGroupSpec& spec);
 absl::Status RemoveGroup(Channels& channels, const std::string& head, const std::string& id);
 
+// A group's state, read from the head's wire view (a string there) once, at this edge.
+enum class GroupState { kPending, kCreated, kRescheduling, kRemoved, kFailed };
+// InvalidArgument naming the state for one this build does not know.
+absl::StatusOr<GroupState> GroupStateOf(const rpc::PlacementGroupView& view);
+
 // Waits until the group is CREATED (OK, with its bundles) or can no longer be (FailedPrecondition: "placement group
 // pg-x is REMOVED: <reason>"), asking the head at most every `wait_ms` (a long wait at the head each time).
 absl::StatusOr<std::vector<BundleLocation>> WaitForBundles(Channels& channels, const std::string& head,
