@@ -63,4 +63,22 @@ inline std::string MethodPath(const google::protobuf::MethodDescriptor* method) 
   return "/" + method->service()->full_name() + "/" + method->name();
 }
 
+// The methods of `service` that answer a call without a token, or with a wrong one, with anything but
+// UNAUTHENTICATED ("<path> with token '<t>': <code> <message>" each); empty when every one refuses both.
+inline std::vector<std::string> MethodsNotRefusingBadTokens(const std::shared_ptr<grpc::Channel>& channel,
+                                                            const std::string& service) {
+  std::vector<std::string> out;
+  for (const google::protobuf::MethodDescriptor* m : ServiceMethods(service)) {
+    const std::string method = MethodPath(m);
+    for (const std::string token : {std::string(), std::string("wrong")}) {
+      grpc::Status s = GenericUnaryCall(channel, method, "", token, std::chrono::seconds(5));
+      if (s.error_code() != grpc::StatusCode::UNAUTHENTICATED) {
+        out.push_back(method + " with token '" + token + "': " + std::to_string(s.error_code()) + " " +
+                      s.error_message());
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace torus::rpc::testutil
