@@ -271,7 +271,7 @@ int Run(const HeadFlags& flags) {
   if (autoscaler) {
     autoscaler->OnNotesChanged([&scheduler] { scheduler.Wake(); });
     scheduler.SetAutoscaling({.note = [&autoscaler](const torus::head::GroupId& g) { return autoscaler->NoteFor(g); },
-                              .draining = [&autoscaler](const torus::head::NodeId& n) {
+                              .draining = [&autoscaler](const torus::sched::NodeSnapshot& n) {
                                 return autoscaler->Draining(n);
                               }});
   }

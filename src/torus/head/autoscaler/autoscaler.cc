@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "torus/common/well_known_labels.h"
 
 namespace torus::head {
 namespace {
@@ -15,14 +16,10 @@ constexpr int64_t kDrainMemoryMs = 10 * 60'000;
 
 std::string ClassLabel(autoscale::CapacityClass c) { return std::string(autoscale::CapacityClassName(c)); }
 
-// "v6e-1a2b3" of host "v6e-1a2b3-w12"; "" when the id is not a slice host's.
-std::string_view SliceOfHost(std::string_view node) {
-  const size_t w = node.rfind("-w");
-  if (w == std::string_view::npos || w + 2 >= node.size()) return {};
-  for (size_t i = w + 2; i < node.size(); ++i) {
-    if (node[i] < '0' || node[i] > '9') return {};
-  }
-  return node.substr(0, w);
+// The slice a node is a host of (its torus.io/tpu-slice-name label); "" for a node of no slice.
+std::string_view SliceOf(const Labels& labels) {
+  auto it = labels.find(kLabelTpuSliceName);
+  return it == labels.end() ? std::string_view() : std::string_view(it->second);
 }
 
 bool Interesting(const Record& r) {
@@ -94,8 +91,8 @@ std::string Autoscaler::NoteFor(const GroupId& group) const {
   return it == notes_.end() ? std::string() : it->second;
 }
 
-bool Autoscaler::Draining(const NodeId& node) const {
-  const std::string_view slice = SliceOfHost(node.str());
+bool Autoscaler::Draining(const sched::NodeSnapshot& node) const {
+  const std::string_view slice = SliceOf(node.labels);
   if (slice.empty()) return false;
   absl::MutexLock lock(&mu_);
   return draining_.find(slice) != draining_.end();
@@ -190,13 +187,15 @@ void Autoscaler::Tick() {
     return name;
   };
   const std::map<NodeId, LeaseHoldings> leased = liveness_->Leased();
-  auto placeable = [this](const NodeId& n) { return liveness_->Confirmed(n) && !Draining(n); };
+  auto placeable = [this](const sched::NodeSnapshot& n) {
+    return liveness_->Confirmed(NodeId(n.node_id)) && !Draining(n);
+  };
   // Hosts of removed slices: once every one is DEAD, they are forgotten, and the slice with them.
   std::map<std::string, std::vector<NodeId>> dead_hosts;
   std::set<std::string> live_hosts;
   store_->Read([&](const ClusterState& s) {
     for (const auto& [id, node] : s.nodes()) {
-      const std::string_view slice = SliceOfHost(id.str());
+      const std::string_view slice = SliceOf(node.info.labels);
       if (slice.empty() || removing.find(slice) == removing.end()) continue;
       if (node.alive()) {
         live_hosts.insert(std::string(slice));

@@ -76,7 +76,7 @@ class Autoscaler {
   // What the autoscaler says of a waiting group ("" = nothing).
   std::string NoteFor(const GroupId& group) const;
   // Whether `node` is a host of a slice being removed.
-  bool Draining(const NodeId& node) const;
+  bool Draining(const sched::NodeSnapshot& node) const;
   Status GetStatus() const;
 
  private:

@@ -75,7 +75,7 @@ class PlanScalingTest : public ::testing::Test {
   ScalingPlan Plan(int64_t now_ms) {
     ScalingInput in;
     in.config = &config_;
-    in.cluster = BuildPassInput(state_, [](const NodeId&) { return true; });
+    in.cluster = BuildPassInput(state_, [](const sched::NodeSnapshot&) { return true; });
     for (const GroupId& id : state_.waiting_groups()) in.waiting.push_back(*state_.FindGroup(id));
     std::sort(in.waiting.begin(), in.waiting.end(), [](const Group& a, const Group& b) { return a.seq < b.seq; });
     for (const auto& [id, w] : state_.workers()) {

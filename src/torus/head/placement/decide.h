@@ -14,6 +14,7 @@
 #pragma once
 
 #include <map>
+#include <utility>
 #include <optional>
 #include <set>
 #include <string>
@@ -52,8 +53,8 @@ struct PassInput {
 // Returns false, leaving `fresh` to build its own index, when they do not or `kept` has no index.
 bool ReuseIndex(PassInput&& kept, PassInput& fresh);
 
-// The pass input from the state. `placeable(node)` says whether a node that is alive in the state may be placed on
-// now (a node restored from the journal may not, until it registers again). `leased`: what task leases hold per
+// The pass input from the state. `placeable(node)` (a sched::NodeSnapshot: its id and labels) says whether a node
+// that is alive in the state may be placed on now (a node restored from the journal may not, until it registers again). `leased`: what task leases hold per
 // node, as their agents report it — not available, and their chips and GPUs busy. With `previous` (an earlier
 // pass's input, consumed) the nodes' labels are taken from it rather than copied where their registration is the
 // same, and its index is reused (ReuseIndex).
@@ -92,7 +93,7 @@ PassInput BuildPassInput(const ClusterState& state, Placeable placeable,
   std::vector<sched::NodeSnapshot> none;
   input.index.nodes = state.NodeSnapshots(/*include_dead=*/true, previous != nullptr ? previous->index.nodes : none);
   for (sched::NodeSnapshot& n : input.index.nodes) {
-    if (n.alive && !placeable(NodeId(n.node_id))) n.alive = false;
+    if (n.alive && !placeable(std::as_const(n))) n.alive = false;
     if (auto it = leased.find(NodeId(n.node_id)); it != leased.end()) n.available.Subtract(it->second.resources);
   }
   input.index.slice_holders = state.SliceHolders();

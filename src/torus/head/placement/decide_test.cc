@@ -42,7 +42,7 @@ class DecideTest : public ::testing::Test {
   }
   const Group& Current(const std::string& id) { return *state_.FindGroup(GroupId(id)); }
   PassInput Input() {
-    return BuildPassInput(state_, [](const NodeId&) { return true; });
+    return BuildPassInput(state_, [](const sched::NodeSnapshot&) { return true; });
   }
   // The decision (a copy, so that it outlives the outcome); an empty one, and a failure, when not placed.
   static Decision Decided(const DecideOutcome& outcome) {
@@ -139,7 +139,7 @@ TEST_F(DecideTest, ChipsHeldByLeasesAreBusyAndTheirResourcesNotAvailable) {
   // t1's agent leases chips 0 and 1 to tasks: a pair goes to t1's free half; the whole host goes to t2.
   const std::map<NodeId, LeaseHoldings> leased = {
       {NodeId("t1"), LeaseHoldings{Res({{"CPU", 1}, {"TPU", 2}}), {0, 1}, {}}}};
-  PassInput input = BuildPassInput(state_, [](const NodeId&) { return true; }, leased);
+  PassInput input = BuildPassInput(state_, [](const sched::NodeSnapshot&) { return true; }, leased);
   EXPECT_THAT(input.devices[NodeId("t1")].busy_chips, ElementsAre(0, 1));
   EXPECT_THAT(input.index.busy_chips["t1"], ElementsAre(0, 1));
   const Group pair = Submit(test_util::NewBundleGroup(
@@ -153,7 +153,7 @@ TEST_F(DecideTest, ChipsHeldByLeasesAreBusyAndTheirResourcesNotAvailable) {
 TEST_F(DecideTest, AGroupWaitsWhileLeasesHoldWhatItNeeds) {
   Register({test_util::TpuHost("t1", 4)});
   const std::map<NodeId, LeaseHoldings> leased = {{NodeId("t1"), LeaseHoldings{Res({{"TPU", 1}}), {3}, {}}}};
-  PassInput input = BuildPassInput(state_, [](const NodeId&) { return true; }, leased);
+  PassInput input = BuildPassInput(state_, [](const sched::NodeSnapshot&) { return true; }, leased);
   const Group g = Submit(test_util::NewBundleGroup(
       "pg-a", test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1}, {"TPU", 4}})})));
   const std::string reason = Reason(Decide(g, input));
@@ -166,7 +166,7 @@ TEST_F(DecideTest, AGroupWaitsWhileLeasesHoldWhatItNeeds) {
 TEST_F(DecideTest, GpusHeldByLeasesAreSkipped) {
   Register({test_util::GpuHost("g1", 4)});
   const std::map<NodeId, LeaseHoldings> leased = {{NodeId("g1"), LeaseHoldings{Res({{"GPU", 1}}), {}, {0}}}};
-  PassInput input = BuildPassInput(state_, [](const NodeId&) { return true; }, leased);
+  PassInput input = BuildPassInput(state_, [](const sched::NodeSnapshot&) { return true; }, leased);
   const Group g = Submit(
       test_util::NewBundleGroup("pg-a", test_util::BundleReq(Strategy::kPack, {Res({{"GPU", 2}})})));
   EXPECT_THAT(Layout(Decided(Decide(g, input)).fresh), ElementsAre("0 g1 pg-a:0 chips[] gpus[1,2]"));
@@ -380,7 +380,7 @@ TEST_F(SliceRescheduleTest, TheNextPassUpdatesTheLastPassIndexWhileTheNodesAreTh
   Submit(test_util::NewSliceGroup("pg-new", test_util::SliceReq("4x4", 1), 4));
   Place("pg-new", test_util::SliceBundles("pg-new", "v6e-2", 0), {"v6e-2"});
 
-  PassInput next = BuildPassInput(state_, [](const NodeId&) { return true; }, {}, &last);
+  PassInput next = BuildPassInput(state_, [](const sched::NodeSnapshot&) { return true; }, {}, &last);
   ASSERT_TRUE(next.built.has_value());
   // The labels taken from the last pass's input are the nodes' labels.
   const PassInput copied = Input();
@@ -396,7 +396,7 @@ TEST_F(SliceRescheduleTest, TheNextPassUpdatesTheLastPassIndexWhileTheNodesAreTh
   // A node died: the nodes differ, and the pass builds its own index.
   const uint64_t w0 = state_.FindNode(NodeId("v6e-2-w0"))->incarnation;
   ApplyAll(state_, {NodeDied{NodeId("v6e-2-w0"), w0, "gone", 4000}});
-  PassInput after_death = BuildPassInput(state_, [](const NodeId&) { return true; }, {}, &next);
+  PassInput after_death = BuildPassInput(state_, [](const sched::NodeSnapshot&) { return true; }, {}, &next);
   EXPECT_FALSE(after_death.built.has_value());
 }
 
@@ -494,7 +494,7 @@ TEST_F(DecideTest, NotPlacedReasons) {
 TEST_F(DecideTest, UnplaceableNodesAreNotPlacedOn) {
   Register({test_util::CpuHost("c1"), test_util::CpuHost("c2")});
   const Group g = Submit(test_util::NewBundleGroup("pg-a", test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1}})})));
-  PassInput input = BuildPassInput(state_, [](const NodeId& n) { return n != NodeId("c1"); });
+  PassInput input = BuildPassInput(state_, [](const sched::NodeSnapshot& n) { return n.node_id != "c1"; });
   EXPECT_THAT(Layout(Decided(Decide(g, input)).fresh), ElementsAre("0 c2 pg-a:0 chips[] gpus[]"));
 }
 

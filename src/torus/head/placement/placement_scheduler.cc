@@ -228,8 +228,8 @@ void PlacementScheduler::ExpireTimeouts() {
 }
 
 void PlacementScheduler::Schedule() {
-  auto placeable = [this](const NodeId& node) {
-    return liveness_->Confirmed(node) && !(autoscaling_.draining && autoscaling_.draining(node));
+  auto placeable = [this](const sched::NodeSnapshot& node) {
+    return liveness_->Confirmed(NodeId(node.node_id)) && !(autoscaling_.draining && autoscaling_.draining(node));
   };
   // What task leases hold, read once per pass that has groups waiting: a lease granted meanwhile may still refuse a
   // prepare, and the group then retries.

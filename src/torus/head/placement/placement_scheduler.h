@@ -54,7 +54,7 @@ class PlacementScheduler {
   // which are not placed on.
   struct Autoscaling {
     std::function<std::string(const GroupId&)> note;
-    std::function<bool(const NodeId&)> draining;
+    std::function<bool(const sched::NodeSnapshot&)> draining;
   };
   void SetAutoscaling(Autoscaling autoscaling) { autoscaling_ = std::move(autoscaling); }
 
