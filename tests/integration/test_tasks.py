@@ -312,11 +312,15 @@ def test_a_driver_shutting_down_with_1000_tasks_in_flight_and_waits_pending_exit
         grouped = work.options(scheduling_strategy=InGroup(never)).remote(-1)
         while len(os.listdir({str(started)!r})) < 2:
             time.sleep(0.05)
+        group = never.id._torus_id()
         torus.shutdown()
-        print(json.dumps({{"shut_down": True}}))
+        print(json.dumps({{"shut_down": True, "group": group}}))
     """, timeout=90)
     assert rc == 0, f"stdout:\n{out}\nstderr:\n{err}"
-    assert json.loads(out.strip().splitlines()[-1]) == {"shut_down": True}
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["shut_down"] is True
+    # A placement group outlives the program that made it (docs/python.md, Known gaps): removed here.
+    cluster.ok("pg", "remove", result["group"])
     assert "terminate called" not in err and "Segmentation" not in err, err
     workers = [int(p.name) for p in started.iterdir()]
     assert workers

@@ -150,7 +150,9 @@ DecideOutcome DecideBundles(const Group& g, PassInput& input) {
   }
   sched::BundleOutcome outcome = sched::PlaceBundles(input.Index(), request);
   if (auto* pending = std::get_if<sched::Pending>(&outcome)) return NotPlaced{Reason(*pending)};
-  if (auto* infeasible = std::get_if<sched::Infeasible>(&outcome)) return NotPlaced{Reason(*infeasible)};
+  if (auto* infeasible = std::get_if<sched::Infeasible>(&outcome)) {
+    return NotPlaced{.reason = Reason(*infeasible), .infeasible = true};
+  }
   const auto& placed = std::get<sched::BundlePlacement>(outcome);
 
   Decision d;
@@ -207,7 +209,9 @@ DecideOutcome DecideSlices(const Group& g, PassInput& input) {
     outcome = sched::PlaceSliceGroup(input.Index(), request);
   }
   if (auto* pending = std::get_if<sched::Pending>(&outcome)) return NotPlaced{Reason(*pending)};
-  if (auto* infeasible = std::get_if<sched::Infeasible>(&outcome)) return NotPlaced{Reason(*infeasible)};
+  if (auto* infeasible = std::get_if<sched::Infeasible>(&outcome)) {
+    return NotPlaced{.reason = Reason(*infeasible), .infeasible = true};
+  }
   const auto& placed = std::get<sched::SliceGroupPlacement>(outcome);
 
   Decision d;

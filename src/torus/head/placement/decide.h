@@ -76,6 +76,7 @@ struct Decision {
 // Not now: the reason, in words a user can act on.
 struct NotPlaced {
   std::string reason;
+  bool infeasible = false;  // no alive node could hold it even were every node idle (it waits for nodes to join)
 };
 
 using DecideOutcome = std::variant<Decision, NotPlaced>;

@@ -282,6 +282,7 @@ void PlacementScheduler::Schedule() {
       continue;
     }
     bool placed = false;
+    bool infeasible = false;
     std::optional<std::string> reason;
     if (!g.bundles.empty() || !g.slices.empty()) {
       flush();
@@ -301,6 +302,7 @@ void PlacementScheduler::Schedule() {
             store_->Read([&](const ClusterState& s) { return BuildPassInput(s, placeable, leased, &fresh->second); });
       } else {
         reason = std::get<NotPlaced>(outcome).reason;
+        infeasible = std::get<NotPlaced>(outcome).infeasible;
         start.input = std::move(fresh->second);
       }
     } else {
@@ -310,6 +312,7 @@ void PlacementScheduler::Schedule() {
         placed = true;
       } else {
         reason = std::get<NotPlaced>(outcome).reason;
+        infeasible = std::get<NotPlaced>(outcome).infeasible;
       }
     }
     if (reason && autoscaling_.note) {
@@ -318,7 +321,9 @@ void PlacementScheduler::Schedule() {
     if (reason && (*reason != g.reason || g.state != PgState::kPending)) {
       waits.push_back(GroupWaiting{g.id, *reason, wall});
     }
-    if (!placed && old) {  // strict FIFO behind a request that has waited long
+    // Strict FIFO behind a request that has waited long and would fit an idle cluster; one that no node could hold
+    // (until nodes join) does not hold up the others.
+    if (!placed && old && !infeasible) {
       blocked_after = position;
       break;
     }

@@ -7,7 +7,8 @@
 // A group that already holds bundles (rescheduling) is decided and reserved on its own.
 //
 // Fairness: younger requests may be placed past an older one that waits, but once a request has waited longer than
-// `fifo_after_ms`, nothing behind it is placed until it is (large requests are not starved by small ones).
+// `fifo_after_ms`, nothing behind it is placed until it is (large requests are not starved by small ones). A request
+// that no alive node could hold even idle (infeasible until nodes join) holds up nobody.
 //
 // Only nodes that registered with this head are placed on (a node restored from the journal waits until its agent
 // registers again). A decision is recorded only if its group did not change meanwhile and its nodes are still

@@ -218,6 +218,21 @@ TEST_F(PlacementSchedulerTest, SmallRequestsBackfillPastAWaitingOneUntilItHasWai
   EXPECT_EQ(Get(late).state, PgState::kPending);
 }
 
+// An infeasible request (no node could hold it, even idle) that has waited past fifo_after_ms holds up nobody: a
+// group of a program that exited without removing it must not stop the cluster's placements.
+TEST_F(PlacementSchedulerTest, AnInfeasibleRequestThatHasWaitedLongDoesNotHoldUpOthers) {
+  Join({test_util::CpuHost("c1", 4)});
+  scheduler_.Start();
+  const GroupId never = Submit(test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1000}})}));
+  ASSERT_TRUE(WaitGroup(never, [](const Group& g) { return g.reason != "waiting to be scheduled"; }));
+  clock_.AdvanceMillis(10'001);
+  const GroupId later = Submit(test_util::BundleReq(Strategy::kPack, {Res({{"CPU", 1}})}));
+  scheduler_.Wake();
+  ASSERT_TRUE(WaitState(later, PgState::kCreated));
+  EXPECT_EQ(Get(never).state, PgState::kPending);
+  EXPECT_EQ(Get(never).reason.rfind("infeasible for now: ", 0), 0u) << Get(never).reason;
+}
+
 TEST_F(PlacementSchedulerTest, PrepareRefusalLeavesTheGroupPendingHoldingNothingAndItRetries) {
   Join({test_util::CpuHost("c1"), test_util::CpuHost("c2")});
   agents_.RefusePrepares(TargetOf("c2"), absl::UnavailableError("ledger is busy"));
