@@ -26,8 +26,10 @@ packages+=(python3-kubernetes)
 if [ "${WITH_DEV_VENV:-1}" = 1 ]; then packages+=(python3-venv); fi
 # etcd, for the head's journal in etcd (`--state-store etcd://...`) and its tests; iproute2 for `torus up --netns`.
 packages+=(etcd-server iproute2)
-# The fuzz targets (scripts/fuzz.sh, which scripts/test.sh runs) need clang and its libFuzzer runtime.
+# The fuzz targets (scripts/fuzz.sh, which scripts/test.sh runs) need clang and its libFuzzer runtime; the
+# thread-safety analysis (scripts/check_thread_safety.py, which it runs too) clang alone.
 if [ "${WITH_FUZZ:-0}" = 1 ]; then packages+=(clang libclang-rt-dev); fi
+if [ "${WITH_THREAD_SAFETY:-0}" = 1 ]; then packages+=(clang); fi
 # Headless Chromium and Node.js for the dashboard's browser test (tests/browser/). A Node.js from elsewhere that
 # already brings npm is kept: Debian's npm package would conflict with it.
 if [ "${WITH_BROWSER:-1}" = 1 ]; then

@@ -6,9 +6,10 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "torus/accel/fake_host.h"
@@ -507,7 +508,7 @@ class MetadataServer {
     server_.Get(R"(/computeMetadata/v1/instance/attributes/(.+))",
                 [this](const httplib::Request& request, httplib::Response& response) {
                   {
-                    std::lock_guard<std::mutex> lock(mutex_);
+                    absl::MutexLock lock(&mutex_);
                     flavors_.push_back(request.get_header_value("Metadata-Flavor"));
                   }
                   if (request.get_header_value("Metadata-Flavor") != "Google") {
@@ -536,7 +537,7 @@ class MetadataServer {
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::vector<std::string> flavors() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     return flavors_;
   }
 
@@ -544,8 +545,8 @@ class MetadataServer {
   httplib::Server server_;
   int port_ = -1;
   std::thread thread_;
-  std::mutex mutex_;
-  std::vector<std::string> flavors_;
+  absl::Mutex mutex_;
+  std::vector<std::string> flavors_ ABSL_GUARDED_BY(mutex_);
 };
 
 TEST(HttpMetadataSourceTest, SendsTheFlavorHeaderAndReadsTheBody) {

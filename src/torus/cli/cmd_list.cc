@@ -50,7 +50,7 @@ int CmdListTasks(const HeadFlags& head, const ListTasksFlags& flags) {
     for (const auto& s : *summary) rows[s["name"].get<std::string>()][s["state"].get<std::string>()] = s["count"];
     std::cout << absl::StrFormat("%-40s  %8s  %8s  %9s  %8s\n", "FUNCTION", "PENDING", "RUNNING", "FINISHED", "FAILED");
     for (const auto& [name, counts] : rows) {
-      auto n = [&](const char* state) { return counts.contains(state) ? counts.at(state) : 0; };
+      auto n = [&counts = counts](const char* state) { return counts.contains(state) ? counts.at(state) : 0; };
       std::cout << absl::StrFormat("%-40s  %8d  %8d  %9d  %8d\n", name, n("PENDING"), n("RUNNING"), n("FINISHED"),
                                    n("FAILED"));
     }

@@ -3,11 +3,12 @@
 #include <httplib.h>
 
 #include <chrono>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -34,7 +35,7 @@ class FakeHead {
   // Listens on `port` (0: any free one).
   explicit FakeHead(int port = 0) {
     auto handle = [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       requests_.push_back({req.method, req.target, req.body, req.get_header_value("Authorization")});
       res.status = status_;
       res.set_content(body_, content_type_);
@@ -55,7 +56,7 @@ class FakeHead {
   }
 
   void Answer(int status, const std::string& body, const std::string& content_type = "application/json") {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     status_ = status;
     body_ = body;
     content_type_ = content_type;
@@ -63,11 +64,11 @@ class FakeHead {
   void Answer(const json& body) { Answer(200, body.dump()); }
 
   std::vector<Request> requests() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return requests_;
   }
   Request last() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return requests_.empty() ? Request{} : requests_.back();
   }
 
@@ -77,11 +78,11 @@ class FakeHead {
   httplib::Server server_;
   int port_ = 0;
   std::thread thread_;
-  std::mutex mu_;
-  std::vector<Request> requests_;
-  int status_ = 200;
-  std::string body_ = "{}";
-  std::string content_type_ = "application/json";
+  absl::Mutex mu_;
+  std::vector<Request> requests_ ABSL_GUARDED_BY(mu_);
+  int status_ ABSL_GUARDED_BY(mu_) = 200;
+  std::string body_ ABSL_GUARDED_BY(mu_) = "{}";
+  std::string content_type_ ABSL_GUARDED_BY(mu_) = "application/json";
 };
 
 class HttpApiClientTest : public ::testing::Test {

@@ -24,19 +24,19 @@ ActorCaller::~ActorCaller() { Shutdown(); }
 
 void ActorCaller::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
   threads_.Join();
 }
 
 bool ActorCaller::Stopping() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return stopping_;
 }
 
 void ActorCaller::Forget(const std::string& actor_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = actors_.find(actor_id);
   if (it != actors_.end()) it->second.known = false;
 }
@@ -47,7 +47,7 @@ void ActorCaller::Call(const std::string& actor_id, const std::string& owner_add
   spec.set_caller_id(caller_id_);
   spec.set_owner_address(own_address_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     actors_[actor_id].owner = owner_address;
   }
   auto shared = std::make_shared<TaskSpec>(std::move(spec));
@@ -61,7 +61,7 @@ void ActorCaller::Ready(const std::string& actor_id, std::shared_ptr<TaskSpec> s
   std::vector<std::shared_ptr<TaskSpec>> send;
   std::string address;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Actor& actor = actors_[actor_id];
     actor.waiting.push_back(std::move(spec));
     FlushLocked(actor_id, actor, send, address);
@@ -104,7 +104,7 @@ void ActorCaller::Resolve(const std::string& actor_id) {
   std::string owner;
   int32_t min_incarnation = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Actor& actor = actors_[actor_id];
     owner = actor.owner;
     min_incarnation = actor.failed_incarnation + 1;
@@ -120,14 +120,14 @@ void ActorCaller::Resolve(const std::string& actor_id) {
                                 std::chrono::steady_clock::now() >= newer_until)) {
       min_incarnation = 0;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) break;
     if (min_incarnation == 0 && (info.state() == ActorInfo::ALIVE || info.state() == ActorInfo::DEAD)) break;
   }
   std::vector<std::shared_ptr<TaskSpec>> send;
   std::string address;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Actor& actor = actors_[actor_id];
     actor.resolving = false;
     if (!stopping_) {
@@ -180,7 +180,7 @@ void ActorCaller::Send(const std::string& address, std::vector<std::shared_ptr<T
           bool requeued = false;
           int32_t incarnation = -1;
           {
-            std::lock_guard<std::mutex> lock(mu_);
+            absl::MutexLock lock(&mu_);
             Actor& actor = actors_[actor_id];
             incarnation = actor.incarnation;
             if (actor.known && actor.info.address() == address) {
@@ -211,7 +211,7 @@ void ActorCaller::FailWithFate(const std::string& actor_id, std::shared_ptr<Task
                                std::string message) {
   std::string owner;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!stopping_) owner = actors_[actor_id].owner;
   }
   auto ask = [this, actor_id, spec, incarnation, owner, message] {

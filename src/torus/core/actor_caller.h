@@ -16,10 +16,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/common/thread_group.h"
 #include "torus/core.grpc.pb.h"
 #include "torus/core/object_table.h"
@@ -65,7 +66,7 @@ class ActorCaller {
   void Ready(const std::string& actor_id, std::shared_ptr<TaskSpec> spec);
   // Sends waiting calls when the address is known, or starts resolving it. REQUIRES: mu_ held.
   void FlushLocked(const std::string& actor_id, Actor& actor, std::vector<std::shared_ptr<TaskSpec>>& send,
-                   std::string& address);
+                   std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(const std::string& address, std::vector<std::shared_ptr<TaskSpec>> specs);
   void Resolve(const std::string& actor_id);
   void Fail(const TaskSpec& spec, const std::string& message, const ObjectValue* creation_error = nullptr);
@@ -83,10 +84,10 @@ class ActorCaller {
   bool Stopping();
 
   static constexpr int64_t kFateWaitMs = 10'000;
-  std::mutex mu_;
-  std::map<std::string, Actor> actors_;  // guarded by mu_
-  bool stopping_ = false;                // guarded by mu_
-  ThreadGroup threads_;                  // the threads that ask owners (Resolve, FailWithFate)
+  absl::Mutex mu_;
+  std::map<std::string, Actor> actors_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  ThreadGroup threads_;  // the threads that ask owners (Resolve, FailWithFate)
 };
 
 }  // namespace torus::core

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "torus/core/ids.h"
 
 namespace torus::core {
@@ -23,13 +24,13 @@ bool ExitedOnPurpose(const std::string& how) {
 }  // namespace
 
 ActorManager::Tracked::Tracked(ActorManager* m, grpc::ClientContext* ctx) : m_(m), ctx_(ctx) {
-  std::lock_guard<std::mutex> lock(m_->mu_);
+  absl::MutexLock lock(&m_->mu_);
   if (m_->stopping_) ctx_->TryCancel();
   m_->calls_.insert(ctx_);
 }
 
 ActorManager::Tracked::~Tracked() {
-  std::lock_guard<std::mutex> lock(m_->mu_);
+  absl::MutexLock lock(&m_->mu_);
   m_->calls_.erase(ctx_);
 }
 
@@ -62,7 +63,7 @@ void ActorManager::Adopt(TaskSpec creation, ActorOptions options, ActorInfo info
 
 void ActorManager::Start(std::unique_ptr<Actor> actor, bool adopted) {
   const std::string id = actor->creation.actor_id();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (stopping_) {
     actor->info.set_death_cause("its owner is shutting down");
     Actor& dead = *actor;
@@ -81,7 +82,7 @@ absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const 
   if (!shape.placement_group.empty()) {
     if (!bundles_) return absl::FailedPreconditionError("placement groups are not available");
     auto fetched = bundles_(shape.placement_group, [this] {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       return stopping_;
     });
     if (!fetched.ok()) return absl::FailedPreconditionError(fetched.status().message());
@@ -96,7 +97,7 @@ absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const 
   while (!candidates.empty()) {
     for (size_t i = 0; i < candidates.size();) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         if (stopping_) return absl::CancelledError("its owner is shutting down");
       }
       LeaseRequest request;
@@ -139,7 +140,7 @@ absl::StatusOr<std::pair<std::string, LeaseReply>> ActorManager::LeaseFor(const 
 
 void ActorManager::SetState(Actor& actor, ActorInfo::State state) {
   actor.info.set_state(state);
-  changed_.notify_all();
+  changed_.SignalAll();
   if (options_.on_state && !abandoning_) options_.on_state(actor.creation.actor_id(), actor.info, actor.place);
 }
 
@@ -158,7 +159,7 @@ std::string ActorManager::WaitEnd(const std::string& agent, const std::string& l
       s = channels_->Leases(agent)->WaitLeaseEnd(&ctx, wait, &ended);
     }
     if (s.ok() && ended.ended()) return ended.how();
-    std::lock_guard<std::mutex> check(mu_);
+    absl::MutexLock check(&mu_);
     if (stopping_) return "its owner is shutting down";
     if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
       // An agent that restarted since (an owner taking an actor up again after its own restart).
@@ -171,37 +172,39 @@ std::string ActorManager::WaitEnd(const std::string& agent, const std::string& l
 }
 
 void ActorManager::Live(const std::string& actor_id, bool adopted) {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   Actor& actor = *actors_.at(actor_id);
   while (true) {
     std::string how;
     if (adopted) {
       adopted = false;
       const ActorPlace place = actor.place;
-      lock.unlock();
+      mu_.Unlock();
       how = WaitEnd(place.agent, place.lease_id);
-      lock.lock();
+      mu_.Lock();
     } else {
       if (stopping_ || actor.killed) {
         actor.info.set_death_cause(actor.killed ? "it was killed (torus.kill)" : "its owner is shutting down");
         SetState(actor, ActorInfo::DEAD);
+        mu_.Unlock();
         return;
       }
       const TaskShape shape = actor.options.shape;
       const std::string job_id = actor.options.job_id;
-      lock.unlock();
+      mu_.Unlock();
       auto lease = LeaseFor(shape, job_id);
-      lock.lock();
+      mu_.Lock();
       if (!lease.ok()) {
         actor.info.set_death_cause(absl::StrCat("it could not be placed: ", lease.status().message()));
         SetState(actor, ActorInfo::DEAD);
+        mu_.Unlock();
         return;
       }
       if (actor.killed || stopping_) {
         // Killed (or the owner stopping) while its worker was being leased.
-        lock.unlock();
+        mu_.Unlock();
         ReturnLease(lease->first, lease->second.lease_id(), true);
-        lock.lock();
+        mu_.Lock();
         continue;
       }
       actor.place = ActorPlace{.node_id = lease->second.node_id(),
@@ -215,7 +218,7 @@ void ActorManager::Live(const std::string& actor_id, bool adopted) {
       const std::string address = lease->second.worker_address();
       TaskSpec creation = actor.creation;
       creation.set_attempt(actor.info.incarnation());
-      lock.unlock();
+      mu_.Unlock();
       // Build the instance.
       grpc::ClientContext ctx;
       channels_->Authorize(ctx);
@@ -227,7 +230,7 @@ void ActorManager::Live(const std::string& actor_id, bool adopted) {
         Tracked tracked(this, &ctx);
         pushed = channels_->Worker(address)->PushTask(&ctx, request, &reply);
       }
-      lock.lock();
+      mu_.Lock();
       const ActorPlace place = actor.place;
       if (pushed.ok() && reply.returns_size() > 0 && reply.returns(0).format() == "error") {
         // The constructor raised: the actor is dead with that error (no restart, as in Ray).
@@ -235,29 +238,29 @@ void ActorManager::Live(const std::string& actor_id, bool adopted) {
         actor.info.set_death_cause("its constructor raised an exception");
         actor.place.lease_id.clear();
         SetState(actor, ActorInfo::DEAD);
-        lock.unlock();
+        mu_.Unlock();
         ReturnLease(place.agent, place.lease_id, true);
         return;
       }
       if (pushed.ok() && (actor.killed || stopping_)) {
         actor.place.lease_id.clear();
-        lock.unlock();
+        mu_.Unlock();
         ReturnLease(place.agent, place.lease_id, true);
-        lock.lock();
+        mu_.Lock();
         continue;
       }
       if (pushed.ok()) {
         actor.info.set_address(address);
         SetState(actor, ActorInfo::ALIVE);
-        lock.unlock();
+        mu_.Unlock();
         // Until the lease ends: its worker exited, or it was returned (a kill).
         how = WaitEnd(place.agent, place.lease_id);
-        lock.lock();
+        mu_.Lock();
       } else {
         how = absl::StrCat("its worker failed while the actor was being created (", pushed.error_message(), ")");
-        lock.unlock();
+        mu_.Unlock();
         ReturnLease(place.agent, place.lease_id, true);
-        lock.lock();
+        mu_.Lock();
       }
     }
     actor.info.clear_address();
@@ -273,6 +276,7 @@ void ActorManager::Live(const std::string& actor_id, bool adopted) {
                                                                                 ? how.substr(11)
                                                                                 : how));
       SetState(actor, ActorInfo::DEAD);
+      mu_.Unlock();
       return;
     }
     actor.info.set_restarts(actor.info.restarts() + 1);
@@ -282,7 +286,7 @@ void ActorManager::Live(const std::string& actor_id, bool adopted) {
 }
 
 ActorInfo ActorManager::Resolve(const std::string& actor_id, int64_t wait_ms, int32_t min_incarnation) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = actors_.find(actor_id);
   if (it == actors_.end()) {
     ActorInfo unknown;
@@ -294,7 +298,8 @@ ActorInfo ActorManager::Resolve(const std::string& actor_id, int64_t wait_ms, in
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(wait_ms, 0));
   while (actor.info.state() == ActorInfo::PENDING_CREATION || actor.info.state() == ActorInfo::RESTARTING ||
          (actor.info.state() == ActorInfo::ALIVE && actor.info.incarnation() < min_incarnation)) {
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+    changed_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()));
+    if (std::chrono::steady_clock::now() >= deadline) break;  // timed out
   }
   return actor.info;
 }
@@ -302,7 +307,7 @@ ActorInfo ActorManager::Resolve(const std::string& actor_id, int64_t wait_ms, in
 absl::Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
   std::string agent, lease_id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = actors_.find(actor_id);
     if (it == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", Hex(actor_id), " is owned here"));
     if (no_restart) {
@@ -314,7 +319,7 @@ absl::Status ActorManager::Kill(const std::string& actor_id, bool no_restart) {
     }
     agent = it->second->place.agent;
     lease_id = it->second->place.lease_id;
-    changed_.notify_all();
+    changed_.SignalAll();
   }
   if (!lease_id.empty()) ReturnLease(agent, lease_id, true);
   return absl::OkStatus();
@@ -339,7 +344,7 @@ void ActorManager::Stop(bool end_leases) {
   std::vector<std::pair<std::string, std::string>> leases;
   std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
     abandoning_ = !end_leases;
@@ -348,7 +353,7 @@ void ActorManager::Stop(bool end_leases) {
       if (actor->thread.joinable()) threads.push_back(std::move(actor->thread));
     }
     for (grpc::ClientContext* ctx : calls_) ctx->TryCancel();
-    changed_.notify_all();
+    changed_.SignalAll();
   }
   if (end_leases) {
     for (const auto& [agent, lease_id] : leases) ReturnLease(agent, lease_id, true);

@@ -11,17 +11,17 @@
 // Thread-safety: thread-safe. Each actor's life runs on a thread of its own.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/core.grpc.pb.h"
 #include "torus/core/object_table.h"
 #include "torus/core/task_submitter.h"
@@ -107,7 +107,7 @@ class ActorManager {
   void Stop(bool end_leases);
   // Leases a worker for the actor: OK with (agent, grant), or the reason none can be had.
   absl::StatusOr<std::pair<std::string, LeaseReply>> LeaseFor(const TaskShape& shape, const std::string& job_id);
-  void SetState(Actor& actor, ActorInfo::State state);
+  void SetState(Actor& actor, ActorInfo::State state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReturnLease(const std::string& agent, const std::string& lease_id, bool kill);
 
   // Registers a call's context while it runs, so that Shutdown can cancel it.
@@ -123,14 +123,14 @@ class ActorManager {
 
   const Options options_;
   Channels* channels_;
-  std::set<grpc::ClientContext*> calls_;  // guarded by mu_
+  std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);
   std::function<std::vector<LeaseNode>()> nodes_;
   TaskSubmitter::BundleFetcher bundles_;
-  std::mutex mu_;
-  std::condition_variable changed_;
-  std::map<std::string, std::unique_ptr<Actor>> actors_;  // guarded by mu_
-  bool stopping_ = false;                                  // guarded by mu_
-  bool abandoning_ = false;                                // guarded by mu_: stopping without ending the leases
+  absl::Mutex mu_;
+  absl::CondVar changed_;
+  std::map<std::string, std::unique_ptr<Actor>> actors_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool abandoning_ ABSL_GUARDED_BY(mu_) = false;  // stopping without ending the leases
 };
 
 }  // namespace torus::core

@@ -13,10 +13,10 @@ ActorReporter::ActorReporter(Channels* channels, std::string head_address)
 ActorReporter::~ActorReporter() {
   Flush(std::chrono::milliseconds(500));  // CoreWorker::Shutdown flushed already
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
 }
 
@@ -33,11 +33,11 @@ absl::Status ActorReporter::Register(const rpc::ActorView& actor) {
   rpc::RegisterActorRequest request;
   *request.mutable_actor() = actor;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stop_) return absl::CancelledError("this process is stopping");
     if (actor.name().empty()) {
       queue_.push_back(std::move(request));
-      cv_.notify_all();
+      cv_.SignalAll();
       return absl::OkStatus();
     }
   }
@@ -60,25 +60,28 @@ absl::Status ActorReporter::Register(const rpc::ActorView& actor) {
 }
 
 void ActorReporter::Report(rpc::UpdateActorRequest update) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (stop_) return;
   queue_.push_back(std::move(update));
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void ActorReporter::Flush(std::chrono::milliseconds max_wait) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, max_wait, [this] { return queue_.empty() && !sending_; });
+  absl::MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  while (!(queue_.empty() && !sending_)) {
+    if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+  }
 }
 
 void ActorReporter::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (true) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-    if (stop_) return;
+    while (!(stop_ || !queue_.empty())) cv_.Wait(&mu_);
+    if (stop_) break;
     Item item = queue_.front();
     sending_ = true;
-    lock.unlock();
+    mu_.Unlock();
     // Retried while the head is away (a restart), until this process stops; anything else it says is final for
     // this item (an update of an actor the head does not know, say).
     std::chrono::milliseconds backoff(100);
@@ -87,15 +90,20 @@ void ActorReporter::Loop() {
       if (s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
         break;
       }
-      std::unique_lock<std::mutex> wait(mu_);
-      if (cv_.wait_for(wait, backoff, [this] { return stop_; })) break;
+      absl::MutexLock wait(&mu_);
+      const auto deadline = std::chrono::steady_clock::now() + backoff;
+      while (!stop_) {
+        if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+      }
+      if (stop_) break;
       backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
     }
-    lock.lock();
+    mu_.Lock();
     queue_.pop_front();
     sending_ = false;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
+  mu_.Unlock();
 }
 
 }  // namespace torus::core

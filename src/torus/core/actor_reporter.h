@@ -7,14 +7,14 @@
 // Thread-safety: thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <variant>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/core/channels.h"
 #include "torus/head.grpc.pb.h"
 
@@ -43,11 +43,11 @@ class ActorReporter {
   Channels* channels_;
   const std::string head_address_;
   std::unique_ptr<rpc::HeadService::Stub> stub_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Item> queue_;  // guarded by mu_
-  bool sending_ = false;    // guarded by mu_: the front item is being sent
-  bool stop_ = false;       // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  bool sending_ ABSL_GUARDED_BY(mu_) = false;  // the front item is being sent
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -8,42 +8,43 @@ BlockedReporter::BlockedReporter(std::function<void(bool)> send) : send_(std::mo
 
 BlockedReporter::~BlockedReporter() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void BlockedReporter::Begin() {
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     wake = waits_++ == 0;
   }
-  if (wake) changed_.notify_all();
+  if (wake) changed_.SignalAll();
 }
 
 void BlockedReporter::End() {
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     wake = --waits_ == 0;
   }
-  if (wake) changed_.notify_all();
+  if (wake) changed_.SignalAll();
 }
 
 void BlockedReporter::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (true) {
-    changed_.wait(lock, [this] { return stopping_ || (waits_ > 0) != reported_; });
-    if (stopping_) return;
+    while (!(stopping_ || (waits_ > 0) != reported_)) changed_.Wait(&mu_);
+    if (stopping_) break;
     const bool blocked = waits_ > 0;
     reported_ = blocked;
-    lock.unlock();
+    mu_.Unlock();
     send_(blocked);
-    lock.lock();
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 }  // namespace torus::core

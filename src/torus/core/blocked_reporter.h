@@ -10,10 +10,11 @@
 // Thread-safety: thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace torus::core {
 
@@ -51,11 +52,11 @@ class BlockedReporter {
   void Loop();
 
   const std::function<void(bool)> send_;
-  std::mutex mu_;
-  std::condition_variable changed_;
-  int waits_ = 0;          // waits in progress; guarded by mu_
-  bool reported_ = false;  // the state the agent was last told; guarded by mu_
-  bool stopping_ = false;  // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar changed_;
+  int waits_ ABSL_GUARDED_BY(mu_) = 0;          // waits in progress
+  bool reported_ ABSL_GUARDED_BY(mu_) = false;  // the state the agent was last told
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace torus::core {
 namespace {
@@ -14,36 +16,39 @@ namespace {
 class RecordingAgent {
  public:
   void Send(bool blocked) {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     sent_.push_back(blocked);
-    cv_.notify_all();
-    cv_.wait(lock, [this] { return !held_; });
+    cv_.SignalAll();
+    while (held_) cv_.Wait(&mu_);
   }
   void Hold() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     held_ = true;
   }
   void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     held_ = false;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   // Waits (up to 5 s) until `n` reports came; returns them.
   std::vector<bool> WaitFor(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return sent_.size() >= n; });
+    absl::MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (sent_.size() < n) {
+      if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+    }
     return sent_;
   }
   std::vector<bool> Sent() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return sent_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<bool> sent_;
-  bool held_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<bool> sent_ ABSL_GUARDED_BY(mu_);
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 TEST(BlockedReporterTest, AWaitIsReportedWhenItBeginsAndWhenItEnds) {

@@ -12,17 +12,17 @@ Borrows::Borrows(Channels* channels, ObjectTable* table, std::string self, std::
 Borrows::~Borrows() {
   Flush(std::chrono::seconds(1));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
 }
 
-std::mutex& Borrows::OwnerLock(const std::string& owner) {
-  std::lock_guard<std::mutex> lock(mu_);
+absl::Mutex& Borrows::OwnerLock(const std::string& owner) {
+  absl::MutexLock lock(&mu_);
   auto& m = owner_locks_[owner];
-  if (!m) m = std::make_unique<std::mutex>();
+  if (!m) m = std::make_unique<absl::Mutex>();
   return *m;
 }
 
@@ -36,11 +36,11 @@ grpc::Status Borrows::Send(const std::string& owner, const UpdateBorrowersReques
 
 std::vector<std::string> Borrows::Register(const std::string& owner, const std::vector<std::string>& ids,
                                            const std::string& borrower) {
-  std::lock_guard<std::mutex> owner_lock(OwnerLock(owner));
+  absl::MutexLock owner_lock(&OwnerLock(owner));
   UpdateBorrowersRequest request;
   request.set_borrower(borrower.empty() ? self_ : borrower);
   if (borrower.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (auto it = releases_.find(owner); it != releases_.end()) {
       // Let go and held again: the owner keeps counting this process.
       for (const std::string& id : ids) it->second.erase(id);
@@ -56,18 +56,18 @@ std::vector<std::string> Borrows::Register(const std::string& owner, const std::
 
 void Borrows::Release(const std::string& owner, const std::string& id) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     releases_[owner].insert(id);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void Borrows::SendReleases(const std::string& owner) {
-  std::lock_guard<std::mutex> owner_lock(OwnerLock(owner));
+  absl::MutexLock owner_lock(&OwnerLock(owner));
   UpdateBorrowersRequest request;
   request.set_borrower(self_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = releases_.find(owner);
     if (it == releases_.end()) return;
     for (const std::string& id : it->second) request.add_remove(id);
@@ -78,9 +78,12 @@ void Borrows::SendReleases(const std::string& owner) {
 }
 
 void Borrows::Flush(std::chrono::milliseconds max_wait) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.notify_all();
-  cv_.wait_for(lock, max_wait, [this] { return releases_.empty() && sending_ == 0; });
+  absl::MutexLock lock(&mu_);
+  cv_.SignalAll();
+  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  while (!(releases_.empty() && sending_ == 0)) {
+    if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+  }
 }
 
 void Borrows::Handle(const UpdateBorrowersRequest& request, UpdateBorrowersReply* reply) {
@@ -107,23 +110,26 @@ void Borrows::ProbeBorrowers() {
 
 void Borrows::Loop() {
   auto next_probe = std::chrono::steady_clock::now() + probe_period_;
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stop_) {
-    cv_.wait_until(lock, next_probe, [this] { return stop_ || !releases_.empty(); });
+    while (!(stop_ || !releases_.empty())) {
+      if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(next_probe - std::chrono::steady_clock::now()))) break;
+    }
     if (stop_) break;
     std::vector<std::string> owners;
     for (const auto& [owner, ids] : releases_) owners.push_back(owner);
     ++sending_;
-    lock.unlock();
+    mu_.Unlock();
     for (const std::string& owner : owners) SendReleases(owner);
     if (std::chrono::steady_clock::now() >= next_probe) {
       ProbeBorrowers();
       next_probe = std::chrono::steady_clock::now() + probe_period_;
     }
-    lock.lock();
+    mu_.Lock();
     --sending_;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
+  mu_.Unlock();
 }
 
 }  // namespace torus::core

@@ -16,15 +16,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/core.grpc.pb.h"
 #include "torus/core/channels.h"
 #include "torus/core/object_table.h"
@@ -50,7 +50,7 @@ class Borrows {
   void Handle(const UpdateBorrowersRequest& request, UpdateBorrowersReply* reply);
 
  private:
-  std::mutex& OwnerLock(const std::string& owner);
+  absl::Mutex& OwnerLock(const std::string& owner);
   // Sends the releases queued for `owner` (under its lock).
   void SendReleases(const std::string& owner);
   grpc::Status Send(const std::string& owner, const UpdateBorrowersRequest& request, UpdateBorrowersReply* reply,
@@ -62,13 +62,13 @@ class Borrows {
   ObjectTable* table_;
   const std::string self_;
   const std::chrono::milliseconds probe_period_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::set<std::string>> releases_;             // owner -> ids; guarded by mu_
-  std::map<std::string, std::unique_ptr<std::mutex>> owner_locks_;    // guarded by mu_
-  std::map<std::string, int> probe_failures_;                         // borrower -> failed probes in a row (loop)
-  int sending_ = 0;                                                   // owners being sent to; guarded by mu_
-  bool stop_ = false;                                                 // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::map<std::string, std::set<std::string>> releases_ ABSL_GUARDED_BY(mu_);  // owner -> ids
+  std::map<std::string, std::unique_ptr<absl::Mutex>> owner_locks_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> probe_failures_;  // borrower -> failed probes in a row (loop)
+  int sending_ ABSL_GUARDED_BY(mu_) = 0;       // owners being sent to
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -14,31 +14,31 @@ std::string Channels::TlsCaFromEnvironment() {
 }
 
 std::shared_ptr<grpc::Channel> Channels::Head(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return GetLocked(address, tls::kHeadIdentity);
 }
 
 std::shared_ptr<grpc::Channel> Channels::Agent(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return GetLocked(address, tls::kNodeIdentityPrefix);
 }
 
 LeaseService::Stub* Channels::Leases(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& stub = lease_stubs_[address];
   if (!stub) stub = LeaseService::NewStub(GetLocked(address, tls::kNodeIdentityPrefix));
   return stub.get();
 }
 
 CoreWorkerService::Stub* Channels::Worker(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& stub = worker_stubs_[address];
   if (!stub) stub = CoreWorkerService::NewStub(GetLocked(address, ""));  // an owner: a core worker or the head
   return stub.get();
 }
 
 ObjectStoreService::Stub* Channels::Store(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& stub = store_stubs_[address];
   if (!stub) stub = ObjectStoreService::NewStub(GetLocked(address, tls::kNodeIdentityPrefix));
   return stub.get();

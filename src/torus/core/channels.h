@@ -10,9 +10,10 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/core.grpc.pb.h"
 
@@ -37,15 +38,16 @@ class Channels {
  private:
   // A channel to `address`: over TLS with a CA (the peer's identity `identity`, or with `identity` ending in ':' that
   // prefix, or "" any member), plaintext otherwise.
-  std::shared_ptr<grpc::Channel> GetLocked(const std::string& address, const std::string& identity);
+  std::shared_ptr<grpc::Channel> GetLocked(const std::string& address, const std::string& identity)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const std::string token_;
   const std::string tls_ca_;
-  std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, std::shared_ptr<grpc::Channel>> channels_;  // by address, identity;
-                                                                                          // guarded by mu_
-  std::map<std::string, std::unique_ptr<LeaseService::Stub>> lease_stubs_;         // guarded by mu_
-  std::map<std::string, std::unique_ptr<CoreWorkerService::Stub>> worker_stubs_;  // guarded by mu_
-  std::map<std::string, std::unique_ptr<ObjectStoreService::Stub>> store_stubs_;   // guarded by mu_
+  absl::Mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<grpc::Channel>> channels_
+      ABSL_GUARDED_BY(mu_);  // by address, identity
+  std::map<std::string, std::unique_ptr<LeaseService::Stub>> lease_stubs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<CoreWorkerService::Stub>> worker_stubs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<ObjectStoreService::Stub>> store_stubs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace torus::core

@@ -1,6 +1,8 @@
 #include "torus/core/object_table.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "torus/common/steady_wait.h"
 
 namespace torus::core {
 namespace {
@@ -14,12 +16,12 @@ size_t SizeOf(const Value& v) {
 }  // namespace
 
 void ObjectTable::AddPending(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   entries_[id].owned = true;
 }
 
 void ObjectTable::RemovePending(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it != entries_.end() && it->second.state == ObjectState::kPending && it->second.refs == 0) entries_.erase(it);
 }
@@ -51,7 +53,7 @@ absl::Status ObjectTable::Store(const std::string& id, Value value, bool refuse,
   std::vector<std::function<void(const Value&)>> callbacks;
   Value copy;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (std::string why = NoRoomLocked(SizeOf(value)); !why.empty()) {
       if (refuse) return absl::ResourceExhaustedError(why);
       value = Value{.data = std::move(why), .format = "object_store_full"};
@@ -65,20 +67,20 @@ absl::Status ObjectTable::Store(const std::string& id, Value value, bool refuse,
     e.value = std::move(value);
     callbacks.swap(e.on_ready);
     if (!callbacks.empty()) copy = e.value;
-    ready_.notify_all();
+    ready_.SignalAll();
   }
   for (auto& cb : callbacks) cb(copy);
   return absl::OkStatus();
 }
 
 ObjectState ObjectTable::State(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   return it == entries_.end() ? ObjectState::kUnknown : it->second.state;
 }
 
 std::optional<Value> ObjectTable::Get(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end() || it->second.state != ObjectState::kReady) return std::nullopt;
   return it->second.value;
@@ -87,7 +89,7 @@ std::optional<Value> ObjectTable::Get(const std::string& id) const {
 void ObjectTable::OnReady(const std::string& id, std::function<void(const Value&)> callback) {
   Value copy;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Entry& e = entries_[id];
     if (e.state == ObjectState::kFreed) return;
     if (e.state != ObjectState::kReady) {
@@ -100,12 +102,12 @@ void ObjectTable::OnReady(const std::string& id, std::function<void(const Value&
 }
 
 ObjectState ObjectTable::WaitReady(const std::string& id, std::chrono::steady_clock::time_point deadline) const {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (true) {
     auto it = entries_.find(id);
     if (it == entries_.end()) return ObjectState::kUnknown;
     if (it->second.state != ObjectState::kPending) return it->second.state;
-    if (ready_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    if (WaitUntil(ready_, mu_, deadline)) {
       it = entries_.find(id);
       return it == entries_.end() ? ObjectState::kUnknown : it->second.state;
     }
@@ -114,7 +116,7 @@ ObjectState ObjectTable::WaitReady(const std::string& id, std::chrono::steady_cl
 
 std::vector<size_t> ObjectTable::WaitAny(const std::vector<std::string>& ids, size_t num,
                                          std::chrono::steady_clock::time_point deadline) const {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (true) {
     std::vector<size_t> ready;
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -122,17 +124,17 @@ std::vector<size_t> ObjectTable::WaitAny(const std::vector<std::string>& ids, si
       if (it != entries_.end() && it->second.state == ObjectState::kReady) ready.push_back(i);
     }
     if (ready.size() >= num) return ready;
-    if (ready_.wait_until(lock, deadline) == std::cv_status::timeout) return ready;
+    if (WaitUntil(ready_, mu_, deadline)) return ready;
   }
 }
 
 void ObjectTable::AddRef(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++entries_[id].refs;
 }
 
 void ObjectTable::RemoveRef(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
   --it->second.refs;
@@ -140,7 +142,7 @@ void ObjectTable::RemoveRef(const std::string& id) {
 }
 
 void ObjectTable::MarkEscaped(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   entries_[id].escaped = true;
 }
 
@@ -169,7 +171,7 @@ void ObjectTable::MaybeFreeLocked(const std::string& id, Entry& e) {
 }
 
 bool ObjectTable::AddBorrower(const std::string& id, const std::string& borrower) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end() || !it->second.owned || it->second.state == ObjectState::kFreed) return false;
   it->second.borrowers.insert(borrower);
@@ -177,14 +179,14 @@ bool ObjectTable::AddBorrower(const std::string& id, const std::string& borrower
 }
 
 void ObjectTable::RemoveBorrower(const std::string& id, const std::string& borrower) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end() || !it->second.owned || it->second.borrowers.erase(borrower) == 0) return;
   MaybeFreeLocked(id, it->second);
 }
 
 int ObjectTable::DropBorrower(const std::string& borrower) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::string> held;
   for (auto& [id, e] : entries_) {
     if (e.borrowers.erase(borrower) > 0) held.push_back(id);
@@ -196,14 +198,14 @@ int ObjectTable::DropBorrower(const std::string& borrower) {
 }
 
 std::set<std::string> ObjectTable::Borrowers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::set<std::string> out;
   for (const auto& [id, e] : entries_) out.insert(e.borrowers.begin(), e.borrowers.end());
   return out;
 }
 
 std::vector<std::pair<std::string, std::string>> ObjectTable::Borrowing() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [id, e] : entries_) {
     if (e.borrowing) out.emplace_back(e.owner, id);
@@ -212,7 +214,7 @@ std::vector<std::pair<std::string, std::string>> ObjectTable::Borrowing() const 
 }
 
 bool ObjectTable::MarkBorrowing(const std::string& id, const std::string& owner) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   // Nothing holds it here (any more): nothing to tell.
   if (it == entries_.end() || it->second.owned || it->second.borrowing || it->second.refs <= 0) return false;
@@ -222,17 +224,17 @@ bool ObjectTable::MarkBorrowing(const std::string& id, const std::string& owner)
 }
 
 void ObjectTable::SetOnBorrowReleased(std::function<void(const std::string&, const std::string&)> on_release) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   on_borrow_released_ = std::move(on_release);
 }
 
 void ObjectTable::SetOnFreeStored(std::function<void(const std::string& id, const Value& value)> on_free) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   on_free_stored_ = std::move(on_free);
 }
 
 std::vector<std::pair<std::string, Value>> ObjectTable::OwnedStored() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::pair<std::string, Value>> out;
   for (const auto& [id, e] : entries_) {
     if (e.owned && e.state == ObjectState::kReady && e.value.stored()) out.emplace_back(id, e.value);
@@ -241,12 +243,12 @@ std::vector<std::pair<std::string, Value>> ObjectTable::OwnedStored() const {
 }
 
 size_t ObjectTable::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return entries_.size();
 }
 
 size_t ObjectTable::bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return bytes_;
 }
 

@@ -23,17 +23,17 @@
 #include <chrono>
 #include <cstdint>
 #include <cstddef>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 
 namespace torus::core {
 
@@ -121,22 +121,22 @@ class ObjectTable {
     bool borrowing = false;           // borrowed: the owner was told this process holds it
     std::vector<std::function<void(const Value&)>> on_ready;
   };
-  void MaybeFreeLocked(const std::string& id, Entry& entry);
+  void MaybeFreeLocked(const std::string& id, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Holds the refs an owned value contains (a borrowed one among them as told to its owner: a task's return comes
   // with its caller registered).
-  void PinContainedLocked(const Value& value);
+  void PinContainedLocked(const Value& value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Put and TryPut: `refuse` a value that does not fit (else store the failure in its place); `owned`: TryPut's.
   absl::Status Store(const std::string& id, Value value, bool refuse, bool owned);
   // Why a value of `size` bytes does not fit now; empty when it does. REQUIRES: mu_ held.
-  std::string NoRoomLocked(size_t size) const;
+  std::string NoRoomLocked(size_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
-  mutable std::condition_variable ready_;
-  std::map<std::string, Entry> entries_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  mutable absl::CondVar ready_;
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   const size_t max_bytes_;
-  std::function<void(const std::string&, const Value&)> on_free_stored_;  // guarded by mu_
-  std::function<void(const std::string&, const std::string&)> on_borrow_released_;  // guarded by mu_
-  size_t bytes_ = 0;                      // of ready values; guarded by mu_
+  std::function<void(const std::string&, const Value&)> on_free_stored_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const std::string&, const std::string&)> on_borrow_released_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of ready values
 };
 
 }  // namespace torus::core

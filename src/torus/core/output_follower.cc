@@ -16,7 +16,7 @@ OutputFollower::~OutputFollower() { Stop(); }
 
 void OutputFollower::Follow(const std::string& agent, const std::string& worker_id, int64_t pid,
                             const std::string& node_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (stopping_ || threads_.contains(worker_id)) return;
   const std::string source = absl::StrCat("pid=", pid, ", node=", node_id);
   threads_[worker_id] = std::thread([this, agent, worker_id, source] { Run(agent, worker_id, source); });
@@ -31,7 +31,7 @@ void OutputFollower::Run(std::string agent, std::string worker_id, std::string s
     channels_->Authorize(ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(40));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_) return;
       calls_.push_back(&ctx);
     }
@@ -41,7 +41,7 @@ void OutputFollower::Run(std::string agent, std::string worker_id, std::string s
     request.set_wait_ms(30'000);
     rpc::ReadWorkerLogReply reply;
     grpc::Status s = stub->ReadWorkerLog(&ctx, request, &reply);
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     std::erase(calls_, &ctx);
     if (!s.ok() || stopping_) return;
     offset = reply.next_offset();
@@ -57,14 +57,17 @@ void OutputFollower::Run(std::string agent, std::string worker_id, std::string s
       partial.clear();
     }
     while (lines_.size() > kMaxQueuedLines) lines_.pop_front();
-    cv_.notify_all();
+    cv_.SignalAll();
     if (reply.finished()) return;
   }
 }
 
 std::optional<OutputLine> OutputFollower::Next(int64_t timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return !lines_.empty() || stopping_; });
+  absl::MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!(!lines_.empty() || stopping_)) {
+    if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+  }
   if (lines_.empty()) return std::nullopt;
   OutputLine line = std::move(lines_.front());
   lines_.pop_front();
@@ -74,11 +77,11 @@ std::optional<OutputLine> OutputFollower::Next(int64_t timeout_ms) {
 void OutputFollower::Stop() {
   std::map<std::string, std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     for (grpc::ClientContext* ctx : calls_) ctx->TryCancel();
     threads.swap(threads_);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   for (auto& [id, t] : threads) t.join();
 }

@@ -5,15 +5,15 @@
 // Thread-safety: thread-safe. One thread per followed worker.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/core/task_submitter.h"
 
 namespace torus::core {
@@ -38,12 +38,12 @@ class OutputFollower {
   void Run(std::string agent, std::string worker_id, std::string source);
 
   Channels* channels_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::thread> threads_;  // by worker id; guarded by mu_
-  std::deque<OutputLine> lines_;                 // guarded by mu_
-  std::vector<grpc::ClientContext*> calls_;      // in flight; guarded by mu_
-  bool stopping_ = false;                        // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::map<std::string, std::thread> threads_ ABSL_GUARDED_BY(mu_);  // by worker id
+  std::deque<OutputLine> lines_ ABSL_GUARDED_BY(mu_);
+  std::vector<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);  // in flight
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace torus::core

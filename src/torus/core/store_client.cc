@@ -192,7 +192,7 @@ absl::StatusOr<Value> StoreClient::Write(const std::string& id, const ValueParts
   Seal(id, !written.ok());
   if (!written.ok()) return written;
   if (owner.address == self_.address) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     written_[id] = Written{.path = *path, .size = layout.total};
   }
   return Value{.format = std::string(parts.format), .location = local_agent_, .stored_size = layout.total};
@@ -202,7 +202,7 @@ absl::StatusOr<std::shared_ptr<MappedObject>> StoreClient::Map(const std::string
                                                               const std::string& owner_address) {
   std::optional<Written> own;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (auto it = mapped_.find(id); it != mapped_.end()) {
       if (auto live = it->second.lock()) return live;
       mapped_.erase(it);
@@ -213,7 +213,7 @@ absl::StatusOr<std::shared_ptr<MappedObject>> StoreClient::Map(const std::string
     // This process wrote it here and has not freed it: a primary object stays until freed, so its file is there.
     auto mapped = MappedObject::Map(own->path, own->size);
     if (mapped.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       mapped_[id] = *mapped;
       return mapped;
     }
@@ -236,7 +236,7 @@ absl::StatusOr<std::shared_ptr<MappedObject>> StoreClient::Map(const std::string
     }
     auto mapped = MappedObject::Map(reply.path(), static_cast<uint64_t>(reply.size()));
     if (mapped.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       // Forget mappings that are gone, now and then, so that the map does not grow with every object read.
       if (mapped_.size() >= 1024) std::erase_if(mapped_, [](const auto& kv) { return kv.second.expired(); });
       mapped_[id] = *mapped;
@@ -247,11 +247,11 @@ absl::StatusOr<std::shared_ptr<MappedObject>> StoreClient::Map(const std::string
 }
 
 void StoreClient::Delete(const std::string& location, const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   written_.erase(id);
   if (stopping_) return;
   deletes_.emplace_back(location, id);
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void StoreClient::SendDeletes(const std::string& location, const std::vector<std::string>& ids) {
@@ -265,30 +265,34 @@ void StoreClient::SendDeletes(const std::string& location, const std::vector<std
 }
 
 void StoreClient::DeleteLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !deletes_.empty(); });
-    if (deletes_.empty()) return;  // stopping, all sent
+    while (!(stopping_ || !deletes_.empty())) cv_.Wait(&mu_);
+    if (deletes_.empty()) break;  // stopping, all sent
     std::map<std::string, std::vector<std::string>> batch;
     while (!deletes_.empty()) {
       batch[deletes_.front().first].push_back(std::move(deletes_.front().second));
       deletes_.pop_front();
     }
     sending_ = true;
-    lock.unlock();
+    mu_.Unlock();
     for (const auto& [location, ids] : batch) SendDeletes(location, ids);
-    lock.lock();
+    mu_.Lock();
     sending_ = false;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
+  mu_.Unlock();
 }
 
 void StoreClient::Flush(int64_t timeout_ms) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
-    cv_.notify_all();
-    cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return deletes_.empty() && !sending_; });
+    cv_.SignalAll();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!(deletes_.empty() && !sending_)) {
+      if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+    }
   }
   if (sender_.joinable()) sender_.join();
 }

@@ -11,18 +11,18 @@
 
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/core/channels.h"
 #include "torus/core/object_table.h"
 
@@ -118,17 +118,18 @@ class StoreClient {
   const std::string local_agent_;
   const OwnerIdentity self_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::pair<std::string, std::string>> deletes_;  // (location, id); guarded by mu_
-  std::map<std::string, std::weak_ptr<MappedObject>> mapped_;  // by object id; guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::pair<std::string, std::string>> deletes_ ABSL_GUARDED_BY(mu_);  // (location, id)
+  std::map<std::string, std::weak_ptr<MappedObject>> mapped_ ABSL_GUARDED_BY(mu_);  // by object id
   struct Written {
     std::string path;
     uint64_t size = 0;
   };
-  std::map<std::string, Written> written_;  // objects this process wrote and owns, until deleted; guarded by mu_
-  bool stopping_ = false;                                     // guarded by mu_
-  bool sending_ = false;                                      // a batch is out; guarded by mu_
+  // Objects this process wrote and owns, until deleted.
+  std::map<std::string, Written> written_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool sending_ ABSL_GUARDED_BY(mu_) = false;  // a batch is out
   std::thread sender_;
 };
 

@@ -26,10 +26,10 @@ TaskEvents::TaskEvents(Channels* channels, std::string head_address, std::string
 
 TaskEvents::~TaskEvents() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
 }
 
@@ -52,7 +52,7 @@ TaskEventSink TaskEvents::Sink() {
 }
 
 void TaskEvents::Add(rpc::TaskEvent event) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (pending_.size() >= max_pending_) pending_.pop_front();  // the oldest goes
   pending_.push_back(std::move(event));
 }
@@ -73,18 +73,22 @@ void TaskEvents::SendBatch(std::deque<rpc::TaskEvent> batch, std::chrono::millis
 }
 
 void TaskEvents::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (true) {
-    cv_.wait_for(lock, period_, [this] { return stop_; });
+    const auto deadline = std::chrono::steady_clock::now() + period_;
+    while (!stop_) {
+      if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+    }
     std::deque<rpc::TaskEvent> batch;
     batch.swap(pending_);
     const bool stopping = stop_;
-    lock.unlock();
+    mu_.Unlock();
     // The last batch, as the process stops, does not hold up its exit for long.
     if (!batch.empty()) SendBatch(std::move(batch), stopping ? std::chrono::seconds(1) : std::chrono::seconds(5));
-    lock.lock();
-    if (stopping) return;
+    mu_.Lock();
+    if (stopping) break;
   }
+  mu_.Unlock();
 }
 
 }  // namespace torus::core

@@ -12,15 +12,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/core.pb.h"
 #include "torus/core/channels.h"
 #include "torus/head.grpc.pb.h"
@@ -51,10 +51,10 @@ class TaskEvents {
   const std::chrono::milliseconds period_;
   const size_t max_pending_;
   std::unique_ptr<rpc::HeadService::Stub> stub_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<rpc::TaskEvent> pending_;   // guarded by mu_
-  bool stop_ = false;                    // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<rpc::TaskEvent> pending_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

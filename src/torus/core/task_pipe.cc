@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/time/time.h"
+
 namespace torus::core {
 
 // One PushTasks call: reads the worker's answers as they come and hands each to its task's callback; when the call
@@ -87,21 +89,21 @@ TaskPipe::TaskPipe(Channels* channels, Options options) : channels_(channels), o
 TaskPipe::~TaskPipe() {
   Shutdown(std::chrono::milliseconds(0));
   flusher_.join();
-  std::unique_lock<std::mutex> lock(mu_);
-  ended_.wait(lock, [this] { return calls_.empty(); });  // cancelled calls end promptly
+  absl::MutexLock lock(&mu_);
+  while (!calls_.empty()) ended_.Wait(&mu_);  // cancelled calls end promptly
 }
 
 void TaskPipe::Push(const std::string& address, TaskSpec spec, Callback done) {
   std::vector<Item> batch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!stopping_) {
       Line& line = lines_[address];
       line.waiting.push_back(Item{.spec = std::move(spec), .done = std::move(done)});
       const int64_t now = PipeClockUs();
       const bool stalled = now - line.progress_us >= options_.stall.count() * 1000;
       if (line.calls >= options_.max_calls && !stalled) {
-        if (flusher_idle_) flush_.notify_one();  // to watch this line for a stall
+        if (flusher_idle_) flush_.Signal();  // to watch this line for a stall
         return;
       }
       ++line.calls;
@@ -134,7 +136,7 @@ void TaskPipe::Start(const std::string& address, std::vector<Item> items) {
   const size_t n = items.size();
   auto* call = new Call(this, address, std::move(items));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     calls_.insert(call);
     ++counts_.calls;
     counts_.tasks += static_cast<int64_t>(n);
@@ -147,7 +149,7 @@ bool TaskPipe::Ended(const std::string& address, Call* call) {
   std::vector<Item> batch;
   bool unpinned = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     calls_.erase(call);
     call->ended = true;
     unpinned = call->pins == 0;
@@ -161,20 +163,20 @@ bool TaskPipe::Ended(const std::string& address, Call* call) {
         lines_.erase(it);
       }
     }
-    ended_.notify_all();
+    ended_.SignalAll();
   }
   if (!batch.empty()) Start(address, std::move(batch));
   return unpinned;
 }
 
 void TaskPipe::Progress(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (auto it = lines_.find(address); it != lines_.end()) it->second.progress_us = PipeClockUs();
 }
 
 void TaskPipe::FlushLoop() {
   const int64_t stall_us = options_.stall.count() * 1000;
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stopping_) {
     std::vector<std::pair<std::string, std::vector<Item>>> starts;
     int64_t next_us = -1;  // the earliest time a waiting line stalls
@@ -190,27 +192,28 @@ void TaskPipe::FlushLoop() {
       starts.emplace_back(address, NextBatchLocked(line));
     }
     if (!starts.empty()) {
-      lock.unlock();
+      mu_.Unlock();
       for (auto& [address, batch] : starts) Start(address, std::move(batch));
-      lock.lock();
+      mu_.Lock();
     } else if (next_us < 0) {
       flusher_idle_ = true;
-      flush_.wait(lock);
+      flush_.Wait(&mu_);
       flusher_idle_ = false;
     } else {
-      flush_.wait_for(lock, std::chrono::microseconds(next_us - now));
+      flush_.WaitWithTimeout(&mu_, absl::Microseconds(next_us - now));
     }
   }
+  mu_.Unlock();
 }
 
 void TaskPipe::Shutdown(std::chrono::milliseconds wait) {
   std::vector<Item> failed;
   std::vector<Call*> cancel;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!stopping_) {
       stopping_ = true;
-      flush_.notify_all();
+      flush_.SignalAll();
       for (auto& [address, line] : lines_) {
         for (Item& item : line.waiting) failed.push_back(std::move(item));
         line.waiting.clear();
@@ -224,7 +227,7 @@ void TaskPipe::Shutdown(std::chrono::milliseconds wait) {
   // Cancelled outside the lock: a call may end inside TryCancel.
   for (Call* call : cancel) call->Cancel();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (Call* call : cancel) {
       if (--call->pins == 0 && call->ended) delete call;
     }
@@ -233,12 +236,15 @@ void TaskPipe::Shutdown(std::chrono::milliseconds wait) {
     PushTaskReply empty;
     item.done(grpc::Status(grpc::StatusCode::CANCELLED, "this process is shutting down"), empty);
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  ended_.wait_for(lock, wait, [this] { return calls_.empty(); });
+  absl::MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (!calls_.empty()) {
+    if (ended_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+  }
 }
 
 TaskPipe::Counts TaskPipe::counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return counts_;
 }
 

@@ -12,17 +12,17 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/core.grpc.pb.h"
 #include "torus/core/channels.h"
@@ -70,7 +70,7 @@ class TaskPipe {
     int64_t progress_us = 0;    // steady clock: the last call started or answer come
   };
   // Takes the next call's tasks from `line`'s waiting ones. REQUIRES: mu_ held.
-  std::vector<Item> NextBatchLocked(Line& line);
+  std::vector<Item> NextBatchLocked(Line& line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts a call of `items` to `address` (already counted in its line's calls).
   void Start(const std::string& address, std::vector<Item> items);
   // A call ended (every task answered or failed): the next one goes, if tasks wait. Returns whether the call may
@@ -83,14 +83,14 @@ class TaskPipe {
 
   Channels* channels_;
   const Options options_;
-  mutable std::mutex mu_;
-  std::condition_variable ended_;
-  std::condition_variable flush_;
-  bool flusher_idle_ = false;          // FlushLoop waits with nothing to watch; guarded by mu_
-  std::map<std::string, Line> lines_;  // by worker address; guarded by mu_
-  std::set<Call*> calls_;              // in flight; guarded by mu_
-  bool stopping_ = false;              // guarded by mu_
-  Counts counts_;                      // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar ended_;
+  absl::CondVar flush_;
+  bool flusher_idle_ ABSL_GUARDED_BY(mu_) = false;         // FlushLoop waits with nothing to watch
+  std::map<std::string, Line> lines_ ABSL_GUARDED_BY(mu_);  // by worker address
+  std::set<Call*> calls_ ABSL_GUARDED_BY(mu_);              // in flight
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  Counts counts_ ABSL_GUARDED_BY(mu_);
   std::thread flusher_;
 };
 

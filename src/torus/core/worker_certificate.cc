@@ -57,10 +57,10 @@ absl::StatusOr<std::unique_ptr<WorkerCertificate>> WorkerCertificate::Obtain(Cha
 
 WorkerCertificate::~WorkerCertificate() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (renewer_.joinable()) renewer_.join();
   for (int fd : {ca_fd_, key_fd_, cert_fd_}) {
     if (fd >= 0) close(fd);
@@ -68,7 +68,7 @@ WorkerCertificate::~WorkerCertificate() {
 }
 
 tls::TlsFiles WorkerCertificate::files() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return {.ca = PathOf(ca_fd_), .cert = PathOf(cert_fd_), .key = PathOf(key_fd_)};
 }
 
@@ -97,7 +97,7 @@ absl::Status WorkerCertificate::Renew() {
   const int fd = MemoryFile("torus-worker-cert", reply.cert_pem());
   if (fd < 0) return absl::InternalError(absl::StrCat("cannot keep this process's certificate in memory: ",
                                                       strerror(errno)));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (cert_fd_ < 0) {
     cert_fd_ = fd;
   } else {
@@ -111,28 +111,34 @@ absl::Status WorkerCertificate::Renew() {
 }
 
 std::string WorkerCertificate::identity() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return identity_;
 }
 
 bool WorkerCertificate::Due() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return time(nullptr) >= not_before_s_ + (not_after_s_ - not_before_s_) * 2 / 3;
 }
 
 void WorkerCertificate::StartRenewal(int64_t check_ms) {
   renewer_ = std::thread([this, check_ms] {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::milliseconds(check_ms), [this] { return stopping_; })) {
-      lock.unlock();
+    mu_.Lock();
+    while (true) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(check_ms);
+      while (!stopping_) {
+        if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+      }
+      if (stopping_) break;
+      mu_.Unlock();
       if (Due()) {
         if (absl::Status s = Renew(); !s.ok()) {
           std::cerr << "torus: renewing this process's certificate (retried in " << check_ms
                     << " ms): " << s.message() << std::endl;
         }
       }
-      lock.lock();
+      mu_.Lock();
     }
+    mu_.Unlock();
   });
 }
 

@@ -11,13 +11,13 @@
 // Thread-safety: Obtain on one thread; the renewal thread runs on its own until destruction.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/core/channels.h"
 #include "torus/tls/credentials.h"
 
@@ -46,15 +46,15 @@ class WorkerCertificate {
   Channels* const channels_;
   const std::string head_address_;
   std::string key_pem_;
-  std::string identity_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  int ca_fd_ = -1;            // set by Obtain
-  int key_fd_ = -1;           // set by Obtain
-  int cert_fd_ = -1;          // guarded by mu_ (its file is replaced in place by Renew)
-  int64_t not_before_s_ = 0;  // guarded by mu_
-  int64_t not_after_s_ = 0;   // guarded by mu_
-  bool stopping_ = false;     // guarded by mu_
+  std::string identity_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  int ca_fd_ = -1;                         // set by Obtain
+  int key_fd_ = -1;                        // set by Obtain
+  int cert_fd_ ABSL_GUARDED_BY(mu_) = -1;  // its file is replaced in place by Renew
+  int64_t not_before_s_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t not_after_s_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread renewer_;
 };
 

@@ -1,8 +1,9 @@
 #include "torus/metrics/libtpu_metrics.h"
 
 #include <map>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/server_credentials.h"
@@ -186,7 +187,7 @@ class FakeRuntimeMetricService final : public tpu_rt::RuntimeMetricService::Serv
  public:
   grpc::Status GetRuntimeMetric(grpc::ServerContext*, const tpu_rt::MetricRequest* request,
                                 tpu_rt::MetricResponse* response) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!status_.ok()) return status_;
     auto it = responses_.find(request->metric_name());
     if (it == responses_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown metric");
@@ -194,18 +195,18 @@ class FakeRuntimeMetricService final : public tpu_rt::RuntimeMetricService::Serv
     return grpc::Status::OK;
   }
   void Set(const std::string& name, tpu_rt::MetricResponse response) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     responses_[name] = std::move(response);
   }
   void Fail(grpc::Status status) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     status_ = std::move(status);
   }
 
  private:
-  std::mutex mu_;
-  std::map<std::string, tpu_rt::MetricResponse> responses_;
-  grpc::Status status_;
+  absl::Mutex mu_;
+  std::map<std::string, tpu_rt::MetricResponse> responses_ ABSL_GUARDED_BY(mu_);
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
 class LibtpuClientTest : public ::testing::Test {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 #include "torus/rpc/auth.h"
 #include "torus/rpc/convert.h"
@@ -53,36 +54,42 @@ void Agent::AddAuth(grpc::ClientContext& ctx) const {
 }
 
 bool Agent::SleepFor(int64_t ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_ || woken_; });
+  absl::MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!stopping_ && !woken_) {
+    if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+  }
   woken_ = false;
   return !stopping_;
 }
 
 bool Agent::BackOff(int64_t ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_; });
+  absl::MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!stopping_) {
+    if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+  }
   woken_ = false;
   return !stopping_;
 }
 
 void Agent::Wake() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     woken_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void Agent::Stop() {
   std::shared_ptr<HeartbeatStream> stream;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     stream = stream_;
   }
   if (stream) stream->Cancel();  // unblocks an Open or Send waiting on the head
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 grpc::Status Agent::Register() {
@@ -207,7 +214,7 @@ Agent::Heartbeats Agent::StreamHeartbeats() {
   while (true) {
     auto stream = std::make_shared<HeartbeatStream>(stub_.get(), absl::StrCat("Bearer ", token_), [this] { Wake(); });
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_) return Heartbeats::kStopping;
       stream_ = stream;
     }
@@ -238,7 +245,7 @@ Agent::Heartbeats Agent::StreamHeartbeats() {
     grpc::Status end = stream->Close();
     bool stopping;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stream_.reset();
       stopping = stopping_;
     }

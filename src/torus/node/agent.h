@@ -15,12 +15,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/node/beat_sender.h"
@@ -94,11 +94,11 @@ class Agent {
   bool gave_up_ = false;        // whether the grace ran out since
   bool tls_ = false;
   std::string last_error_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;                   // guarded by mu_
-  bool woken_ = false;                      // guarded by mu_
-  std::shared_ptr<HeartbeatStream> stream_;  // guarded by mu_; the open stream, for Stop() to cancel
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool woken_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<HeartbeatStream> stream_ ABSL_GUARDED_BY(mu_);  // the open stream, for Stop() to cancel
   std::unique_ptr<BeatSender> beats_;        // heartbeat datagrams of the latest registration; null: stream only
 };
 

@@ -30,7 +30,7 @@ BundleLedger::BundleLedger(const Clock* clock, ResourceSet total, int chip_count
 
 absl::Status BundleLedger::Prepare(const std::string& group_id, uint64_t attempt,
                                    const std::vector<LedgerBundle>& bundles, int64_t ttl_micros) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const int64_t now = clock_->NowMicros();
   ExpireLocked(now);
 
@@ -105,7 +105,7 @@ absl::Status BundleLedger::Prepare(const std::string& group_id, uint64_t attempt
 }
 
 absl::Status BundleLedger::Commit(const std::string& group_id, uint64_t attempt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ExpireLocked(clock_->NowMicros());
   int found = 0;
   for (auto& [key, entry] : entries_) {
@@ -122,7 +122,7 @@ absl::Status BundleLedger::Commit(const std::string& group_id, uint64_t attempt)
 }
 
 void BundleLedger::Cancel(const std::string& group_id, uint64_t attempt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   size_t before = entries_.size();
   std::erase_if(entries_, [&](const auto& kv) {
     return kv.second.group_id == group_id && kv.second.attempt == attempt && !kv.second.committed;
@@ -153,7 +153,7 @@ BundleLedger::Released BundleLedger::ReleaseLocked(const std::function<bool(cons
 }
 
 BundleLedger::Released BundleLedger::Release(const std::string& group_id, const std::vector<int>& indices) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return ReleaseLocked([&](const LedgerEntry& e) {
     return e.group_id == group_id &&
            (indices.empty() || std::find(indices.begin(), indices.end(), e.bundle.index) != indices.end());
@@ -161,12 +161,12 @@ BundleLedger::Released BundleLedger::Release(const std::string& group_id, const 
 }
 
 BundleLedger::Released BundleLedger::ReleaseAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return ReleaseLocked([](const LedgerEntry&) { return true; });
 }
 
 int BundleLedger::Expire() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return ExpireLocked(clock_->NowMicros());
 }
 
@@ -179,7 +179,7 @@ int BundleLedger::ExpireLocked(int64_t now) {
 }
 
 absl::StatusOr<LedgerBundle> BundleLedger::Bind(const std::string& group_id, int index, const std::string& worker_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find({group_id, index});
   const std::string which = absl::StrCat("bundle ", index, " of group ", group_id);
   if (it == entries_.end()) return absl::FailedPreconditionError(absl::StrCat(which, " is not held on this host"));
@@ -195,7 +195,7 @@ absl::StatusOr<LedgerBundle> BundleLedger::Bind(const std::string& group_id, int
 }
 
 bool BundleLedger::Unbind(const std::string& worker_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto b = bound_.find(worker_id);
   if (b == bound_.end()) return false;
   auto it = entries_.find(b->second);
@@ -209,7 +209,7 @@ bool BundleLedger::Unbind(const std::string& worker_id) {
 }
 
 absl::Status BundleLedger::Lend(const std::string& group_id, int index, const ResourceSet& amount) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find({group_id, index});
   if (it == entries_.end() || !it->second.committed) {
     return absl::NotFoundError(absl::StrCat("bundle ", index, " of group ", group_id, " is not held on this host"));
@@ -227,7 +227,7 @@ absl::Status BundleLedger::Lend(const std::string& group_id, int index, const Re
 }
 
 bool BundleLedger::Reclaim(const std::string& group_id, int index) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find({group_id, index});
   if (it == entries_.end() || it->second.lent.empty()) return false;
   it->second.lent = ResourceSet();
@@ -236,7 +236,7 @@ bool BundleLedger::Reclaim(const std::string& group_id, int index) {
 }
 
 ResourceSet BundleLedger::Available() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ResourceSet free = total_;
   ResourceSet used;
   for (const auto& [key, entry] : entries_) used.Add(HeldNow(entry));
@@ -245,28 +245,28 @@ ResourceSet BundleLedger::Available() const {
 }
 
 std::vector<int> BundleLedger::BusyChips() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::set<int> busy;
   for (const auto& [key, entry] : entries_) busy.insert(entry.bundle.chips.begin(), entry.bundle.chips.end());
   return {busy.begin(), busy.end()};
 }
 
 std::vector<int> BundleLedger::BusyGpus() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::set<int> busy;
   for (const auto& [key, entry] : entries_) busy.insert(entry.bundle.gpus.begin(), entry.bundle.gpus.end());
   return {busy.begin(), busy.end()};
 }
 
 std::vector<LedgerEntry> BundleLedger::Entries() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<LedgerEntry> out;
   for (const auto& [key, entry] : entries_) out.push_back(entry);
   return out;
 }
 
 uint64_t BundleLedger::Version() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return version_;
 }
 

@@ -19,14 +19,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/common/clock.h"
 #include "torus/common/resources.h"
 
@@ -101,17 +103,17 @@ class BundleLedger {
   uint64_t Version() const;
 
  private:
-  int ExpireLocked(int64_t now);
-  Released ReleaseLocked(const std::function<bool(const LedgerEntry&)>& which);
+  int ExpireLocked(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Released ReleaseLocked(const std::function<bool(const LedgerEntry&)>& which) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock* clock_;
   const ResourceSet total_;
   const int chip_count_;
   const int gpu_count_;
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, LedgerEntry> entries_;  // guarded by mu_
-  std::map<std::string, std::pair<std::string, int>> bound_;     // worker -> its bundle; guarded by mu_
-  uint64_t version_ = 0;                                         // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<std::pair<std::string, int>, LedgerEntry> entries_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::pair<std::string, int>> bound_ ABSL_GUARDED_BY(mu_);  // worker -> its bundle
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace torus::node

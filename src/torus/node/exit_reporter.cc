@@ -1,8 +1,10 @@
 #include "torus/node/exit_reporter.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 #include "torus/head.grpc.pb.h"
 #include "torus/rpc/auth.h"
@@ -32,17 +34,17 @@ ExitReporter::ExitReporter(SendFn send, ExitReporterOptions options)
 
 ExitReporter::~ExitReporter() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     if (!queue_.empty()) spdlog::warn("{} worker exit reports not delivered to the head", queue_.size());
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   sender_.join();
 }
 
 void ExitReporter::Report(const WorkerExit& exit) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (queue_.size() >= std::max<size_t>(options_.max_queued, 1)) {
       // Keep the reports in flight; drop the oldest waiting one.
       auto victim = queue_.begin() + static_cast<std::ptrdiff_t>(in_flight_);
@@ -53,31 +55,37 @@ void ExitReporter::Report(const WorkerExit& exit) {
     }
     queue_.push_back(exit);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 bool ExitReporter::WaitIdle(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [this] { return queue_.empty() && in_flight_ == 0; });
+  absl::MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!(queue_.empty() && in_flight_ == 0)) {
+    if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) {
+      return queue_.empty() && in_flight_ == 0;  // timed out
+    }
+  }
+  return true;
 }
 
 size_t ExitReporter::Pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return queue_.size();
 }
 
 void ExitReporter::SenderLoop() {
   int64_t backoff_ms = options_.initial_backoff_ms;
   std::string last_error;
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
     if (stopping_) return;
     in_flight_ = std::min(queue_.size(), std::max<size_t>(options_.max_batch, 1));
     const std::vector<WorkerExit> batch(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(in_flight_));
-    lock.unlock();
+    mu_.Unlock();
     const std::vector<absl::Status> answers = send_(batch);
-    lock.lock();
+    mu_.Lock();
     in_flight_ = 0;
     // The reports the head took (or refused for good) leave the queue, in order, up to the first it did not take.
     size_t taken = 0;
@@ -100,7 +108,7 @@ void ExitReporter::SenderLoop() {
     }
     // A report dropped from a full queue meanwhile was one waiting behind the batch, never one of it.
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(taken));
-    cv_.notify_all();
+    cv_.SignalAll();
     if (taken < batch.size()) {
       std::string error = absl::StrCat(absl::StatusCodeToString(retry.code()), ": ", retry.message());
       if (error != last_error) {
@@ -108,7 +116,10 @@ void ExitReporter::SenderLoop() {
                      error);
       }
       last_error = std::move(error);
-      cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return stopping_; });
+      const auto backoff_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff_ms);
+      while (!stopping_) {
+        if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(backoff_end - std::chrono::steady_clock::now()))) break;
+      }
       backoff_ms = std::min(backoff_ms * 2, options_.max_backoff_ms);
       continue;
     }

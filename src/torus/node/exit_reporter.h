@@ -8,17 +8,17 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/node/worker_supervisor.h"
 
@@ -64,11 +64,11 @@ class ExitReporter {
 
   const SendFn send_;
   const ExitReporterOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;                        // new report, idle, or stopping
-  std::deque<WorkerExit> queue_;                      // guarded by mu_; the first in_flight_ are being sent
-  size_t in_flight_ = 0;                              // guarded by mu_
-  bool stopping_ = false;                             // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;                                  // new report, idle, or stopping
+  std::deque<WorkerExit> queue_ ABSL_GUARDED_BY(mu_);  // the first in_flight_ are being sent
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread sender_;
 };
 

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
+#include <chrono>
 #include <deque>
-#include <mutex>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace torus::node {
 namespace exit_reporter_test {
@@ -19,43 +22,49 @@ class FakeHead {
   // One answer per call, as the head would give it: a status per report (one shorter than the call leaves the rest
   // untaken).
   void Script(std::vector<Answer> answers) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     answers_.insert(answers_.end(), answers.begin(), answers.end());
   }
   void Hold(bool hold) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       hold_ = hold;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   std::vector<absl::Status> Send(const std::vector<WorkerExit>& exits) {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     std::vector<std::string> ids;
     for (const WorkerExit& e : exits) ids.push_back(e.worker_id);
     calls_.push_back(ids);
-    cv_.notify_all();
-    cv_.wait(lock, [this] { return !hold_; });
+    cv_.SignalAll();
+    while (hold_) cv_.Wait(&mu_);
     if (answers_.empty()) return Answer(exits.size(), absl::OkStatus());
     Answer a = answers_.front();
     answers_.pop_front();
     return a;
   }
   bool WaitForCalls(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return calls_.size() >= n; });
+    absl::MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (calls_.size() < n) {
+      if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) {
+        return calls_.size() >= n;
+      }
+    }
+    return true;
   }
   std::vector<std::vector<std::string>> Calls() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return calls_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Answer> answers_;
-  std::vector<std::vector<std::string>> calls_;
-  bool hold_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<Answer> answers_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<std::string>> calls_ ABSL_GUARDED_BY(mu_);
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 using Calls = std::vector<std::vector<std::string>>;

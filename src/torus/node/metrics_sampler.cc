@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 #include "torus/common/utf8.h"
 #include "torus/head.grpc.pb.h"
@@ -92,21 +93,24 @@ void MetricsSampler::Start() {
 
 void MetricsSampler::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void MetricsSampler::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    lock.unlock();
+    mu_.Unlock();
     SampleOnce();
     Send();
-    lock.lock();
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.period_ms), [this] { return stopping_; });
+    mu_.Lock();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.period_ms);
+    while (!stopping_) {
+      if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -277,33 +278,33 @@ TEST_F(MetricsSamplerTest, GpusTaggedByCudaVisibleDevices) {
 }
 
 TEST_F(MetricsSamplerTest, ThreadSendsOnlyWhileRegistered) {
-  std::mutex mu;
-  std::condition_variable cv;
+  absl::Mutex mu;
+  absl::CondVar cv;
   std::vector<rpc::MetricsReport> sent;
   std::atomic<uint64_t> incarnation{0};
   std::atomic<int> rounds{0};
   RealClock clock;
   sources_.list_workers = [&] {
     ++rounds;
-    cv.notify_all();
+    cv.SignalAll();
     return std::vector<RunningWorker>{};
   };
   MetricsSampler sampler(
       &clock, {.node_id = "n1", .period_ms = 5}, sources_,
       [&](const rpc::MetricsReport& r) -> absl::StatusOr<bool> {
-        std::lock_guard<std::mutex> lock(mu);
+        absl::MutexLock lock(&mu);
         sent.push_back(r);
-        cv.notify_all();
+        cv.SignalAll();
         return false;
       },
       [&] { return incarnation.load(); });
   sampler.Start();
   {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return rounds.load() >= 3; });
+    absl::MutexLock lock(&mu);
+    while (rounds.load() < 3) cv.Wait(&mu);
     EXPECT_THAT(sent, IsEmpty());  // not registered: nothing sent
     incarnation = 4;
-    cv.wait(lock, [&] { return sent.size() >= 2; });
+    while (sent.size() < 2) cv.Wait(&mu);
   }
   sampler.Stop();
   EXPECT_EQ(sent[0].incarnation(), 4u);

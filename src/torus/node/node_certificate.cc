@@ -1,8 +1,10 @@
 #include "torus/node/node_certificate.h"
 
+#include <chrono>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 #include "torus/common/head_target.h"
 #include "torus/head.grpc.pb.h"
@@ -21,7 +23,7 @@ tls::TlsFiles NodeCertificateKeeper::files() const {
 }
 
 int64_t NodeCertificateKeeper::not_after_s() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return not_after_s_;
 }
 
@@ -57,12 +59,12 @@ absl::StatusOr<std::unique_ptr<NodeCertificateKeeper>> NodeCertificateKeeper::Ob
                       tls::VerifyCertificate(*ca, *cert, now_s).ok() &&
                       tls::CheckKeyMatches(keeper->key_pem_, *cert).ok();
     if (ours) {
-      std::lock_guard<std::mutex> lock(keeper->mu_);
+      absl::MutexLock lock(&keeper->mu_);
       keeper->not_before_s_ = info->not_before_s;
       keeper->not_after_s_ = info->not_after_s;
     }
   }
-  if (keeper->not_after_s_ == 0) {
+  if (keeper->not_after_s() == 0) {
     if (options.join_token.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "no valid certificate in ", options.dir, " and no join token: pass --join-token or --join-token-file"));
@@ -73,7 +75,7 @@ absl::StatusOr<std::unique_ptr<NodeCertificateKeeper>> NodeCertificateKeeper::Ob
 }
 
 bool NodeCertificateKeeper::Due() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const int64_t renew_at = not_before_s_ + (not_after_s_ - not_before_s_) * 2 / 3;
   return clock_->WallMillis() / 1000 >= renew_at;
 }
@@ -86,7 +88,7 @@ absl::Status NodeCertificateKeeper::Store(const std::string& cert_pem) {
                                             "' or another key; expected ", tls::NodeIdentity(options_.node_id)));
   }
   if (absl::Status s = tls::WritePrivateFile(files().cert, cert_pem, 0644); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   not_before_s_ = info->not_before_s;
   not_after_s_ = info->not_after_s;
   return absl::OkStatus();
@@ -148,27 +150,30 @@ absl::Status NodeCertificateKeeper::RenewNow(const std::shared_ptr<grpc::Channel
 
 void NodeCertificateKeeper::StartRenewal(std::shared_ptr<grpc::Channel> head, int64_t check_ms) {
   renewer_ = std::thread([this, head = std::move(head), check_ms] {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     while (!stopping_) {
       // First at once: a certificate kept from before a restart may be due already.
-      lock.unlock();
+      mu_.Unlock();
       if (Due()) {
         if (absl::Status s = RenewNow(head); !s.ok()) {
           spdlog::warn("certificate renewal failed (retried in {} ms): {}", check_ms, std::string(s.message()));
         }
       }
-      lock.lock();
-      cv_.wait_for(lock, std::chrono::milliseconds(check_ms), [this] { return stopping_; });
+      mu_.Lock();
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(check_ms);
+      while (!stopping_) {
+        if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+      }
     }
   });
 }
 
 void NodeCertificateKeeper::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (renewer_.joinable()) renewer_.join();
 }
 

@@ -10,13 +10,13 @@
 // Thread-safety: Obtain on one thread; the renewal thread runs on its own until Stop.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/common/clock.h"
 #include "torus/tls/credentials.h"
@@ -59,11 +59,11 @@ class NodeCertificateKeeper {
   const NodeCertificateOptions options_;
   const Clock* const clock_;
   std::string key_pem_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  int64_t not_before_s_ = 0;  // guarded by mu_
-  int64_t not_after_s_ = 0;   // guarded by mu_
-  bool stopping_ = false;     // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  int64_t not_before_s_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t not_after_s_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread renewer_;
 };
 

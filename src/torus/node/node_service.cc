@@ -250,16 +250,16 @@ grpc::ServerUnaryReactor* NodeServiceImpl::StartWorker(grpc::CallbackServerConte
   if (cached) return FinishCall(ctx, StartWithPackages(*request, reply, [] { return false; }));
   // A fetch takes as long as the package's bytes take to arrive: not on a gRPC callback thread.
   {
-    std::lock_guard<std::mutex> lock(waits_mu_);
+    absl::MutexLock lock(&waits_mu_);
     if (stopping_) return FinishCall(ctx, grpc::Status(grpc::StatusCode::UNAVAILABLE, "the agent is stopping"));
     ++waits_;
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   std::thread([this, ctx, request, reply, reactor] {
     reactor->Finish(StartWithPackages(*request, reply, [this, ctx] { return ctx->IsCancelled() || stopping_; }));
-    std::lock_guard<std::mutex> lock(waits_mu_);
+    absl::MutexLock lock(&waits_mu_);
     --waits_;
-    waits_cv_.notify_all();
+    waits_cv_.SignalAll();
   }).detach();
   return reactor;
 }
@@ -294,7 +294,7 @@ grpc::Status NodeServiceImpl::StartWithPackages(const rpc::StartWorkerRequest& r
   }
   grpc::Status started = StartNow(request, where, reply);
   if (!started.ok()) return give_back(started);
-  std::lock_guard<std::mutex> lock(package_users_mu_);
+  absl::MutexLock lock(&package_users_mu_);
   package_users_[request.worker_id()] = std::move(acquired);
   return started;
 }
@@ -303,7 +303,7 @@ void NodeServiceImpl::OnWorkerExited(const std::string& worker_id) {
   if (packages_ == nullptr) return;
   std::vector<std::string> shas;
   {
-    std::lock_guard<std::mutex> lock(package_users_mu_);
+    absl::MutexLock lock(&package_users_mu_);
     auto it = package_users_.find(worker_id);
     if (it == package_users_.end()) return;
     shas = std::move(it->second);
@@ -424,7 +424,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLog(grpc::CallbackServerCon
     return FinishCall(ctx, now);
   }
   {
-    std::lock_guard<std::mutex> lock(waits_mu_);
+    absl::MutexLock lock(&waits_mu_);
     if (waits_ >= kMaxLogWaits || stopping_) return FinishCall(ctx, now);
     ++waits_;
   }
@@ -434,9 +434,9 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLog(grpc::CallbackServerCon
     absl::Status waited = workers_->WaitForLog(request->worker_id(), request->offset(), deadline,
                                                [this, ctx] { return stopping_.load() || ctx->IsCancelled(); });
     reactor->Finish(waited.ok() ? answer() : rpc::ToGrpc(waited));
-    std::lock_guard<std::mutex> lock(waits_mu_);
+    absl::MutexLock lock(&waits_mu_);
     --waits_;
-    waits_cv_.notify_all();
+    waits_cv_.SignalAll();
   }).detach();
   return reactor;
 }
@@ -481,7 +481,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLogs(grpc::CallbackServerCo
   Waits logs;
   if (answer(&logs) || logs.empty() || request->wait_ms() == 0) return FinishCall(ctx, grpc::Status::OK);
   {
-    std::lock_guard<std::mutex> lock(waits_mu_);
+    absl::MutexLock lock(&waits_mu_);
     if (waits_ >= kMaxLogWaits || stopping_) return FinishCall(ctx, grpc::Status::OK);
     ++waits_;
   }
@@ -492,17 +492,17 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ReadWorkerLogs(grpc::CallbackServerCo
         .IgnoreError();  // a worker forgotten meanwhile: the reads say so
     answer(nullptr);
     reactor->Finish(grpc::Status::OK);
-    std::lock_guard<std::mutex> lock(waits_mu_);
+    absl::MutexLock lock(&waits_mu_);
     --waits_;
-    waits_cv_.notify_all();
+    waits_cv_.SignalAll();
   }).detach();
   return reactor;
 }
 
 NodeServiceImpl::~NodeServiceImpl() {
   stopping_ = true;
-  std::unique_lock<std::mutex> lock(waits_mu_);
-  waits_cv_.wait(lock, [this] { return waits_ == 0; });
+  absl::MutexLock lock(&waits_mu_);
+  while (waits_ != 0) waits_cv_.Wait(&waits_mu_);
 }
 
 grpc::ServerUnaryReactor* NodeServiceImpl::ListWorkers(grpc::CallbackServerContext* ctx,

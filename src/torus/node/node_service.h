@@ -7,15 +7,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/common/tpu_shape.h"
 #include "torus/node.grpc.pb.h"
 #include "torus/common/device_env.h"
@@ -118,8 +118,9 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
 
   BundleLedger* ledger_;
   PackageCache* packages_ = nullptr;
-  std::mutex package_users_mu_;
-  std::map<std::string, std::vector<std::string>> package_users_;  // worker id -> sha256s it holds; guarded above
+  absl::Mutex package_users_mu_;
+  std::map<std::string, std::vector<std::string>> package_users_
+      ABSL_GUARDED_BY(package_users_mu_);  // worker id -> sha256s it holds
   WorkerSupervisor* workers_;
   const std::string node_ip_;
   // The token, and with RequireHeadForControl the head's certificate.
@@ -135,9 +136,9 @@ class NodeServiceImpl final : public rpc::NodeService::CallbackService {
   // Log reads that wait run on threads of their own, at most kMaxLogWaits at once (more answer at once).
   static constexpr int kMaxLogWaits = 64;
   std::atomic<bool> stopping_{false};
-  std::mutex waits_mu_;
-  std::condition_variable waits_cv_;
-  int waits_ = 0;  // guarded by waits_mu_
+  absl::Mutex waits_mu_;
+  absl::CondVar waits_cv_;
+  int waits_ ABSL_GUARDED_BY(waits_mu_) = 0;
 };
 
 // A TCP port that was free on every address of this host a moment ago (the kernel's pick for the wildcard address;

@@ -7,12 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/rpc/auth.h"
 #include "torus/rpc/generic_call_test_util.h"
@@ -36,10 +37,10 @@ class NodeServiceTest : public ::testing::Test {
     workers_ = std::make_unique<WorkerSupervisor>(&real_clock_, dir_ + "/workers", EnvMap{{"PATH", "/usr/bin:/bin"}},
                                                   [this](const WorkerExit& e) {
                                                     {
-                                                      std::lock_guard<std::mutex> lock(mu_);
+                                                      absl::MutexLock lock(&mu_);
                                                       exited_.push_back(e.worker_id);
                                                     }
-                                                    cv_.notify_all();
+                                                    cv_.SignalAll();
                                                   });
     std::filesystem::create_directories(dir_ + "/tpu");
     log_files_ = std::make_unique<LogFiles>(
@@ -72,9 +73,15 @@ class NodeServiceTest : public ::testing::Test {
   }
 
   bool WaitExited(const std::string& id) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(20),
-                        [&] { return std::find(exited_.begin(), exited_.end(), id) != exited_.end(); });
+    absl::MutexLock lock(&mu_);
+    auto exited = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return std::find(exited_.begin(), exited_.end(), id) != exited_.end();
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!exited()) {
+      if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) return exited();
+    }
+    return true;
   }
 
   grpc::Status Start(const std::string& id, std::vector<std::string> argv, rpc::StartWorkerReply* reply,
@@ -89,9 +96,9 @@ class NodeServiceTest : public ::testing::Test {
   FakeClock clock_;       // the ledger's
   RealClock real_clock_;  // the supervisor's: it times real processes
   std::string dir_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> exited_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<std::string> exited_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<BundleLedger> ledger_;
   std::unique_ptr<WorkerSupervisor> workers_;
   std::unique_ptr<LogFiles> log_files_;

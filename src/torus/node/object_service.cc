@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 #include "torus/rpc/convert.h"
 #include "torus/rpc/server_auth.h"
@@ -56,10 +58,10 @@ ObjectStoreServiceImpl::~ObjectStoreServiceImpl() { Stop(); }
 
 void ObjectStoreServiceImpl::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   if (watch_.joinable()) watch_.join();
   if (transfer_) transfer_->Stop();
 }
@@ -69,7 +71,7 @@ void ObjectStoreServiceImpl::Authorize(grpc::ClientContext& ctx) const {
 }
 
 std::shared_ptr<grpc::Channel> ObjectStoreServiceImpl::ChannelTo(const std::string& address, bool agent) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& channel = channels_[{address, agent}];
   if (!channel) {
     grpc::ChannelArguments args;
@@ -209,7 +211,7 @@ void ObjectStoreServiceImpl::SweepOwners() {
       core::GetObjectRequest probe;  // an empty id: answered at once by a live core worker
       core::GetObjectReply ignored;
       grpc::Status s = core::CoreWorkerService::NewStub(ChannelTo(owner.address, /*agent=*/false))->GetObject(&ctx, probe, &ignored);
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       int& failed = failed_probes_[owner.address];
       failed = s.error_code() == grpc::StatusCode::UNAVAILABLE ? failed + 1 : 0;
       gone = failed >= kProbesBeforeGone;
@@ -217,19 +219,23 @@ void ObjectStoreServiceImpl::SweepOwners() {
     if (!gone) continue;
     size_t n = store_->DeleteOwnedBy(owner.address);
     spdlog::info("object store: freed {} object{} of owner {} (gone)", n, n == 1 ? "" : "s", owner.address);
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     failed_probes_.erase(owner.address);
     channels_.erase({owner.address, false});
   }
 }
 
 void ObjectStoreServiceImpl::WatchLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    if (stop_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) break;
-    lock.unlock();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (!stopping_) {
+      if (stop_cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+    }
+    if (stopping_) break;
+    mu_.Unlock();
     SweepOwners();
-    lock.lock();
+    mu_.Lock();
   }
 }
 

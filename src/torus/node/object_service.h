@@ -13,14 +13,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/core.grpc.pb.h"
 #include "torus/node/object_store.h"
@@ -75,14 +75,14 @@ class ObjectStoreServiceImpl final : public core::ObjectStoreService::Service {
   std::unique_ptr<TransferServer> transfer_;  // likewise
   std::atomic<bool> started_{false};
 
-  std::mutex mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;                                           // guarded by mu_
-  std::map<std::pair<std::string, bool>, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar stop_cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::pair<std::string, bool>, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
   std::optional<tls::TlsFiles> tls_;                              // set before Start
   std::shared_ptr<grpc::ChannelCredentials> agent_credentials_;  // likewise
   std::shared_ptr<grpc::ChannelCredentials> owner_credentials_;  // likewise
-  std::map<std::string, int> failed_probes_;                        // remote owner -> probes refused in a row; mu_
+  std::map<std::string, int> failed_probes_ ABSL_GUARDED_BY(mu_);  // remote owner -> probes refused in a row
   std::thread watch_;
 };
 

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "torus/common/status.h"
+#include "torus/common/steady_wait.h"
 #include "torus/common/strings.h"
 
 namespace torus::node {
@@ -67,12 +68,12 @@ absl::StatusOr<std::string> ObjectStore::Create(const std::string& id, uint64_t 
   if (id.empty() || id.size() > 64) {
     return absl::InvalidArgumentError(absl::StrCat("object_id: must be 1 to 64 bytes, got ", id.size()));
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (entries_.contains(id)) {
     return absl::AlreadyExistsError(absl::StrCat("object ", ObjectFileName(id), " is already in this node's store"));
   }
   bool fits = MakeRoomLocked(size);
-  while (!fits && size <= capacity_ && sealed_.wait_until(lock, room_deadline) != std::cv_status::timeout) {
+  while (!fits && size <= capacity_ && !WaitUntil(sealed_, mu_, room_deadline)) {
     if (entries_.contains(id)) {
       return absl::AlreadyExistsError(absl::StrCat("object ", ObjectFileName(id), " is already in this node's store"));
     }
@@ -111,26 +112,26 @@ absl::StatusOr<std::string> ObjectStore::Create(const std::string& id, uint64_t 
 }
 
 absl::Status ObjectStore::Seal(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) {
     return absl::NotFoundError(absl::StrCat("object ", ObjectFileName(id), " is not being created in this store"));
   }
   it->second.sealed = true;
-  sealed_.notify_all();
+  sealed_.SignalAll();
   return absl::OkStatus();
 }
 
 void ObjectStore::Abort(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end() || it->second.sealed) return;
   RemoveLocked(it);
-  sealed_.notify_all();
+  sealed_.SignalAll();
 }
 
 absl::StatusOr<StoredObject> ObjectStore::Get(const std::string& id, std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (true) {
     auto it = entries_.find(id);
     if (it == entries_.end()) {
@@ -140,7 +141,7 @@ absl::StatusOr<StoredObject> ObjectStore::Get(const std::string& id, std::chrono
       it->second.last_used = ++clock_;
       return it->second.object;
     }
-    if (sealed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    if (WaitUntil(sealed_, mu_, deadline)) {
       if (auto again = entries_.find(id); again != entries_.end() && again->second.sealed) continue;
       return absl::DeadlineExceededError(
           absl::StrCat("object ", ObjectFileName(id), " is still being written to this node's store"));
@@ -149,30 +150,30 @@ absl::StatusOr<StoredObject> ObjectStore::Get(const std::string& id, std::chrono
 }
 
 bool ObjectStore::Contains(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return entries_.contains(id);
 }
 
 void ObjectStore::AddCopyHolder(const std::string& id, const std::string& agent) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (auto it = entries_.find(id); it != entries_.end()) it->second.copy_holders.insert(agent);
 }
 
 std::set<std::string> ObjectStore::Delete(const std::vector<std::string>& ids) {
   std::set<std::string> holders;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const std::string& id : ids) {
     auto it = entries_.find(id);
     if (it == entries_.end()) continue;
     holders.insert(it->second.copy_holders.begin(), it->second.copy_holders.end());
     RemoveLocked(it);
   }
-  sealed_.notify_all();
+  sealed_.SignalAll();
   return holders;
 }
 
 std::vector<StoreOwner> ObjectStore::Owners() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::map<std::string, StoreOwner> by_address;
   for (const auto& [id, e] : entries_) by_address.emplace(e.object.owner.address, e.object.owner);
   std::vector<StoreOwner> out;
@@ -181,7 +182,7 @@ std::vector<StoreOwner> ObjectStore::Owners() const {
 }
 
 size_t ObjectStore::DeleteOwnedBy(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   size_t n = 0;
   for (auto it = entries_.begin(); it != entries_.end();) {
     auto next = std::next(it);
@@ -191,12 +192,12 @@ size_t ObjectStore::DeleteOwnedBy(const std::string& address) {
     }
     it = next;
   }
-  sealed_.notify_all();
+  sealed_.SignalAll();
   return n;
 }
 
 StoreStats ObjectStore::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   StoreStats s{.capacity = capacity_, .used = used_, .objects = entries_.size(), .evicted = evicted_};
   for (const auto& [id, e] : entries_) {
     if (e.object.primary) s.primary_bytes += e.object.size;

@@ -14,16 +14,16 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/node/metrics_sampler.h"
 
 namespace torus::node {
@@ -95,17 +95,17 @@ class ObjectStore {
   };
   std::string PathOf(const std::string& id) const;
   // Evicts sealed copies, least recently used first, until `size` more bytes fit; whether they do. REQUIRES: mu_.
-  bool MakeRoomLocked(uint64_t size);
-  void RemoveLocked(std::map<std::string, Entry>::iterator it);
+  bool MakeRoomLocked(uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveLocked(std::map<std::string, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string dir_;
   const uint64_t capacity_;
-  mutable std::mutex mu_;
-  std::condition_variable sealed_;  // an object was sealed or removed
-  std::map<std::string, Entry> entries_;  // guarded by mu_
-  uint64_t used_ = 0;                      // guarded by mu_
-  uint64_t clock_ = 0;                     // guarded by mu_
-  uint64_t evicted_ = 0;                   // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar sealed_;  // an object was sealed or removed
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t evicted_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // For /metrics: torus_node_object_store_bytes{kind="primary"|"copies"}, torus_node_object_store_capacity_bytes,

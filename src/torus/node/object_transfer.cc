@@ -101,7 +101,7 @@ std::string TransferServer::Issue(const std::string& path, uint64_t size) {
     std::memcpy(ticket.data() + i, &r, std::min<size_t>(4, kTicketBytes - i));
   }
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::erase_if(grants_, [now](const auto& kv) { return kv.second.expires < now; });
   grants_[ticket] = Grant{.path = path, .size = size, .expires = now + kTicketLife};
   return ticket;
@@ -112,7 +112,7 @@ void TransferServer::AcceptLoop() {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     std::vector<std::thread> done;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       done.swap(finished_);
       if (stopping_) {
         if (fd >= 0) close(fd);
@@ -134,7 +134,7 @@ std::optional<TransferServer::Grant> TransferServer::Redeem(int fd, tls::TlsSock
   const bool read = session != nullptr ? session->ReadAll(ticket.data(), ticket.size())
                                        : RecvAll(fd, ticket.data(), ticket.size());
   if (!read) return std::nullopt;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = grants_.find(ticket);
   if (it == grants_.end()) return std::nullopt;
   std::optional<Grant> grant;
@@ -173,7 +173,7 @@ void TransferServer::Serve(int fd) {
   }
   if (file >= 0) close(file);
   session.reset();  // the TLS session ends before its socket is closed
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (auto it = connections_.find(fd); it != connections_.end()) {
     finished_.push_back(std::move(it->second));
     connections_.erase(it);
@@ -183,7 +183,7 @@ void TransferServer::Serve(int fd) {
 
 void TransferServer::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
     for (const auto& [fd, thread] : connections_) shutdown(fd, SHUT_RDWR);
@@ -192,7 +192,7 @@ void TransferServer::Stop() {
   if (acceptor_.joinable()) acceptor_.join();
   std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto& [fd, thread] : connections_) threads.push_back(std::move(thread));
     connections_.clear();
     for (auto& t : finished_) threads.push_back(std::move(t));

@@ -15,13 +15,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/tls/tls_socket.h"
 
 namespace torus::node {
@@ -60,11 +61,11 @@ class TransferServer {
   const int port_;
   const std::unique_ptr<tls::TlsSocketContext> tls_;  // null: plaintext
   std::thread acceptor_;
-  std::mutex mu_;
-  bool stopping_ = false;                    // guarded by mu_
-  std::map<std::string, Grant> grants_;      // by ticket; guarded by mu_
-  std::map<int, std::thread> connections_;   // by socket; guarded by mu_
-  std::vector<std::thread> finished_;        // connection threads to join; guarded by mu_
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, Grant> grants_ ABSL_GUARDED_BY(mu_);     // by ticket
+  std::map<int, std::thread> connections_ ABSL_GUARDED_BY(mu_);  // by socket
+  std::vector<std::thread> finished_ ABSL_GUARDED_BY(mu_);       // connection threads to join
 };
 
 // Reads the object behind `ticket` from the transfer server at host:port into the file `fd`, which is `size` bytes

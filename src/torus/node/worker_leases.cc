@@ -14,6 +14,7 @@
 #include "spdlog/spdlog.h"
 #include "torus/common/clock.h"
 #include "torus/common/device_env.h"
+#include "torus/common/steady_wait.h"
 #include "torus/rpc/auth.h"
 
 namespace torus::node {
@@ -98,9 +99,9 @@ WorkerLeases::~WorkerLeases() {
 }
 
 void WorkerLeases::Shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   stopping_ = true;
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
 std::optional<std::string> WorkerLeases::TryHoldLocked(const std::string& lease_id, const LeaseAsk& ask,
@@ -201,7 +202,7 @@ absl::StatusOr<LeaseGrant> WorkerLeases::Request(const LeaseAsk& ask) {
     return absl::InvalidArgumentError("resources.GPU: only whole GPUs are leased to task workers");
   }
 
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const std::string lease_id = absl::StrCat(absl::Hex(++next_id_, absl::kZeroPad16));
   LedgerBundle held;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(ask.wait_ms, 0));
@@ -227,7 +228,7 @@ absl::StatusOr<LeaseGrant> WorkerLeases::Request(const LeaseAsk& ask) {
       return absl::ResourceExhaustedError(
           absl::StrCat("waited ", ask.wait_ms, " ms and the lease still does not fit: ", *short_of));
     }
-    changed_.wait_until(lock, next);
+    WaitUntil(changed_, mu_, next);
   }
   --waiting_;
   if (on_ledger_change_) on_ledger_change_();
@@ -255,14 +256,14 @@ absl::StatusOr<LeaseGrant> WorkerLeases::Request(const LeaseAsk& ask) {
     }
   }
   if (worker == nullptr) {
-    auto started = StartWorkerLocked(lock, ask, lease_id, held);
+    auto started = StartWorkerLocked(ask, lease_id, held);
     if (!started.ok()) {
       if (ask.group_id.empty()) {
         ledger_->Release(kLeaseGroupPrefix + lease_id, {});
       } else {
         UnuseLocked(lease.bundle, ask.resources, held.chips, held.gpus);
       }
-      changed_.notify_all();
+      changed_.SignalAll();
       if (on_ledger_change_) on_ledger_change_();
       return started.status();
     }
@@ -282,8 +283,7 @@ absl::StatusOr<LeaseGrant> WorkerLeases::Request(const LeaseAsk& ask) {
   return grant;
 }
 
-absl::StatusOr<WorkerLeases::Worker*> WorkerLeases::StartWorkerLocked(std::unique_lock<std::mutex>& lock,
-                                                                      const LeaseAsk& ask,
+absl::StatusOr<WorkerLeases::Worker*> WorkerLeases::StartWorkerLocked(const LeaseAsk& ask,
                                                                       const std::string& lease_id,
                                                                       const LedgerBundle& held) {
   if (options_.worker_argv.empty()) return absl::FailedPreconditionError("this agent starts no task workers");
@@ -323,9 +323,9 @@ absl::StatusOr<WorkerLeases::Worker*> WorkerLeases::StartWorkerLocked(std::uniqu
                   .pool_key = holds_devices || in_bundle ? "" : PoolKey(ask),
                   .starting = true};
   // The supervisor's exit callback takes mu_: start without it.
-  lock.unlock();
+  mu_.Unlock();
   auto started = workers_->Start(spec);
-  lock.lock();
+  mu_.Lock();
   if (!started.ok()) {
     workers_by_id_.erase(worker_id);
     if (in_bundle || holds_devices) ledger_->Unbind(worker_id);
@@ -334,18 +334,18 @@ absl::StatusOr<WorkerLeases::Worker*> WorkerLeases::StartWorkerLocked(std::uniqu
   worker.pid = started->pid;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.start_timeout_ms);
   while (worker.address.empty() && !worker.exited && !stopping_) {
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+    if (WaitUntil(changed_, mu_, deadline)) break;
   }
   worker.starting = false;
   if (!worker.address.empty() && !worker.exited) return &worker;
   const bool exited = worker.exited;
-  lock.unlock();
+  mu_.Unlock();
   if (!exited) workers_->Stop(worker_id, 0).IgnoreError();
   std::string tail;
   if (auto log = workers_->ReadLog(worker_id, 0, 1 << 20); log.ok()) {
     tail = log->data.size() > 2000 ? log->data.substr(log->data.size() - 2000) : log->data;
   }
-  lock.lock();
+  mu_.Lock();
   workers_by_id_.erase(worker_id);
   return absl::UnavailableError(absl::StrCat(
       "the task worker ", exited ? "exited before it started" : "did not start within ",
@@ -354,7 +354,7 @@ absl::StatusOr<WorkerLeases::Worker*> WorkerLeases::StartWorkerLocked(std::uniqu
 
 absl::Status WorkerLeases::Return(const std::string& lease_id, bool kill_worker) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!leases_.contains(lease_id)) return absl::NotFoundError(absl::StrCat("no lease ", lease_id));
     EndLeaseLocked(lease_id, kill_worker, kill_worker ? "returned (its worker stopped)" : "returned");
   }
@@ -395,7 +395,7 @@ void WorkerLeases::EndLeaseLocked(const std::string& lease_id_ref, bool kill_wor
   for (const std::string& other : released.workers) {
     if (other != lease.info.worker_id) workers_->Stop(other, kStopGraceMicros).IgnoreError();
   }
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
 void WorkerLeases::UnuseLocked(const std::pair<std::string, int>& bundle, const ResourceSet& resources,
@@ -409,30 +409,30 @@ void WorkerLeases::UnuseLocked(const std::pair<std::string, int>& bundle, const 
 }
 
 void WorkerLeases::LedgerChanged() {
-  std::lock_guard<std::mutex> lock(mu_);
-  changed_.notify_all();
+  absl::MutexLock lock(&mu_);
+  changed_.SignalAll();
 }
 
 absl::Status WorkerLeases::Announce(const std::string& worker_id, int port, pid_t pid) {
   if (port <= 0 || port > 65535) return absl::InvalidArgumentError(absl::StrCat("port ", port, " is not a port"));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = workers_by_id_.find(worker_id);
   if (it == workers_by_id_.end() || it->second.exited) {
     return absl::NotFoundError(absl::StrCat("no task worker ", worker_id, " is starting here"));
   }
   it->second.address = absl::StrCat(options_.node_ip, ":", port);
-  changed_.notify_all();
+  changed_.SignalAll();
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<std::string>> WorkerLeases::WaitEnd(const std::string& lease_id, int64_t wait_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(wait_ms, 0));
   while (true) {
     if (auto e = ended_.find(lease_id); e != ended_.end()) return std::optional<std::string>(e->second);
     if (!leases_.contains(lease_id)) return absl::NotFoundError(absl::StrCat("no lease ", lease_id));
     if (stopping_) return std::optional<std::string>("the agent is stopping");
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    if (WaitUntil(changed_, mu_, deadline)) {
       if (auto e = ended_.find(lease_id); e != ended_.end()) return std::optional<std::string>(e->second);
       return std::optional<std::string>();
     }
@@ -442,7 +442,7 @@ absl::StatusOr<std::optional<std::string>> WorkerLeases::WaitEnd(const std::stri
 void WorkerLeases::OnWorkerExited(const std::string& worker_id, const std::string& how) {
   bool ended = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = workers_by_id_.find(worker_id);
     if (it == workers_by_id_.end()) return;
     it->second.exited = true;
@@ -454,7 +454,7 @@ void WorkerLeases::OnWorkerExited(const std::string& worker_id, const std::strin
     for (auto& [key, ids] : idle_) std::erase(ids, worker_id);
     // A worker still starting is dropped by its starter, which is waiting on it.
     if (!it->second.starting) workers_by_id_.erase(it);
-    changed_.notify_all();
+    changed_.SignalAll();
   }
   if (ended && on_ledger_change_) on_ledger_change_();
 }
@@ -463,7 +463,7 @@ void WorkerLeases::Sweep() {
   std::vector<std::string> gone;
   std::vector<std::string> stop;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [id, lease] : leases_) {
       if (!lease.holder_boot_id.empty() && lease.holder_boot_id == boot_id_ && !HolderAlive(lease.info.holder_pid)) {
         gone.push_back(id);
@@ -476,7 +476,7 @@ void WorkerLeases::Sweep() {
     }
     const int64_t now = SteadyMs();
     for (auto& [key, ids] : idle_) {
-      std::erase_if(ids, [&](const std::string& id) {
+      std::erase_if(ids, [&](const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         auto w = workers_by_id_.find(id);
         if (w == workers_by_id_.end() || w->second.exited) return true;
         if (now - w->second.idle_since_ms < options_.idle_worker_ms) return false;
@@ -490,25 +490,25 @@ void WorkerLeases::Sweep() {
 }
 
 void WorkerLeases::WatchLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    changed_.wait_for(lock, std::chrono::milliseconds(250));
+    changed_.WaitWithTimeout(&mu_, absl::Milliseconds(250));
     if (stopping_) break;
-    lock.unlock();
+    mu_.Unlock();
     Sweep();
-    lock.lock();
+    mu_.Lock();
   }
 }
 
 std::vector<LeaseInfo> WorkerLeases::Leases() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<LeaseInfo> out;
   for (const auto& [id, lease] : leases_) out.push_back(lease.info);
   return out;
 }
 
 std::vector<AgentSample> WorkerLeases::Samples() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::map<std::string, int> per_job;
   for (const auto& [id, lease] : leases_) ++per_job[lease.info.job_id];
   std::vector<AgentSample> out;
@@ -527,14 +527,14 @@ std::vector<AgentSample> WorkerLeases::Samples() const {
 }
 
 int WorkerLeases::IdleWorkers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int n = 0;
   for (const auto& [key, ids] : idle_) n += static_cast<int>(ids.size());
   return n;
 }
 
 int WorkerLeases::WaitingRequests() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return waiting_;
 }
 

@@ -26,19 +26,19 @@
 
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/common/resources.h"
 #include "torus/node/bundle_ledger.h"
 #include "torus/node/metrics_sampler.h"
@@ -178,20 +178,23 @@ class WorkerLeases {
   };
 
   // Holds the resources and devices of `ask` as lease `lease_id` if they fit now; the reason when they do not.
-  std::optional<std::string> TryHoldLocked(const std::string& lease_id, const LeaseAsk& ask, LedgerBundle& held);
+  std::optional<std::string> TryHoldLocked(const std::string& lease_id, const LeaseAsk& ask, LedgerBundle& held)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The same inside a bundle: NotFound-like reasons come back through `never` (the bundle is not held here, or can
   // never hold the ask). REQUIRES: mu_ held.
-  std::optional<std::string> TryHoldInBundleLocked(const LeaseAsk& ask, LedgerBundle& held, std::string& never);
-  // Starts a worker for a lease; returns it once it announced, or an error. REQUIRES: lock held (released while
+  std::optional<std::string> TryHoldInBundleLocked(const LeaseAsk& ask, LedgerBundle& held, std::string& never)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts a worker for a lease; returns it once it announced, or an error. REQUIRES: mu_ held (released while
   // waiting).
-  absl::StatusOr<Worker*> StartWorkerLocked(std::unique_lock<std::mutex>& lock, const LeaseAsk& ask,
-                                            const std::string& lease_id, const LedgerBundle& held);
+  absl::StatusOr<Worker*> StartWorkerLocked(const LeaseAsk& ask, const std::string& lease_id, const LedgerBundle& held)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases a lease's bundle; stops what must stop; remembers `how` it ended. REQUIRES: mu_ held.
-  void EndLeaseLocked(const std::string& lease_id, bool kill_worker, const std::string& how);
+  void EndLeaseLocked(const std::string& lease_id, bool kill_worker, const std::string& how)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WatchLoop();
   // Gives a bundle lease's share back to its bundle. REQUIRES: mu_ held.
   void UnuseLocked(const std::pair<std::string, int>& bundle, const ResourceSet& resources,
-                   const std::vector<int>& chips, const std::vector<int>& gpus);
+                   const std::vector<int>& chips, const std::vector<int>& gpus) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   BundleLedger* ledger_;
   WorkerSupervisor* workers_;
@@ -200,18 +203,18 @@ class WorkerLeases {
   const std::function<void()> on_ledger_change_;
   const std::string boot_id_;
 
-  mutable std::mutex mu_;
-  std::condition_variable changed_;                      // a lease ended, a worker announced or exited
-  std::map<std::string, Lease> leases_;                  // guarded by mu_
-  std::map<std::string, Worker> workers_by_id_;          // every live lease worker; guarded by mu_
-  std::map<std::string, std::vector<std::string>> idle_;  // pool key -> idle worker ids; guarded by mu_
-  std::map<std::string, std::string> worker_lease_;      // worker id -> its lease; guarded by mu_
-  std::map<std::pair<std::string, int>, BundleUse> bundle_use_;  // guarded by mu_
-  std::map<std::string, std::string> ended_;             // lease id -> how it ended (the last 1000); guarded by mu_
-  std::deque<std::string> ended_order_;                  // guarded by mu_
-  int waiting_ = 0;                                      // requests waiting for resources; guarded by mu_
-  uint64_t next_id_ = 0;                                 // guarded by mu_
-  bool stopping_ = false;                                // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // a lease ended, a worker announced or exited
+  std::map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Worker> workers_by_id_ ABSL_GUARDED_BY(mu_);      // every live lease worker
+  std::map<std::string, std::vector<std::string>> idle_ ABSL_GUARDED_BY(mu_);  // pool key -> idle worker ids
+  std::map<std::string, std::string> worker_lease_ ABSL_GUARDED_BY(mu_);  // worker id -> its lease
+  std::map<std::pair<std::string, int>, BundleUse> bundle_use_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> ended_ ABSL_GUARDED_BY(mu_);  // lease id -> how it ended (the last 1000)
+  std::deque<std::string> ended_order_ ABSL_GUARDED_BY(mu_);
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;  // requests waiting for resources
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread watcher_;
 };
 

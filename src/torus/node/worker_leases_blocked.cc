@@ -7,7 +7,7 @@ namespace torus::node {
 
 absl::Status WorkerLeases::SetWorkerBlocked(const std::string& worker_id, bool blocked) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto owner = worker_lease_.find(worker_id);
     if (owner == worker_lease_.end()) {
       return absl::NotFoundError(absl::StrCat("worker ", worker_id, " holds no lease on this node"));
@@ -26,7 +26,7 @@ absl::Status WorkerLeases::SetWorkerBlocked(const std::string& worker_id, bool b
       if (absl::Status s = ledger_->Lend(group, 0, lend); !s.ok()) return s;
       lease.info.lent = std::move(lend);
       // Requests waiting for a CPU may fit now.
-      changed_.notify_all();
+      changed_.SignalAll();
     } else {
       if (lease.info.lent.empty()) return absl::OkStatus();
       // Taken back at once, even past what is free: the worker runs now (the host is over-subscribed until enough

@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 
 
@@ -204,7 +205,7 @@ WorkerSupervisor::WorkerSupervisor(const Clock* clock, std::string log_root, Env
 
 WorkerSupervisor::~WorkerSupervisor() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     shutting_down_ = true;
     for (const auto& [pid, id] : live_pids_) {
       kill(-pid, SIGKILL);
@@ -213,9 +214,9 @@ WorkerSupervisor::~WorkerSupervisor() {
     for (pid_t pgid : pending_kills_) kill(-pgid, SIGKILL);
     pending_kills_.clear();
   }
-  spawner_cv_.notify_all();
-  timer_cv_.notify_all();
-  reaper_cv_.notify_all();
+  spawner_cv_.SignalAll();
+  timer_cv_.SignalAll();
+  reaper_cv_.SignalAll();
   for (std::thread& t : spawners_) t.join();
   timer_.join();
   reaper_.join();
@@ -258,7 +259,7 @@ absl::StatusOr<StartedWorker> WorkerSupervisor::Start(const WorkerSpec& spec) {
 
   std::future<absl::StatusOr<pid_t>> result = request.result.get_future();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (shutting_down_) {
       close_fds();
       return absl::UnavailableError("the agent is shutting down");
@@ -290,7 +291,7 @@ absl::StatusOr<StartedWorker> WorkerSupervisor::Start(const WorkerSpec& spec) {
     record.info.bundle_index = spec.bundle_index;
     spawn_queue_.push_back(&request);
   }
-  spawner_cv_.notify_one();
+  spawner_cv_.Signal();
   absl::StatusOr<pid_t> pid = result.get();
   close_fds();
   if (!pid.ok()) return pid.status();
@@ -299,15 +300,15 @@ absl::StatusOr<StartedWorker> WorkerSupervisor::Start(const WorkerSpec& spec) {
 
 void WorkerSupervisor::SpawnerLoop() {
   const std::unique_ptr<char[]> stack = std::make_unique<char[]>(kChildStackBytes);
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (true) {
-    spawner_cv_.wait(lock, [this] { return shutting_down_ || !spawn_queue_.empty(); });
+    while (!shutting_down_ && spawn_queue_.empty()) spawner_cv_.Wait(&mu_);
     if (spawn_queue_.empty()) return;
     SpawnRequest* request = spawn_queue_.front();
     spawn_queue_.pop_front();
-    lock.unlock();
+    mu_.Unlock();
     Spawn(*request, stack.get());
-    lock.lock();
+    mu_.Lock();
   }
 }
 
@@ -329,7 +330,7 @@ void WorkerSupervisor::Spawn(SpawnRequest& request, char* stack) {
 
   auto fail = [this, &request](absl::Status status) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       workers_.erase(request.worker_id);
     }
     request.result.set_value(std::move(status));
@@ -355,9 +356,9 @@ void WorkerSupervisor::Spawn(SpawnRequest& request, char* stack) {
   int fork_error = 0;
   bool shutting_down = false;
   {
-    std::shared_lock<std::shared_mutex> cloning(clone_mu_);
+    absl::ReaderMutexLock cloning(&clone_mu_);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       shutting_down = shutting_down_;
     }
     if (!shutting_down) {
@@ -373,7 +374,7 @@ void WorkerSupervisor::Spawn(SpawnRequest& request, char* stack) {
     }
     if (pid > 0) {
       // Registered before the reaper may look at it (it waits for clone_mu_).
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       workers_[request.worker_id].info.pid = pid;
       workers_[request.worker_id].oom_kills_at_start = oom_kills;
       live_pids_[pid] = request.worker_id;
@@ -390,7 +391,7 @@ void WorkerSupervisor::Spawn(SpawnRequest& request, char* stack) {
                        : absl::InternalError(absl::StrCat("cannot start a process: ", ErrnoText(fork_error))));
     return;
   }
-  reaper_cv_.notify_all();
+  reaper_cv_.SignalAll();
 
   // EOF means exec succeeded (the pipe is close-on-exec); a report means the child failed and exits.
   ChildReport child_report{};
@@ -424,7 +425,7 @@ void WorkerSupervisor::Spawn(SpawnRequest& request, char* stack) {
 
   std::optional<Ending> early_exit;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Record& record = workers_[request.worker_id];
     // Logged under the lock, so that it always comes before the exit's line.
     spdlog::info("worker {} started: pid {}, log {}", request.worker_id, pid, record.info.log_path);
@@ -442,8 +443,8 @@ void WorkerSupervisor::Spawn(SpawnRequest& request, char* stack) {
 void WorkerSupervisor::ReaperLoop() {
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      reaper_cv_.wait(lock, [this] { return shutting_down_ || !live_pids_.empty(); });
+      absl::MutexLock lock(&mu_);
+      while (!shutting_down_ && live_pids_.empty()) reaper_cv_.Wait(&mu_);
       if (live_pids_.empty()) return;
     }
     // Look before reaping: while the leader is an unreaped zombie its pid, and so its group id, cannot be reused.
@@ -455,7 +456,7 @@ void WorkerSupervisor::ReaperLoop() {
       const std::string why = ErrnoText(errno);
       std::vector<Ending> lost;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         spdlog::error("waitid: {}; marking {} workers as lost", why, live_pids_.size());
         for (const auto& [pid, id] : live_pids_) {
           auto it = workers_.find(id);
@@ -469,17 +470,17 @@ void WorkerSupervisor::ReaperLoop() {
         }
         live_pids_.clear();
       }
-      exit_cv_.notify_all();
+      exit_cv_.SignalAll();
       for (Ending& e : lost) DeliverExit(std::move(e));
       continue;
     }
     const pid_t pid = info.si_pid;
     {
       // A start whose clone made this child has registered it once no spawner holds clone_mu_ shared.
-      std::unique_lock<std::shared_mutex> registered(clone_mu_);
+      absl::MutexLock registered(&clone_mu_);
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       // A natural exit takes what the worker left in its group along; a stopped group keeps its grace.
       if (live_pids_.count(pid) > 0 && pending_kills_.count(pid) == 0) kill(-pid, SIGKILL);
     }
@@ -491,7 +492,7 @@ void WorkerSupervisor::ReaperLoop() {
 
     std::optional<Ending> exit;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (pending_kills_.count(pid) > 0 && kill(-pid, 0) != 0 && errno == ESRCH) pending_kills_.erase(pid);
       auto live = live_pids_.find(pid);
       if (live != live_pids_.end()) {
@@ -508,7 +509,7 @@ void WorkerSupervisor::ReaperLoop() {
         }
       }
     }
-    exit_cv_.notify_all();
+    exit_cv_.SignalAll();
     if (exit) DeliverExit(*std::move(exit));
   }
 }
@@ -531,23 +532,23 @@ void WorkerSupervisor::DeliverExit(Ending ending) {
   }
   on_exit_(exit);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     --exits_in_delivery_;
   }
-  exit_cv_.notify_all();
+  exit_cv_.SignalAll();
 }
 
 void WorkerSupervisor::TimerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!shutting_down_) {
     if (kill_timers_.empty()) {
-      timer_cv_.wait(lock);
+      timer_cv_.Wait(&mu_);
       continue;
     }
     const KillTimer next = kill_timers_.top();
     const int64_t now = clock_->NowMicros();
     if (next.deadline_micros > now) {
-      timer_cv_.wait_for(lock, std::chrono::microseconds(next.deadline_micros - now));
+      timer_cv_.WaitWithTimeout(&mu_, absl::Microseconds(next.deadline_micros - now));
       continue;
     }
     kill_timers_.pop();
@@ -555,7 +556,7 @@ void WorkerSupervisor::TimerLoop() {
       // A pid is only reused after its group is empty: this reaches a stranger only after a pid wraparound
       // within the grace period.
       if (kill(-next.pgid, SIGKILL) == 0) spdlog::info("process group {} outlived its grace: killed", next.pgid);
-      exit_cv_.notify_all();
+      exit_cv_.SignalAll();
     }
   }
 }
@@ -618,11 +619,11 @@ void WorkerSupervisor::StopLocked(Record& record, int64_t grace_micros) {
   kill(-pgid, SIGTERM);
   kill_timers_.push({clock_->NowMicros() + grace_micros, pgid});
   pending_kills_.insert(pgid);
-  timer_cv_.notify_all();
+  timer_cv_.SignalAll();
 }
 
 absl::StatusOr<bool> WorkerSupervisor::Stop(const std::string& worker_id, int64_t grace_micros) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return absl::NotFoundError(absl::StrCat("no worker ", worker_id, " on this node"));
   if (!it->second.info.running) return false;
@@ -631,7 +632,7 @@ absl::StatusOr<bool> WorkerSupervisor::Stop(const std::string& worker_id, int64_
 }
 
 int WorkerSupervisor::StopOwner(const std::string& owner, int64_t grace_micros) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int stopped = 0;
   for (auto& [id, record] : workers_) {
     if (record.info.running && record.info.owner == owner) {
@@ -651,7 +652,7 @@ bool WorkerSupervisor::AllStoppedLocked() const {
 }
 
 int WorkerSupervisor::StopAll(int64_t grace_micros) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int stopped = 0;
   for (auto& [id, record] : workers_) {
     if (record.info.running) {
@@ -660,7 +661,11 @@ int WorkerSupervisor::StopAll(int64_t grace_micros) {
     }
   }
   const auto wait = std::chrono::microseconds(std::max<int64_t>(2 * grace_micros, 1'000'000));
-  if (!exit_cv_.wait_for(lock, wait, [this] { return AllStoppedLocked(); })) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (!AllStoppedLocked()) {
+    if (exit_cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+  }
+  if (!AllStoppedLocked()) {
     spdlog::warn("workers still running {} ms after they were stopped",
                  std::chrono::duration_cast<std::chrono::milliseconds>(wait).count());
   }

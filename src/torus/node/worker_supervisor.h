@@ -17,7 +17,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -25,17 +24,17 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <queue>
 #include <set>
-#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/accel/tpu_detect.h"
 #include "torus/common/clock.h"
 #include "torus/node/exit_details.h"
@@ -200,16 +199,16 @@ class WorkerSupervisor {
   };
   // Marks a worker finished from a wait status (and the leader's peak RSS in KiB) and returns its ending, which
   // the caller must pass to DeliverExit once it has released mu_. REQUIRES: mu_ held.
-  Ending FinishLocked(Record& record, int wait_status, int64_t max_rss_kib = 0);
+  Ending FinishLocked(Record& record, int wait_status, int64_t max_rss_kib = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds what the log, libtpu's logs and the memory cgroup say about a failure, then calls on_exit. REQUIRES: mu_
   // not held.
-  void DeliverExit(Ending ending);
+  void DeliverExit(Ending ending) ABSL_LOCKS_EXCLUDED(mu_);
   // SIGTERM to the group now and SIGKILL at grace, or SIGKILL at once when grace <= 0; a worker still starting
   // is stopped as soon as it has exec'ed. REQUIRES: mu_ held, record running.
-  void StopLocked(Record& record, int64_t grace_micros);
+  void StopLocked(Record& record, int64_t grace_micros) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the oldest finished records beyond the limit. REQUIRES: mu_ held.
-  void PruneFinishedLocked();
-  bool AllStoppedLocked() const;
+  void PruneFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AllStoppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock* clock_;
   const std::string log_root_;
@@ -223,25 +222,25 @@ class WorkerSupervisor {
   // Held shared by a spawner from before its clone until the child's pid is registered, exclusively by the reaper
   // before it settles a pid it saw exit: the reaper never meets a child of ours it does not know yet, and spawners
   // clone in parallel (a clone suspends its thread until the child execs) without holding mu_.
-  std::shared_mutex clone_mu_;
+  absl::Mutex clone_mu_;
 
-  mutable std::mutex mu_;
-  std::condition_variable reaper_cv_;   // children to wait for, or shutting down
-  std::condition_variable spawner_cv_;  // spawn requests, or shutting down
-  std::condition_variable timer_cv_;    // kill timers, or shutting down
-  std::condition_variable exit_cv_;     // a worker finished, or a stopped group was killed or found empty
-  std::map<std::string, Record> workers_;   // running (and starting) and finished; guarded by mu_
-  std::map<pid_t, std::string> live_pids_;  // forked and not yet reaped, to worker id; guarded by mu_
-  std::list<std::string> finished_order_;   // finished worker ids, oldest first; guarded by mu_
-  std::deque<SpawnRequest*> spawn_queue_;   // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar reaper_cv_;   // children to wait for, or shutting down
+  absl::CondVar spawner_cv_;  // spawn requests, or shutting down
+  absl::CondVar timer_cv_;    // kill timers, or shutting down
+  absl::CondVar exit_cv_;     // a worker finished, or a stopped group was killed or found empty
+  std::map<std::string, Record> workers_ ABSL_GUARDED_BY(mu_);   // running (and starting) and finished
+  std::map<pid_t, std::string> live_pids_ ABSL_GUARDED_BY(mu_);  // forked and not yet reaped, to worker id
+  std::list<std::string> finished_order_ ABSL_GUARDED_BY(mu_);   // finished worker ids, oldest first
+  std::deque<SpawnRequest*> spawn_queue_ ABSL_GUARDED_BY(mu_);
   // SIGKILL deadlines of stopped groups; a group counts only while its pgid is in pending_kills_ (a group found
-  // empty is dropped from the set, its queue entry then ignored). Both guarded by mu_.
-  std::priority_queue<KillTimer, std::vector<KillTimer>, std::greater<KillTimer>> kill_timers_;
-  std::set<pid_t> pending_kills_;
-  // Log waits (WaitForLog) per worker id: eventfds that FinishLocked signals when the worker exits. Guarded by mu_.
-  std::multimap<std::string, int> log_waiters_;
-  int exits_in_delivery_ = 0;    // finished workers whose on_exit has not returned yet; guarded by mu_
-  bool shutting_down_ = false;  // guarded by mu_
+  // empty is dropped from the set, its queue entry then ignored).
+  std::priority_queue<KillTimer, std::vector<KillTimer>, std::greater<KillTimer>> kill_timers_ ABSL_GUARDED_BY(mu_);
+  std::set<pid_t> pending_kills_ ABSL_GUARDED_BY(mu_);
+  // Log waits (WaitForLog) per worker id: eventfds that FinishLocked signals when the worker exits.
+  std::multimap<std::string, int> log_waiters_ ABSL_GUARDED_BY(mu_);
+  int exits_in_delivery_ ABSL_GUARDED_BY(mu_) = 0;  // finished workers whose on_exit has not returned yet
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 
   std::vector<std::thread> spawners_;  // several, so that starts run in parallel
   std::thread reaper_;

@@ -30,7 +30,7 @@ absl::StatusOr<LogChunk> WorkerSupervisor::ReadLog(const std::string& worker_id,
   std::string path;
   bool running = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = workers_.find(worker_id);
     if (it == workers_.end() || !it->second.exec_confirmed) {
       return absl::NotFoundError(absl::StrCat("no worker ", worker_id, " on this node"));
@@ -90,7 +90,7 @@ absl::Status WorkerSupervisor::WaitForLogs(const std::vector<std::pair<std::stri
   std::vector<std::pair<std::string, int64_t>> paths;  // log path, offset, of the running ones
   std::vector<std::string> running;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [worker_id, offset] : logs) {
       auto it = workers_.find(worker_id);
       if (it == workers_.end()) {
@@ -122,7 +122,7 @@ absl::Status WorkerSupervisor::WaitForLogs(const std::vector<std::pair<std::stri
     return false;
   };
   auto all_ended = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const std::string& worker_id : running) {
       auto it = workers_.find(worker_id);
       if (it != workers_.end() && it->second.info.running) return false;
@@ -146,7 +146,7 @@ absl::Status WorkerSupervisor::WaitForLogs(const std::vector<std::pair<std::stri
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto it = log_waiters_.begin(); it != log_waiters_.end();) {
       it = it->second == exited ? log_waiters_.erase(it) : std::next(it);
     }

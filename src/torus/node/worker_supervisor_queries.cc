@@ -4,18 +4,18 @@
 namespace torus::node {
 
 bool WorkerSupervisor::Knows(const std::string& worker_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return workers_.contains(worker_id);
 }
 
 bool WorkerSupervisor::IsRunning(const std::string& worker_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = workers_.find(worker_id);
   return it != workers_.end() && it->second.info.running;
 }
 
 std::vector<WorkerInfo> WorkerSupervisor::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<WorkerInfo> out;
   for (const auto& [id, record] : workers_) {
     if (record.exec_confirmed) out.push_back(record.info);
@@ -24,7 +24,7 @@ std::vector<WorkerInfo> WorkerSupervisor::List() const {
 }
 
 std::vector<RunningWorker> WorkerSupervisor::Running() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<RunningWorker> out;
   for (const auto& [id, record] : workers_) {
     if (record.exec_confirmed && record.info.running) {
@@ -36,7 +36,7 @@ std::vector<RunningWorker> WorkerSupervisor::Running() const {
 }
 
 int WorkerSupervisor::RunningCount() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int n = 0;
   for (const auto& [id, record] : workers_) n += record.exec_confirmed && record.info.running;
   return n;

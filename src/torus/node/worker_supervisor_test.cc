@@ -6,13 +6,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace torus::node {
 namespace worker_supervisor_test {
@@ -27,31 +29,38 @@ class ExitCollector {
  public:
   void Record(const WorkerExit& exit) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       exits_.push_back(exit);
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   std::optional<WorkerExit> WaitFor(const std::string& id, milliseconds timeout = seconds(20)) {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     std::optional<WorkerExit> found;
-    cv_.wait_for(lock, timeout, [&] {
+    auto find = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       for (const WorkerExit& e : exits_) {
         if (e.worker_id == id) found = e;
       }
       return found.has_value();
-    });
+    };
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!find()) {
+      if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) {
+        find();
+        break;
+      }
+    }
     return found;
   }
   size_t Count() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return exits_.size();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<WorkerExit> exits_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<WorkerExit> exits_ ABSL_GUARDED_BY(mu_);
 };
 
 // True when `pid` no longer runs (gone, or a zombie nobody has reaped yet).

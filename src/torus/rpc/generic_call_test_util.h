@@ -5,12 +5,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "google/protobuf/descriptor.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -29,19 +28,19 @@ inline grpc::Status GenericUnaryCall(const std::shared_ptr<grpc::Channel>& chann
   grpc::ClientContext ctx;
   if (!token.empty()) ctx.AddMetadata(kAuthMetadataKey, "Bearer " + token);
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-  std::mutex mu;
-  std::condition_variable cv;
+  absl::Mutex mu;
+  absl::CondVar cv;
   bool done = false;
   grpc::Status status;
   grpc::StubOptions options;
   generic.UnaryCall(&ctx, method, options, &request, &reply, [&](grpc::Status s) {
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&mu);
     status = std::move(s);
     done = true;
-    cv.notify_all();
+    cv.SignalAll();
   });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });  // the deadline ends the call
+  absl::MutexLock lock(&mu);
+  while (!done) cv.Wait(&mu);  // the deadline ends the call
   return status;
 }
 

@@ -14,17 +14,18 @@
 #include <atomic>
 #include <chrono>
 #include <cerrno>
-#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "torus/serve/http_message.h"
@@ -103,11 +104,11 @@ class Backend {
   int port() const { return port_; }
 
   std::vector<Received> received() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return received_;
   }
   Received last() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return received_.empty() ? Received{} : received_.back();
   }
   // Lets /slow answer.
@@ -119,28 +120,32 @@ class Backend {
 
  private:
   void Record(const httplib::Request& req) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     received_.push_back({req.method, req.path, req.target, req.body, req.headers});
   }
   void SetFlag(bool* flag) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     *flag = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   bool WaitFlag(bool* flag) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return *flag; });
+    absl::MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!*flag) {
+      if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) return *flag;
+    }
+    return true;
   }
 
   const std::string id_;
   httplib::Server server_;
   int port_ = 0;
   std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Received> received_;
-  bool released_ = false;
-  bool first_seen_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<Received> received_ ABSL_GUARDED_BY(mu_);
+  bool released_ ABSL_GUARDED_BY(mu_) = false;    // set and read through SetFlag and WaitFlag
+  bool first_seen_ ABSL_GUARDED_BY(mu_) = false;  // likewise
   std::atomic<bool> stream_waited_{false};
 };
 
@@ -191,7 +196,7 @@ class RawBackend {
     ::shutdown(listen_fd_, SHUT_RDWR);  // accept() fails at once
     accept_thread_.join();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (int fd : conns_) ::shutdown(fd, SHUT_RDWR);
     }
     for (std::thread& t : threads_) t.join();
@@ -208,7 +213,7 @@ class RawBackend {
         if (errno == EINTR) continue;
         return;
       }
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       conns_.push_back(fd);
       threads_.emplace_back([this, fd] { ServeConnection(fd); });
     }
@@ -242,9 +247,9 @@ class RawBackend {
   int listen_fd_ = -1;
   int port_ = 0;
   std::thread accept_thread_;
-  std::mutex mu_;
-  std::vector<int> conns_;
-  std::vector<std::thread> threads_;
+  absl::Mutex mu_;
+  std::vector<int> conns_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> requests_{0};
 };
 

@@ -83,7 +83,7 @@ std::vector<std::string> RouteTable::Prefixes() const {
 
 RouteTable::Pick RouteTable::PickLocked(const std::string& service, const std::set<std::string>& exclude,
                                         bool* queued) {
-  auto unqueue = [&] {
+  auto unqueue = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (*queued) UnqueueLocked(service);
     *queued = false;
   };

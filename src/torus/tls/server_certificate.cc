@@ -40,7 +40,7 @@ absl::Status ServerCertificate::Load() {
     EVP_PKEY_free(key);
     return absl::InvalidArgumentError(absl::StrCat(files_.key, " is not the key of ", files_.cert));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   X509_free(cert_);
   EVP_PKEY_free(key_);
   cert_ = cert;
@@ -52,7 +52,7 @@ absl::Status ServerCertificate::Load() {
 
 void ServerCertificate::RefreshIfChanged() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     const time_t now = time(nullptr);
     if (now == checked_) return;
     checked_ = now;
@@ -64,7 +64,7 @@ void ServerCertificate::RefreshIfChanged() {
 int ServerCertificate::OnHandshake(SSL* ssl, void* self) {
   auto* me = static_cast<ServerCertificate*>(self);
   me->RefreshIfChanged();
-  std::lock_guard<std::mutex> lock(me->mu_);
+  absl::MutexLock lock(&me->mu_);
   if (me->cert_ == nullptr) return 0;
   return SSL_use_certificate(ssl, me->cert_) == 1 && SSL_use_PrivateKey(ssl, me->key_) == 1 ? 1 : 0;
 }

@@ -9,10 +9,11 @@
 #include <openssl/ssl.h>
 
 #include <ctime>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/tls/credentials.h"
 
 namespace torus::tls {
@@ -34,12 +35,12 @@ class ServerCertificate {
   void RefreshIfChanged();
 
   const TlsFiles files_;
-  std::mutex mu_;
-  X509* cert_ = nullptr;       // guarded by mu_
-  EVP_PKEY* key_ = nullptr;    // guarded by mu_
-  std::string cert_version_;   // guarded by mu_: inode, modification time and size of the file loaded
-  std::string key_version_;    // guarded by mu_
-  time_t checked_ = 0;         // guarded by mu_
+  absl::Mutex mu_;
+  X509* cert_ ABSL_GUARDED_BY(mu_) = nullptr;
+  EVP_PKEY* key_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::string cert_version_ ABSL_GUARDED_BY(mu_);  // inode, modification time and size of the file loaded
+  std::string key_version_ ABSL_GUARDED_BY(mu_);
+  time_t checked_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace torus::tls

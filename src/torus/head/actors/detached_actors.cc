@@ -1,8 +1,10 @@
 #include "torus/head/actors/detached_actors.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/escaping.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "torus/core.grpc.pb.h"
@@ -126,7 +128,7 @@ void DetachedActors::Start(const std::string& self_address, const std::string& o
       });
   self_address_ = self_address;
   if (Recover()) return;  // started once the actors left unfinished are dealt with
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   started_ = true;
 }
 
@@ -158,7 +160,7 @@ void DetachedActors::SweepOrphanLeases(const std::set<std::string>& known) {
 }
 
 core::ActorManager* DetachedActors::Manager() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return started_ && !stopping_ ? manager_.get() : nullptr;
 }
 
@@ -252,10 +254,13 @@ bool DetachedActors::Recover() {
   // one of them, but did not journal, is given back first. New actors wait until then (Create: UNAVAILABLE).
   recover_thread_ = std::thread([this, later = std::move(later), known_leases = std::move(known_leases)] {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (stop_cv_.wait_for(lock, std::chrono::milliseconds(options_.recover_delay_ms), [this] { return stopping_; })) {
-        return;
+      absl::MutexLock lock(&mu_);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.recover_delay_ms);
+      for (auto now = std::chrono::steady_clock::now(); !stopping_ && now < until;
+           now = std::chrono::steady_clock::now()) {
+        stop_cv_.WaitWithTimeout(&mu_, absl::FromChrono(until - now));
       }
+      if (stopping_) return;
     }
     SweepOrphanLeases(known_leases);
     for (const auto& [creation, a] : later) {
@@ -267,10 +272,10 @@ bool DetachedActors::Recover() {
       manager_->Create(creation.creation(), OptionsOf(creation, a.job_id), std::move(info));
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       started_ = true;
     }
-    stop_cv_.notify_all();  // resolves waiting for these actors look again
+    stop_cv_.SignalAll();  // resolves waiting for these actors look again
   });
   return true;
 }
@@ -309,9 +314,16 @@ core::ActorInfo DetachedActors::Resolve(const std::string& actor_id, int64_t wai
     }
     // Not created again yet: wait for the head to finish taking its actors up (Recover's thread says so), then ask
     // the manager once more. Once started, the manager has every live one: the caller asks again.
-    std::unique_lock<std::mutex> lock(mu_);
-    const bool woke = !started_ && stop_cv_.wait_for(lock, std::chrono::milliseconds(left),
-                                                     [this] { return stopping_ || started_; });
+    absl::MutexLock lock(&mu_);
+    bool woke = false;
+    if (!started_) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(left);
+      for (auto now = std::chrono::steady_clock::now(); !(stopping_ || started_) && now < until;
+           now = std::chrono::steady_clock::now()) {
+        stop_cv_.WaitWithTimeout(&mu_, absl::FromChrono(until - now));
+      }
+      woke = stopping_ || started_;
+    }
     if (!woke || stopping_) {
       info.set_state(core::ActorInfo::RESTARTING);
       info.clear_death_cause();
@@ -328,10 +340,10 @@ absl::Status DetachedActors::Kill(const std::string& actor_id, bool no_restart) 
 
 void DetachedActors::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   if (recover_thread_.joinable()) recover_thread_.join();
   if (manager_) manager_->Abandon();
 }

@@ -17,14 +17,14 @@
 // Thread-safety: thread-safe. Each actor's life runs on a thread of its own (the core's ActorManager).
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/core.pb.h"
 #include "torus/head.pb.h"
@@ -91,10 +91,10 @@ class DetachedActors {
   std::unique_ptr<Service> service_;
   std::string owner_address_;  // set by Start
   std::string self_address_;   // set by Start
-  std::mutex mu_;
-  std::condition_variable stop_cv_;
-  bool started_ = false;   // guarded by mu_
-  bool stopping_ = false;  // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar stop_cv_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread recover_thread_;
 };
 

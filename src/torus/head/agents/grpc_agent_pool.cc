@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
+#include <mutex>  // std::once_flag
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/rpc/auth.h"
 #include "torus/rpc/convert.h"
@@ -22,18 +23,18 @@ class Latch {
  public:
   explicit Latch(size_t n) : left_(n) {}
   void CountDown() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--left_ == 0) cv_.notify_all();
+    absl::MutexLock lock(&mu_);
+    if (--left_ == 0) cv_.SignalAll();
   }
   void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return left_ == 0; });
+    absl::MutexLock lock(&mu_);
+    while (left_ != 0) cv_.Wait(&mu_);
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t left_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  size_t left_ ABSL_GUARDED_BY(mu_);
 };
 
 // Runs one async unary call per entry and waits for all; `start` fills the request, issues the call and must invoke

@@ -13,7 +13,7 @@ ConnectionThreads::~ConnectionThreads() { shutdown(); }
 
 void ConnectionThreads::enqueue(std::function<void()> fn) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (running_ >= max_threads_) {
       waiting_.push_back(std::move(fn));
       return;
@@ -26,13 +26,13 @@ void ConnectionThreads::enqueue(std::function<void()> fn) {
   } catch (const std::system_error&) {
     // No thread to be had (the process's limit): the connection waits for a running one, or, when there is none,
     // is served here, on the accepting thread.
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::ReleasableMutexLock lock(&mu_);
     if (--running_ > 0) {
       waiting_.push_back(std::move(fn));
       return;
     }
     ++running_;
-    lock.unlock();
+    lock.Release();
     Run(std::move(fn));
   }
 }
@@ -40,11 +40,11 @@ void ConnectionThreads::enqueue(std::function<void()> fn) {
 void ConnectionThreads::Run(std::function<void()> fn) {
   while (true) {
     fn();
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (waiting_.empty()) {
       --running_;
       // Under the lock: once shutdown() sees no thread running, this one no longer touches the object.
-      if (running_ == 0) idle_.notify_all();
+      if (running_ == 0) idle_.SignalAll();
       return;
     }
     fn = std::move(waiting_.front());
@@ -53,17 +53,17 @@ void ConnectionThreads::Run(std::function<void()> fn) {
 }
 
 void ConnectionThreads::shutdown() {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [this] { return running_ == 0 && waiting_.empty(); });
+  absl::MutexLock lock(&mu_);
+  while (!(running_ == 0 && waiting_.empty())) idle_.Wait(&mu_);
 }
 
 int ConnectionThreads::running() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return running_;
 }
 
 int ConnectionThreads::peak() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return peak_;
 }
 

@@ -8,12 +8,13 @@
 // connection to finish, and no thread touches the object once it has returned.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 
 #include <httplib.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace torus::head {
 
@@ -33,11 +34,11 @@ class ConnectionThreads final : public httplib::TaskQueue {
   void Run(std::function<void()> fn);
 
   const int max_threads_;
-  mutable std::mutex mu_;
-  std::condition_variable idle_;
-  std::deque<std::function<void()>> waiting_;  // guarded by mu_
-  int running_ = 0;                            // guarded by mu_
-  int peak_ = 0;                               // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar idle_;
+  std::deque<std::function<void()>> waiting_ ABSL_GUARDED_BY(mu_);
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int peak_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace torus::head

@@ -2,10 +2,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace torus::head {
@@ -15,31 +16,36 @@ namespace connection_threads_test {
 class Gate {
  public:
   void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++waiting_;
-    changed_.notify_all();
-    changed_.wait(lock, [this] { return open_; });
+    changed_.SignalAll();
+    while (!open_) changed_.Wait(&mu_);
   }
   void Open() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     open_ = true;
-    changed_.notify_all();
+    changed_.SignalAll();
   }
   // Waits until `n` connections wait at the gate; false after 10 s.
   bool WaitForWaiting(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return changed_.wait_for(lock, std::chrono::seconds(10), [&] { return waiting_ >= n; });
+    absl::MutexLock lock(&mu_);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (auto now = std::chrono::steady_clock::now(); waiting_ < n && now < until;
+         now = std::chrono::steady_clock::now()) {
+      changed_.WaitWithTimeout(&mu_, absl::FromChrono(until - now));
+    }
+    return waiting_ >= n;
   }
   int waiting() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return waiting_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable changed_;
-  int waiting_ = 0;
-  bool open_ = false;
+  absl::Mutex mu_;
+  absl::CondVar changed_;
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 TEST(ConnectionThreadsTest, EveryConnectionRunsAtOnceUpToTheBound) {
@@ -65,12 +71,12 @@ TEST(ConnectionThreadsTest, EveryConnectionRunsAtOnceUpToTheBound) {
 TEST(ConnectionThreadsTest, BeyondTheBoundConnectionsWaitAndAllRunInTheEnd) {
   ConnectionThreads threads(4);
   Gate gate;
-  std::mutex order_mu;
-  std::vector<int> order;
+  absl::Mutex order_mu;
+  std::vector<int> order;  // appended under order_mu (a local: ABSL_GUARDED_BY applies only to fields and globals)
   for (int i = 0; i < 10; ++i) {
     threads.enqueue([&, i] {
       gate.Wait();
-      std::lock_guard<std::mutex> lock(order_mu);
+      absl::MutexLock lock(&order_mu);
       order.push_back(i);
     });
   }

@@ -156,7 +156,7 @@ void Autoscaler::Tick() {
     absl::MutexLock lock(&mu_);
     // Launches the provider gave up on: the class failed; what came up of the slice is removed.
     for (const auto& [slice, why] : provider_failures) {
-      auto it = std::find_if(slices_.begin(), slices_.end(), [&](const ScaledSlice& s) { return s.name == slice; });
+      auto it = std::find_if(slices_.begin(), slices_.end(), [&slice = slice](const ScaledSlice& s) { return s.name == slice; });
       if (it == slices_.end()) continue;
       failures_.push_back({it->node_type, it->capacity_class, why, now, now + config_.failure_backoff_ms});
       ++launch_failures_[{it->node_type, ClassLabel(it->capacity_class)}];

@@ -113,7 +113,7 @@ void MetricsStore::Ingest(const MetricLabels& node_tags, const rpc::MetricsRepor
 
 bool MetricsStore::AddReport(const MetricLabels& node_tags, const rpc::MetricsReport& report, int64_t now_ms) {
   int64_t t_ms = report.time_ms() > 0 ? std::min(report.time_ms(), now_ms) : now_ms;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++reports_;
   if (t_ms < epoch_ms_ || t_ms < now_ms - options_.retention_ms) {
     refused_ += report.samples_size();
@@ -201,7 +201,7 @@ bool MetricsStore::AddReport(const MetricLabels& node_tags, const rpc::MetricsRe
 std::vector<SeriesView> MetricsStore::Query(const MetricsQuery& query, int64_t now_ms) const {
   std::vector<SeriesView> out;
   const int64_t since = std::max(query.since_ms, now_ms - options_.retention_ms);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto node_filter = query.label_equals.find("node_id");
   for (const auto& [node_id, node] : nodes_) {
     if (node_filter != query.label_equals.end() && node_filter->second != node_id) continue;
@@ -246,7 +246,7 @@ std::vector<SeriesView> MetricsStore::Query(const MetricsQuery& query, int64_t n
 }
 
 std::map<std::string, size_t> MetricsStore::Names() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::map<std::string, size_t> out;
   for (const auto& [name, count] : series_per_name_) {
     if (count > 0) out[name] = count;
@@ -255,7 +255,7 @@ std::map<std::string, size_t> MetricsStore::Names() const {
 }
 
 void MetricsStore::ForEachLatest(int64_t now_ms, const std::function<void(const LatestSample&)>& visit) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<const Series*> fresh;
   fresh.reserve(series_count_);
   for (const auto& [node_id, node] : nodes_) {
@@ -269,13 +269,13 @@ void MetricsStore::ForEachLatest(int64_t now_ms, const std::function<void(const 
 }
 
 std::vector<SourceState> MetricsStore::Sources(const std::string& node_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = nodes_.find(node_id);
   return it == nodes_.end() ? std::vector<SourceState>{} : it->second->sources;
 }
 
 std::map<std::string, std::vector<SourceState>> MetricsStore::AllSources(int64_t now_ms) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::map<std::string, std::vector<SourceState>> out;
   for (const auto& [node_id, node] : nodes_) {
     if (now_ms - node->received_ms <= std::max(options_.stale_after_ms, 3 * node->period_ms)) {
@@ -286,7 +286,7 @@ std::map<std::string, std::vector<SourceState>> MetricsStore::AllSources(int64_t
 }
 
 void MetricsStore::Sweep(int64_t now_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const int64_t cutoff = now_ms - options_.retention_ms;
   for (auto node_it = nodes_.begin(); node_it != nodes_.end();) {
     auto& series = node_it->second->series;
@@ -312,7 +312,7 @@ void MetricsStore::Sweep(int64_t now_ms) {
 }
 
 MetricsStoreStats MetricsStore::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return {.series = series_count_, .points = point_count_, .reports = reports_, .samples_refused = refused_};
 }
 

@@ -21,13 +21,14 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "torus/head.pb.h"
 
 namespace torus::head {
@@ -120,14 +121,14 @@ class MetricsStore {
 
   const MetricsStoreOptions options_;
   const int64_t epoch_ms_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<NodeData>> nodes_;  // guarded by mu_
-  std::map<std::string, size_t> series_per_name_;          // guarded by mu_
-  size_t series_count_ = 0;                                // guarded by mu_
-  size_t point_count_ = 0;                                 // guarded by mu_
-  uint64_t reports_ = 0;                                   // guarded by mu_
-  uint64_t refused_ = 0;                                   // guarded by mu_
-  int64_t last_sweep_ms_ = 0;                              // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<NodeData>> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, size_t> series_per_name_ ABSL_GUARDED_BY(mu_);
+  size_t series_count_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t point_count_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t reports_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_sweep_ms_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Parses a `since`/`until` value: Unix ms ("1700000000000"), or relative to now ("-30s", "-5m", "-1h", "-250ms").

@@ -14,14 +14,14 @@ Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), c
 
 void Histogram::Observe(double value) {
   size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++counts_[i];
   sum_ += value;
   ++count_;
 }
 
 void Histogram::Write(PrometheusWriter& w, const std::string& name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
@@ -33,12 +33,12 @@ void Histogram::Write(PrometheusWriter& w, const std::string& name) const {
 }
 
 void RequestCounter::Add(const std::string& method, const std::string& code) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++counts_[{method, code}];
 }
 
 std::map<std::pair<std::string, std::string>, uint64_t> RequestCounter::Counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return counts_;
 }
 

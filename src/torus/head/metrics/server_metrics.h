@@ -7,13 +7,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/support/server_interceptor.h"
 #include "torus/head/state/model.h"
 #include "torus/head.pb.h"
@@ -31,10 +32,10 @@ class Histogram {
 
  private:
   const std::vector<double> bounds_;
-  mutable std::mutex mu_;
-  std::vector<uint64_t> counts_;  // guarded by mu_; one per bound, then +Inf
-  double sum_ = 0;                // guarded by mu_
-  uint64_t count_ = 0;            // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::vector<uint64_t> counts_ ABSL_GUARDED_BY(mu_);  // one per bound, then +Inf
+  double sum_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Counts of requests by (method, code).
@@ -44,8 +45,8 @@ class RequestCounter {
   std::map<std::pair<std::string, std::string>, uint64_t> Counts() const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, uint64_t> counts_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<std::pair<std::string, std::string>, uint64_t> counts_ ABSL_GUARDED_BY(mu_);
 };
 
 // Counts every gRPC call the server finishes: method (e.g. "/torus.rpc.HeadService/Heartbeat") and status code name.

@@ -1,5 +1,6 @@
 #include "torus/head/nodes/failure_detector.h"
 
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 
 namespace torus::head {
@@ -13,20 +14,28 @@ void FailureDetector::Start() { thread_ = std::thread([this] { Run(); }); }
 
 void FailureDetector::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void FailureDetector::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, check_period_, [this] { return stopping_; })) {
-    lock.unlock();
+  mu_.Lock();
+  while (true) {
+    // Waits up to a check period for Stop (spurious wakeups wait on).
+    const auto until = std::chrono::steady_clock::now() + check_period_;
+    for (auto now = std::chrono::steady_clock::now(); !stopping_ && now < until;
+         now = std::chrono::steady_clock::now()) {
+      cv_.WaitWithTimeout(&mu_, absl::FromChrono(until - now));
+    }
+    if (stopping_) break;
+    mu_.Unlock();
     membership_->ExpireSilent();
-    lock.lock();
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 }  // namespace torus::head

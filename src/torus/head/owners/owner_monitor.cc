@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 #include "torus/core.grpc.pb.h"
 #include "torus/tls/credentials.h"
@@ -31,23 +32,28 @@ int OwnerMonitor::CheckOnce() {
 
 void OwnerMonitor::Start() {
   thread_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(mu_);
+    mu_.Lock();
     while (!stop_) {
-      cv_.wait_for(lock, period_, [this] { return stop_; });
+      // Waits up to a period for Stop (spurious wakeups wait on).
+      const auto until = std::chrono::steady_clock::now() + period_;
+      for (auto now = std::chrono::steady_clock::now(); !stop_ && now < until; now = std::chrono::steady_clock::now()) {
+        cv_.WaitWithTimeout(&mu_, absl::FromChrono(until - now));
+      }
       if (stop_) break;
-      lock.unlock();
+      mu_.Unlock();
       CheckOnce();
-      lock.lock();
+      mu_.Lock();
     }
+    mu_.Unlock();
   });
 }
 
 void OwnerMonitor::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 

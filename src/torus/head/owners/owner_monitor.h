@@ -8,15 +8,16 @@
 // Thread-safety: thread-safe; one thread of its own between Start and Stop.
 #pragma once
 
-#include <condition_variable>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <set>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 
 namespace torus::head {
@@ -51,9 +52,9 @@ class OwnerMonitor {
   const std::chrono::milliseconds period_;
   const int failures_needed_;
   std::map<std::string, int> failures_;  // owner -> probes failed in a row; only the monitor's thread touches it
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -113,7 +113,7 @@ void PlacementScheduler::FinishWaiters(const std::vector<GroupId>& groups, bool 
     for (const auto& [id, group] : now) {
       auto it = waiters_.find(id);
       if (it == waiters_.end()) continue;
-      std::erase_if(it->second, [&](Waiter& w) {
+      std::erase_if(it->second, [&, &group = group](Waiter& w) {
         if (!group) {
           finished.emplace_back(std::move(w.done), absl::NotFoundError("placement group was forgotten"));
           return true;

@@ -4,15 +4,14 @@
 
 #include <atomic>
 #include <cstring>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -20,6 +19,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -123,7 +124,7 @@ class EtcdClient {
       : endpoints_(std::move(endpoints)), timeout_(timeout) {}
 
   absl::StatusOr<json> Call(const std::string& method, const json& body) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     const std::string payload = body.dump();
     std::string failures;
     for (size_t i = 0; i < endpoints_.size(); ++i) {
@@ -171,7 +172,7 @@ class EtcdClient {
   }
 
  private:
-  httplib::Client& ClientFor(size_t at) {
+  httplib::Client& ClientFor(size_t at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::unique_ptr<httplib::Client>& c = clients_[at];
     if (c == nullptr) {
       c = std::make_unique<httplib::Client>(absl::StrCat("http://", endpoints_[at]));
@@ -188,9 +189,9 @@ class EtcdClient {
 
   const std::vector<std::string> endpoints_;
   const std::chrono::milliseconds timeout_;
-  std::mutex mu_;
-  size_t current_ = 0;                                          // guarded by mu_
-  std::map<size_t, std::unique_ptr<httplib::Client>> clients_;  // by endpoint index; guarded by mu_
+  absl::Mutex mu_;
+  size_t current_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<size_t, std::unique_ptr<httplib::Client>> clients_ ABSL_GUARDED_BY(mu_);  // by endpoint index
 };
 
 class EtcdJournal final : public Journal {
@@ -208,9 +209,9 @@ class EtcdJournal final : public Journal {
 
   ~EtcdJournal() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopping_ = true;
-      cv_.notify_all();
+      cv_.SignalAll();
     }
     if (keeper_.joinable()) keeper_.join();
     // Revoking the lease deletes the owner key: the next head need not wait for the TTL.
@@ -377,7 +378,7 @@ class EtcdJournal final : public Journal {
   absl::Status Writable() const override {
     if (lost_) return Lost();
     if (!stalled_) return absl::OkStatus();
-    std::lock_guard<std::mutex> lock(stall_mu_);
+    absl::MutexLock lock(&stall_mu_);
     return absl::UnavailableError(absl::StrCat("the journal at ", target_.url, " cannot commit now (", stall_,
                                                "): changes are refused until etcd has a quorum again"));
   }
@@ -444,7 +445,7 @@ class EtcdJournal final : public Journal {
   }
 
   void SetStall(std::string why) {
-    std::lock_guard<std::mutex> lock(stall_mu_);
+    absl::MutexLock lock(&stall_mu_);
     stall_ = std::move(why);
   }
 
@@ -460,9 +461,16 @@ class EtcdJournal final : public Journal {
 
   // Renews the lease every third of its TTL; gives up (lost_) once the lease is gone or went unrenewed for a TTL.
   void KeepAlive() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, options_.lease_ttl / 3, [this] { return stopping_; })) {
-      lock.unlock();
+    mu_.Lock();
+    while (true) {
+      // Waits up to a third of the TTL for the journal to close (spurious wakeups wait on).
+      const auto until = std::chrono::steady_clock::now() + options_.lease_ttl / 3;
+      for (auto now = std::chrono::steady_clock::now(); !stopping_ && now < until;
+           now = std::chrono::steady_clock::now()) {
+        cv_.WaitWithTimeout(&mu_, absl::FromChrono(until - now));
+      }
+      if (stopping_) break;
+      mu_.Unlock();
       auto answer = keeper_client_.Call("lease/keepalive", {{"ID", std::to_string(lease_)}});
       const auto now = std::chrono::steady_clock::now();
       if (answer.ok()) {
@@ -485,9 +493,10 @@ class EtcdJournal final : public Journal {
                        target_.url, std::string(answer.status().message()));
         }
       }
-      lock.lock();
-      if (lost_) return;
+      mu_.Lock();
+      if (lost_) break;
     }
+    mu_.Unlock();
   }
 
   const EtcdTarget target_;
@@ -504,12 +513,12 @@ class EtcdJournal final : public Journal {
   int compactions_ = 0;
   std::atomic<bool> lost_{false};
   std::atomic<bool> stalled_{false};  // etcd cannot commit now: changes wait (Append) or are refused (Writable)
-  mutable std::mutex stall_mu_;
-  std::string stall_;  // why; guarded by stall_mu_
+  mutable absl::Mutex stall_mu_;
+  std::string stall_ ABSL_GUARDED_BY(stall_mu_);  // why
   std::chrono::steady_clock::time_point last_renewed_;  // keeper_'s
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread keeper_;
 };
 

@@ -26,7 +26,7 @@ void TaskTable::SetStateLocked(TaskRecord& task, const std::string& state) {
 
 int TaskTable::Apply(const std::string& owner_address,
                      const google::protobuf::RepeatedPtrField<rpc::TaskEvent>& events) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int applied = 0;
   for (const rpc::TaskEvent& e : events) {
     if (e.task_id().empty() || !IsState(e.state())) continue;
@@ -74,7 +74,7 @@ void TaskTable::EvictLocked() {
 }
 
 std::vector<TaskRecord> TaskTable::List(const TaskQuery& query) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<TaskRecord> out;
   for (auto it = by_seq_.rbegin(); it != by_seq_.rend() && out.size() < query.limit; ++it) {
     const TaskRecord& t = tasks_.at(it->second);
@@ -84,13 +84,13 @@ std::vector<TaskRecord> TaskTable::List(const TaskQuery& query) const {
 }
 
 size_t TaskTable::Count(const TaskQuery& query) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return static_cast<size_t>(
       std::count_if(tasks_.begin(), tasks_.end(), [&](const auto& kv) { return Matches(kv.second, query); }));
 }
 
 nlohmann::json TaskTable::Summary() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   nlohmann::json out = nlohmann::json::array();
   for (const auto& [key, count] : counts_) {
     if (count > 0) out.push_back({{"name", key.first}, {"state", key.second}, {"count", count}});
@@ -99,14 +99,14 @@ nlohmann::json TaskTable::Summary() const {
 }
 
 std::map<std::string, int64_t> TaskTable::CountsByState() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::map<std::string, int64_t> out = {{"PENDING", 0}, {"RUNNING", 0}, {"FINISHED", 0}, {"FAILED", 0}};
   for (const auto& [key, count] : counts_) out[key.second] += count;
   return out;
 }
 
 std::set<std::string> TaskTable::LiveOwners() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::set<std::string> owners;
   for (const auto& [id, t] : tasks_) {
     if (!Terminal(t.state)) owners.insert(t.owner_address);
@@ -115,7 +115,7 @@ std::set<std::string> TaskTable::LiveOwners() const {
 }
 
 int TaskTable::OwnerGone(const std::string& owner, const std::string& cause, int64_t now_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int n = 0;
   for (auto& [id, t] : tasks_) {
     if (Terminal(t.state) || t.owner_address != owner) continue;

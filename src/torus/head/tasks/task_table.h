@@ -19,11 +19,12 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "torus/head.pb.h"
 
@@ -78,15 +79,15 @@ class TaskTable {
   static bool IsState(const std::string& state);
 
  private:
-  void SetStateLocked(TaskRecord& task, const std::string& state);
-  void EvictLocked();
+  void SetStateLocked(TaskRecord& task, const std::string& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
-  mutable std::mutex mu_;
-  uint64_t next_seq_ = 1;                                      // guarded by mu_
-  std::map<std::string, TaskRecord> tasks_;                    // guarded by mu_; by id
-  std::map<uint64_t, std::string> by_seq_;                     // guarded by mu_
-  std::map<std::pair<std::string, std::string>, int64_t> counts_;  // guarded by mu_: (name, state) -> tasks
+  mutable absl::Mutex mu_;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);  // by id
+  std::map<uint64_t, std::string> by_seq_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::string>, int64_t> counts_ ABSL_GUARDED_BY(mu_);  // (name, state) -> tasks
 };
 
 nlohmann::json TaskJson(const TaskRecord& task);

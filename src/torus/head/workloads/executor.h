@@ -4,12 +4,13 @@
 // Thread-safety: Post is thread-safe; closures run concurrently on the executor's threads.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace torus::head {
 
@@ -22,20 +23,20 @@ class Executor {
 
   void Post(std::function<void()> task) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_) return;
       tasks_.push_back(std::move(task));
     }
-    cv_.notify_one();
+    cv_.Signal();
   }
 
   // Runs what is queued, then stops the threads. Later posts are dropped.
   void Stop() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     for (std::thread& t : threads_) {
       if (t.joinable()) t.join();
     }
@@ -43,22 +44,25 @@ class Executor {
 
  private:
   void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
+    mu_.Lock();
     while (true) {
-      cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-      if (tasks_.empty()) return;
+      while (!(stopping_ || !tasks_.empty())) cv_.Wait(&mu_);
+      if (tasks_.empty()) {
+        mu_.Unlock();
+        return;
+      }
       std::function<void()> task = std::move(tasks_.front());
       tasks_.pop_front();
-      lock.unlock();
+      mu_.Unlock();
       task();
-      lock.lock();
+      mu_.Lock();
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

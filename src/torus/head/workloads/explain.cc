@@ -236,7 +236,7 @@ Explanation ExplainAttempt(const std::vector<const Worker*>& workers, bool stop_
   for (const Worker* w : workers) {
     if (w == nullptr || w == cause_worker) continue;
     auto [phrase, failure] = SymptomOf(w, cause ? &*cause : nullptr);
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const Symptom& g) { return g.phrase == phrase; });
+    auto it = std::find_if(groups.begin(), groups.end(), [&phrase = phrase](const Symptom& g) { return g.phrase == phrase; });
     if (it == groups.end()) {
       groups.push_back({failure, phrase, {w->rank}});
     } else {

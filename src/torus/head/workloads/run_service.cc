@@ -175,14 +175,14 @@ absl::StatusOr<nlohmann::json> RunService::Report(const std::string& id, const s
 
   // Every rank reported this step: merge and commit its checkpoints (file moves, outside the store's lock; one
   // commit of a run at a time).
-  std::shared_ptr<std::mutex> run_mu;
+  std::shared_ptr<absl::Mutex> run_mu;
   {
-    std::lock_guard<std::mutex> lock(commits_mu_);
+    absl::MutexLock lock(&commits_mu_);
     auto& m = commit_locks_[id];
-    if (!m) m = std::make_shared<std::mutex>();
+    if (!m) m = std::make_shared<absl::Mutex>();
     run_mu = m;
   }
-  std::lock_guard<std::mutex> commit_lock(*run_mu);
+  absl::MutexLock commit_lock(run_mu.get());
   auto dir = train::CommitCheckpoint(*storage, report->step, report->attempt, (*completed)->staged);
   if (!dir.ok()) return dir.status();
   if ((*completed)->keep) train::PruneCheckpoints(*storage, *(*completed)->keep);

@@ -11,12 +11,13 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "torus/common/clock.h"
 #include "torus/head/agents/agent_pool.h"
@@ -100,8 +101,8 @@ class RunService {
   AgentPool* agents_;
   IdGenerator* ids_;
   const Clock* clock_;
-  std::mutex commits_mu_;
-  std::map<std::string, std::shared_ptr<std::mutex>> commit_locks_;  // per run; guarded by commits_mu_
+  absl::Mutex commits_mu_;
+  std::map<std::string, std::shared_ptr<absl::Mutex>> commit_locks_ ABSL_GUARDED_BY(commits_mu_);  // per run
 };
 
 }  // namespace torus::head
