@@ -1,7 +1,7 @@
 """The cases of bench/vs_ray.py: one Ray program, run once under Ray and once under torus (`ray` resolved to torus),
 that times each case in this process and prints one JSON object {case: seconds or rate} as its last line.
 
-    python bench/vs_ray_cases.py --num-cpus 2 --scale 1.0 [--cases a,b]
+    python bench/vs_ray_cases.py --num-cpus 2 --scale 1.0 [--cases a,b] [--address auto]
 
 `ray.init(num_cpus=...)` starts a local cluster under either system: what a user's first `ray.init()` does. Each
 case warms up first (its functions registered, its workers started), then times what the user waits for, from the
@@ -165,9 +165,14 @@ def main():
     parser.add_argument("--num-cpus", type=int, default=2)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--address", default="", help="a running cluster's (\"auto\": this machine's latest) "
+                                                      "instead of a new local one of --num-cpus")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    ray.init(num_cpus=args.num_cpus, logging_level="ERROR")
+    if args.address:
+        ray.init(address=args.address, logging_level="ERROR")
+    else:
+        ray.init(num_cpus=args.num_cpus, logging_level="ERROR")
     ray.get(noop.remote())
     out = {"init to first task result (s)": time.perf_counter() - t0}
     for name in args.cases.split(","):

@@ -44,7 +44,8 @@ size_t DefaultObjectStoreMemory() {
 CoreWorker::CoreWorker(CoreWorkerOptions options)
     : options_(std::move(options)),
       channels_(options_.token),
-      table_(options_.object_store_memory > 0 ? options_.object_store_memory : DefaultObjectStoreMemory()) {}
+      table_(options_.object_store_memory > 0 ? options_.object_store_memory : DefaultObjectStoreMemory()),
+      executor_([this](const std::vector<Value>& returns, const std::string& owner) { RegisterCallerOf(returns, owner); }) {}
 
 absl::StatusOr<std::unique_ptr<CoreWorker>> CoreWorker::Start(CoreWorkerOptions options) {
   if (options.job_id.empty()) return absl::InvalidArgumentError("job_id is required");
@@ -181,17 +182,8 @@ absl::StatusOr<rpc::ActorView> CoreWorker::GetNamedActor(const std::string& ns, 
 }
 
 void CoreWorker::Shutdown() {
-  std::map<std::string, Running> unanswered;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
-    stopping_ = true;
-    exec_cv_.notify_all();
-    unanswered.swap(running_);
-  }
-  for (auto& [id, r] : unanswered) {
-    r.answers->Abort(grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping"));
-  }
+  if (stopping_.exchange(true)) return;
+  executor_.Stop();
   if (submitter_) submitter_->Shutdown();
   // Pushes still in flight end now (their tasks fail as the submitter stops).
   if (pipe_) pipe_->Shutdown(std::chrono::seconds(3));
@@ -213,11 +205,6 @@ void CoreWorker::Shutdown() {
   }
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   handler_threads_.Join();  // their waits see stopping_ within kWaitSliceMs
-}
-
-bool CoreWorker::Stopping() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stopping_;
 }
 
 absl::StatusOr<std::vector<LeaseNode>> FetchNodes(const std::string& head_address, const std::string& token) {
@@ -248,7 +235,7 @@ absl::Status CoreWorker::RefreshNodes() {
   auto nodes = FetchNodes(options_.head_address, options_.token);
   if (!nodes.ok()) return nodes.status();
   submitter_->SetNodes(*nodes);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   nodes_ = *std::move(nodes);
   return absl::OkStatus();
 }
@@ -270,7 +257,7 @@ std::map<std::string, int64_t> CoreWorker::AvailableResources() {
 }
 
 std::vector<LeaseNode> CoreWorker::nodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return nodes_;
 }
 
@@ -382,10 +369,7 @@ std::string CoreWorker::WhenGroupReady(const std::string& group, Value ready) {
   std::string id = PutObjectId();
   table_.AddPending(id);
   const bool started = group_watchers_.Start([this, group, id, ready = std::move(ready)]() mutable {
-    auto bundles = WaitForBundles(channels_, options_.head_address, group, [this] {
-      std::lock_guard<std::mutex> lock(mu_);
-      return stopping_;
-    });
+    auto bundles = WaitForBundles(channels_, options_.head_address, group, [this] { return Stopping(); });
     table_.Put(id, bundles.ok() ? std::move(ready)
                                 : Value{.data = std::string(bundles.status().message()), .format = "unschedulable"});
   });
@@ -421,12 +405,8 @@ Value CoreWorker::StoreReturn(const std::string& task_id, uint32_t index, const 
     for (std::string_view b : parts.buffers) value.buffers.emplace_back(b);
     return value;
   }
-  std::string owner;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = running_.find(task_id); it != running_.end()) owner = it->second.owner_address;
-  }
-  auto stored = store_->Write(ReturnObjectId(task_id, index), parts, OwnerIdentity{.address = owner});
+  auto stored = store_->Write(ReturnObjectId(task_id, index), parts,
+                              OwnerIdentity{.address = executor_.OwnerOf(task_id).value_or("")});
   if (!stored.ok()) {
     return Value{.data = absl::StrCat("a return value of the task could not be stored on node ", store_->local_agent(),
                                       ": ", stored.status().message()),
@@ -437,38 +417,6 @@ Value CoreWorker::StoreReturn(const std::string& task_id, uint32_t index, const 
 
 absl::StatusOr<std::shared_ptr<MappedObject>> CoreWorker::MapStored(const Ref& ref, const Value& value) {
   return store_->Map(ref.object_id, value, ref.owner_address.empty() ? address_ : ref.owner_address);
-}
-
-grpc::Status CoreWorker::HandlePush(const std::vector<const TaskSpec*>& tasks,
-                                    const std::shared_ptr<TaskAnswers>& answers) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping");
-  std::set<std::string_view> ids;
-  for (const TaskSpec* spec : tasks) {
-    if (running_.contains(spec->task_id()) || !ids.insert(spec->task_id()).second) {
-      return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
-                          absl::StrCat("task ", Hex(spec->task_id()), " is already running here"));
-    }
-  }
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    const TaskSpec& spec = *tasks[i];
-    running_[spec.task_id()] =
-        Running{.answers = answers, .index = static_cast<int>(i), .owner_address = spec.owner_address()};
-    if (spec.actor_id().empty() || spec.actor_creation() || spec.sequence() <= 0) {
-      pending_.push_back(Execution{.spec = spec});
-      continue;
-    }
-    // An actor's calls run in each caller's order, whatever order they arrive in.
-    CallerOrder& order = callers_[spec.caller_id()];
-    order.early.emplace(spec.sequence(), Execution{.spec = spec});
-    for (auto it = order.early.begin(); it != order.early.end() && it->first <= order.next;
-         it = order.early.erase(it)) {
-      if (it->first == order.next) ++order.next;
-      pending_.push_back(std::move(it->second));
-    }
-  }
-  exec_cv_.notify_one();
-  return grpc::Status::OK;
 }
 
 grpc::Status CoreWorker::HandleGetObject(const GetObjectRequest& request, GetObjectReply* reply) {
@@ -489,67 +437,19 @@ grpc::Status CoreWorker::HandleGetObject(const GetObjectRequest& request, GetObj
   return grpc::Status::OK;
 }
 
-void CoreWorker::SetCancelHandler(std::function<void(const std::string&)> handler) {
-  std::lock_guard<std::mutex> lock(mu_);
-  cancel_handler_ = std::move(handler);
-}
-
 bool CoreWorker::HandleCancel(const std::string& task_id, bool recursive) {
-  std::function<void(const std::string&)> handler;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!running_.contains(task_id)) return false;
-    // Not started yet: dropped here, answered as cancelled.
-    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      if (it->spec.task_id() != task_id) continue;
-      pending_.erase(it);
-      Running r = running_.at(task_id);
-      running_.erase(task_id);
-      PushTaskReply reply;
-      reply.add_returns()->set_format("cancelled");
-      r.answers->Answer(r.index, std::move(reply));
+  switch (executor_.Cancel(task_id)) {
+    case Executor::Cancelled::kNotHere:
+      return false;
+    case Executor::Cancelled::kDropped:
       return true;
-    }
-    handler = cancel_handler_;
+    case Executor::Cancelled::kRunning:
+      // A task runs here one at a time: what this worker submitted and has not finished is the cancelled task's.
+      if (recursive) submitter_->CancelAll();
+      executor_.Interrupt(task_id);
+      return true;
   }
-  // A task runs here one at a time: what this worker submitted and has not finished is the cancelled task's.
-  if (recursive) submitter_->CancelAll();
-  if (handler) handler(task_id);
-  return true;
-}
-
-std::optional<Execution> CoreWorker::NextTask(int64_t timeout_ms) {
-  const auto deadline = DeadlineAfter(timeout_ms);
-  std::unique_lock<std::mutex> lock(mu_);
-  while (pending_.empty() && !stopping_) {
-    if (exec_cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
-  }
-  if (pending_.empty() || stopping_) return std::nullopt;
-  Execution e = std::move(pending_.front());
-  pending_.pop_front();
-  task_thread_.store(std::this_thread::get_id());
-  if (!e.spec.actor_id().empty()) hosts_actor_.store(true);
-  return e;
-}
-
-void CoreWorker::FinishTask(const std::string& task_id, std::vector<Value> returns, bool function_unknown,
-                            bool retryable) {
-  Running running;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = running_.find(task_id);
-    if (it == running_.end()) return;
-    running = it->second;
-    running_.erase(it);
-  }
-  PushTaskReply reply;
-  reply.set_function_unknown(function_unknown);
-  reply.set_error_not_retryable(!retryable);
-  RegisterCallerOf(returns, running.owner_address);
-  for (Value& v : returns) {
-    MoveToProto(std::move(v), reply.add_returns());
-  }
-  running.answers->Answer(running.index, std::move(reply));
+  return false;
 }
 
 }  // namespace torus::core

@@ -1,38 +1,41 @@
-// CoreWorker: the library inside every driver and task worker process. It submits tasks (TaskSubmitter over worker
-// leases), owns the objects its process creates (ObjectTable) and serves them to borrowers, fetches the objects
-// others own, and — in a worker — takes the tasks pushed to it for the language to execute.
+// CoreWorker: the library inside every driver and task worker process. It is the owner of what its process creates:
+// it submits tasks (TaskSubmitter over worker leases) and actor calls (ActorCaller), creates actors (ActorManager),
+// holds the objects its process puts or its tasks return (ObjectTable) and serves them to borrowers, and fetches the
+// objects others own. In a worker, what is pushed to the process is run by its Executor (executor.h), which the
+// language drains.
 //
-// It listens on CoreWorkerService (an ephemeral port on the node's address): PushTask queues the task for
-// NextTask/FinishTask and answers when the language finished it; GetObject serves owned values, waiting for
-// pending ones.
+// It listens on CoreWorkerService (an ephemeral port on the node's address; core_worker_service.cc maps each call onto
+// the owner side here or onto the executor): PushTask/PushTasks queue tasks on the executor and answer as the
+// language finishes them; GetObject serves owned values, waiting for pending ones.
 //
 // In a task worker, Get and Wait that have to wait for objects not ready yet, called on the thread that runs its
 // tasks, tell the local agent the worker is blocked until they return, so that its lease's CPU is lent to the tasks
 // it waits for (core_worker_get.cc). As in Ray, an actor's worker never does: its resources are its own for life.
 //
-// Thread-safety: thread-safe. Get, Wait and NextTask block the calling thread (the language releases its lock
+// Thread-safety: thread-safe. Get and Wait block the calling thread (the language releases its lock
 // around them).
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/core.grpc.pb.h"
 #include "torus/common/thread_group.h"
 #include "torus/core/actor_caller.h"
 #include "torus/core/actor_manager.h"
 #include "torus/core/borrows.h"
+#include "torus/core/executor.h"
 #include "torus/core/actor_reporter.h"
 #include "torus/core/blocked_reporter.h"
 #include "torus/core/task_events.h"
@@ -63,24 +66,8 @@ struct Ref {
   std::string owner_address;
 };
 
-// A task pushed to this worker, for the language to run.
-struct Execution {
-  TaskSpec spec;
-};
-
 // The alive nodes of the cluster whose head is at `head_address`, with their agents' addresses and totals.
 absl::StatusOr<std::vector<LeaseNode>> FetchNodes(const std::string& head_address, const std::string& token);
-
-// Where the answers of a push go (core_worker_service.cc): the reply of a PushTask call, or the answers of a
-// PushTasks call. Thread-safe.
-class TaskAnswers {
- public:
-  virtual ~TaskAnswers() = default;
-  // The answer of the call's task at `index` (0 for a PushTask call).
-  virtual void Answer(int index, PushTaskReply reply) = 0;
-  // Ends the call with `status`, its unanswered tasks and all. Idempotent; later answers are dropped.
-  virtual void Abort(const grpc::Status& status) = 0;
-};
 
 class CoreWorker;
 // CoreWorkerService for `worker`, refusing calls without the cluster `token` (core_worker_service.cc).
@@ -136,7 +123,7 @@ class CoreWorker {
   // `contained`: the refs inside the value (id, owner), held for as long as it lives.
   absl::StatusOr<std::string> PutParts(const ValueParts& parts,
                                        std::vector<std::pair<std::string, std::string>> contained = {});
-  // Return `index` (from 1) of task `task_id` that this worker runs, as FinishTask takes it: a large one is written to
+  // Return `index` (from 1) of task `task_id` that this worker runs, as Executor::Finish takes it: a large one is written to
   // this node's store for the task's owner (an "object_store_full" value in its place when it has no room).
   Value StoreReturn(const std::string& task_id, uint32_t index, const ValueParts& parts);
   // This node's mapping of a stored value that Get returned for `ref`.
@@ -154,14 +141,8 @@ class CoreWorker {
   // those it does not own, with each owner, before it returns (core_worker_refs.cc).
   void Borrow(const std::vector<Ref>& refs);
 
-  // Executor side: the next pushed task, waiting up to `timeout_ms`; nullopt on timeout or shutdown.
-  std::optional<Execution> NextTask(int64_t timeout_ms);
-  // The task's returns (num_returns values, or one error value for all). `function_unknown`: the task named a
-  // function by id that this worker does not hold; the submitter sends it again with the code. `retryable` false: the
-  // task's error is of no type in its retry_exception_types, and the submitter does not retry it.
-  void FinishTask(const std::string& task_id, std::vector<Value> returns, bool function_unknown = false,
-                  bool retryable = true);
-
+  // What runs the tasks pushed to this process (executor.h).
+  Executor& executor() { return executor_; }
   // Streaming generators (core_worker_generators.cc). Executor side: reports item `index` (from 1) of task `task_id`
   // running here to the task's owner and waits until the owner holds it (a large one goes to this node's store
   // first; the owner is registered as a borrower of the refs inside it). FailedPrecondition when the task is not
@@ -183,16 +164,12 @@ class CoreWorker {
   // Returns leases, stops serving. Idempotent.
   void Shutdown();
 
-  // The service's handlers (public for the service class). A push of `tasks` is answered task by task through
-  // `answers` by FinishTask (or HandleCancel, or Shutdown: UNAVAILABLE); an error refuses the whole push (the worker
-  // is stopping; a task id repeats or is running here already), nothing taken.
-  grpc::Status HandlePush(const std::vector<const TaskSpec*>& tasks, const std::shared_ptr<TaskAnswers>& answers);
+  // The service's handlers (public for the service class).
   grpc::Status HandleGetObject(const GetObjectRequest& request, GetObjectReply* reply);
   ActorInfo HandleResolveActor(const ResolveActorRequest& request);
-  // With `recursive`, the tasks this worker submitted are cancelled too (recursively).
+  // Cancels a task pushed here: one not started is dropped (answered "cancelled"); a running one is interrupted,
+  // and with `recursive` the tasks this worker submitted are cancelled first (recursively). False: not here.
   bool HandleCancel(const std::string& task_id, bool recursive = false);
-  // Executor side: called (on an RPC thread) with the id of a running task to interrupt.
-  void SetCancelHandler(std::function<void(const std::string&)> handler);
   // Cancels a task this process submitted (see TaskSubmitter::Cancel).
   bool CancelTask(const std::string& task_id, bool force, bool recursive = true) {
     return submitter_->Cancel(task_id, force, recursive);
@@ -208,7 +185,7 @@ class CoreWorker {
   }
 
  private:
-  bool Stopping();
+  bool Stopping() const { return stopping_.load(); }
   explicit CoreWorker(CoreWorkerOptions options);
   // What leases report their workers to: the output follower, when this process follows output.
   std::function<void(const std::string&, const std::string&, int64_t, const std::string&)> Follower();
@@ -235,8 +212,6 @@ class CoreWorker {
   const CoreWorkerOptions options_;
   Channels channels_;
   std::unique_ptr<BlockedReporter> blocked_;  // in a worker: reads that wait say so to its agent
-  std::atomic<std::thread::id> task_thread_{};  // the thread that last took a task (NextTask)
-  std::atomic<bool> hosts_actor_{false};        // it took an actor's creation or calls
   std::unique_ptr<WorkerCertificate> certificate_;  // with TLS: what server_ serves with (outlives it)
   ObjectTable table_;
   std::string address_;
@@ -252,26 +227,12 @@ class CoreWorker {
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;
 
-  mutable std::mutex mu_;
-  std::condition_variable exec_cv_;
-  std::vector<LeaseNode> nodes_;                                     // guarded by mu_
-  std::deque<Execution> pending_;                                     // pushed, not yet taken; guarded by mu_
-  struct Running {
-    std::shared_ptr<TaskAnswers> answers;
-    int index = 0;              // in its push
-    std::string owner_address;  // the task's submitter, which owns its returns
-  };
-  std::map<std::string, Running> running_;  // pushed tasks not yet answered, by task id; guarded by mu_
-  // Actor calls, per caller: the next sequence number to run and the calls that came ahead of it.
-  struct CallerOrder {
-    int64_t next = 1;
-    std::map<int64_t, Execution> early;
-  };
-  std::map<std::string, CallerOrder> callers_;  // guarded by mu_
-  bool stopping_ = false;                                             // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::vector<LeaseNode> nodes_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> stopping_{false};
+  Executor executor_;
   ThreadGroup group_watchers_;                                        // WhenGroupReady's waits
   ThreadGroup handler_threads_;                                       // StartHandlerThread's
-  std::function<void(const std::string&)> cancel_handler_;            // guarded by mu_
 };
 
 }  // namespace torus::core

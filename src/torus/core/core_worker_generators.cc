@@ -16,16 +16,12 @@ std::string ItemId(const std::string& task_id, uint32_t index) { return ReturnOb
 absl::Status CoreWorker::ReportGeneratorItem(const std::string& task_id, uint32_t index, const ValueParts& parts,
                                              std::vector<std::pair<std::string, std::string>> contained) {
   if (index == 0) return absl::InvalidArgumentError("index: generator items count from 1");
-  std::string owner;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = running_.find(task_id);
-    if (it == running_.end()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("task ", Hex(task_id), " is not running here: its items cannot be reported"));
-    }
-    owner = it->second.owner_address;
+  const std::optional<std::string> owner_address = executor_.OwnerOf(task_id);
+  if (!owner_address) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", Hex(task_id), " is not running here: its items cannot be reported"));
   }
+  const std::string& owner = *owner_address;
   std::vector<Value> item;
   item.push_back(StoreReturn(task_id, index + 1, parts));
   item.back().contained = std::move(contained);

@@ -50,7 +50,7 @@ std::unique_ptr<BlockedReporter> CoreWorker::NewBlockedReporter() {
 
 BlockedReporter* CoreWorker::ReporterHere() const {
   // As Ray: only a task's own thread, never an actor's worker (which holds its resources for its whole life).
-  if (blocked_ == nullptr || hosts_actor_.load() || task_thread_.load() != std::this_thread::get_id()) return nullptr;
+  if (blocked_ == nullptr || executor_.HostsActor() || !executor_.OnTaskThread()) return nullptr;
   return blocked_.get();
 }
 

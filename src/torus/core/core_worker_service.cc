@@ -1,8 +1,8 @@
-// The core worker's gRPC service: each method checks the cluster token and hands the call to its CoreWorker.
+// The core worker's gRPC service: each method checks the cluster token and hands the call to the process's owner side
+// (its CoreWorker: objects, actors, borrows, generator items) or to its executor (pushed tasks and their answers).
 #include "torus/core/core_worker.h"
 
 #include <atomic>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -18,6 +18,10 @@ bool Authorized(const grpc::CallbackServerContext* ctx, const std::string& token
 
 grpc::Status Unauthenticated() {
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong cluster token");
+}
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
 grpc::Status Stopping() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this worker is stopping"); }
@@ -49,67 +53,96 @@ class UnaryAnswer final : public TaskAnswers {
 class StreamAnswers final : public TaskAnswers {
  public:
   explicit StreamAnswers(int tasks) : unanswered_(tasks) {}
-  void Bind(grpc::ServerWriteReactor<PushTasksReply>* reactor) { reactor_ = reactor; }
+  void Bind(grpc::ServerWriteReactor<PushTasksReply>* reactor) {
+    absl::MutexLock lock(&mu_);
+    reactor_ = reactor;
+  }
   void Answer(int index, PushTaskReply reply) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (reactor_ == nullptr) return;
-    PushTasksReply::Answer* a = waiting_.add_answers();
-    a->set_index(index);
-    *a->mutable_reply() = std::move(reply);
-    --unanswered_;
-    Flush(lock);
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ == nullptr) return;
+      PushTasksReply::Answer* a = waiting_.add_answers();
+      a->set_index(index);
+      *a->mutable_reply() = std::move(reply);
+      --unanswered_;
+      step = NextLocked();
+    }
+    step.Start();
   }
   void Abort(const grpc::Status& status) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (reactor_ == nullptr || abort_.has_value()) return;
-    abort_ = status;
-    Flush(lock);
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ == nullptr || abort_.has_value()) return;
+      abort_ = status;
+      step = NextLocked();
+    }
+    step.Start();
   }
   void WriteDone(bool ok) {
-    std::unique_lock<std::mutex> lock(mu_);
-    writing_now_ = false;
-    if (!ok && !abort_.has_value()) abort_ = grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away");
-    Flush(lock);
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_now_ = false;
+      if (!ok && !abort_.has_value()) abort_ = grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away");
+      step = NextLocked();
+    }
+    step.Start();
   }
 
  private:
-  // Starts the next step unless a write is in flight: a write of the answers waiting (with the finish, after the
-  // last), or the finish. Decided under the lock, started after it is released (a reaction may run inside the call
-  // that starts an operation).
-  void Flush(std::unique_lock<std::mutex>& lock) {
-    if (reactor_ == nullptr || writing_now_) return;
-    grpc::ServerWriteReactor<PushTasksReply>* reactor = reactor_;
+  // An operation on the reactor, decided under the lock and started after it is released (a reaction may run inside
+  // the call that starts an operation).
+  struct Step {
+    enum Kind { kNothing, kWrite, kWriteAndFinish, kFinish } kind = kNothing;
+    grpc::ServerWriteReactor<PushTasksReply>* reactor = nullptr;
+    const PushTasksReply* message = nullptr;
+    grpc::Status status;
+    void Start() {
+      switch (kind) {
+        case kNothing: break;
+        case kWrite: reactor->StartWrite(message); break;
+        case kWriteAndFinish: reactor->StartWriteAndFinish(message, grpc::WriteOptions(), grpc::Status::OK); break;
+        case kFinish: reactor->Finish(status); break;
+      }
+    }
+  };
+  // The next step unless a write is in flight: a write of the answers waiting (with the finish, after the last), or
+  // the finish.
+  Step NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (reactor_ == nullptr || writing_now_) return {};
+    Step step{.reactor = reactor_};
     if (abort_.has_value()) {
       reactor_ = nullptr;
-      const grpc::Status status = *abort_;
-      lock.unlock();
-      reactor->Finish(status);
+      step.kind = Step::kFinish;
+      step.status = *abort_;
     } else if (waiting_.answers_size() > 0) {
       writing_.Clear();
       writing_.Swap(&waiting_);
+      step.message = &writing_;
       if (unanswered_ == 0) {
         reactor_ = nullptr;
-        lock.unlock();
-        reactor->StartWriteAndFinish(&writing_, grpc::WriteOptions(), grpc::Status::OK);
+        step.kind = Step::kWriteAndFinish;
       } else {
         writing_now_ = true;
-        lock.unlock();
-        reactor->StartWrite(&writing_);
+        step.kind = Step::kWrite;
       }
     } else if (unanswered_ == 0) {
       reactor_ = nullptr;
-      lock.unlock();
-      reactor->Finish(grpc::Status::OK);
+      step.kind = Step::kFinish;
     }
+    return step;
   }
 
-  std::mutex mu_;
-  grpc::ServerWriteReactor<PushTasksReply>* reactor_ = nullptr;  // null once finishing; guarded by mu_
-  int unanswered_;                                               // guarded by mu_
-  PushTasksReply waiting_;                                       // answers not written yet; guarded by mu_
-  PushTasksReply writing_;  // the message being written: untouched while writing_now_ (or once finishing)
-  bool writing_now_ = false;                                     // guarded by mu_
-  std::optional<grpc::Status> abort_;                            // guarded by mu_
+  absl::Mutex mu_;
+  grpc::ServerWriteReactor<PushTasksReply>* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;  // null once finishing
+  int unanswered_ ABSL_GUARDED_BY(mu_);
+  PushTasksReply waiting_ ABSL_GUARDED_BY(mu_);  // answers not written yet
+  // The message being written: untouched while writing_now_ (or once finishing), so it is read outside the lock.
+  PushTasksReply writing_;
+  bool writing_now_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> abort_ ABSL_GUARDED_BY(mu_);
 };
 
 class PushTasksReactor final : public grpc::ServerWriteReactor<PushTasksReply> {
@@ -129,8 +162,8 @@ class Service final : public CoreWorkerService::CallbackService {
   grpc::ServerUnaryReactor* PushTask(grpc::CallbackServerContext* ctx, const PushTaskRequest* request,
                                      PushTaskReply* reply) override {
     return Serve(ctx, [&](grpc::ServerUnaryReactor* reactor) {
-      grpc::Status s = worker_->HandlePush({&request->task()}, std::make_shared<UnaryAnswer>(reactor, reply));
-      if (!s.ok()) reactor->Finish(s);
+      absl::Status s = worker_->executor().Push({&request->task()}, std::make_shared<UnaryAnswer>(reactor, reply));
+      if (!s.ok()) reactor->Finish(ToGrpc(s));
     });
   }
   grpc::ServerWriteReactor<PushTasksReply>* PushTasks(grpc::CallbackServerContext* ctx,
@@ -146,7 +179,7 @@ class Service final : public CoreWorkerService::CallbackService {
       std::vector<const TaskSpec*> tasks;
       tasks.reserve(request->tasks_size());
       for (const TaskSpec& t : request->tasks()) tasks.push_back(&t);
-      if (grpc::Status s = worker_->HandlePush(tasks, answers); !s.ok()) answers->Abort(s);
+      if (absl::Status s = worker_->executor().Push(tasks, answers); !s.ok()) answers->Abort(ToGrpc(s));
     }
     return reactor;
   }

@@ -547,7 +547,7 @@ PYBIND11_MODULE(_torus_core, m) {
              std::optional<torus::core::Execution> e;
              {
                py::gil_scoped_release release;
-               e = w.NextTask(timeout_ms);
+               e = w.executor().Next(timeout_ms);
              }
              if (!e) return py::none();
              py::dict d;
@@ -589,7 +589,7 @@ PYBIND11_MODULE(_torus_core, m) {
                values.back().contained = std::move(inner);
              }
              py::gil_scoped_release release;
-             w.FinishTask(id, std::move(values), function_unknown, retryable);
+             w.executor().Finish(id, std::move(values), function_unknown, retryable);
            },
            py::arg("task_id"), py::arg("returns"), py::arg("function_unknown") = false, py::arg("retryable") = true)
       // cancel(task_id, force, recursive=True): recursive also cancels what the task submitted (and so on).
@@ -602,7 +602,7 @@ PYBIND11_MODULE(_torus_core, m) {
       .def("set_cancel_handler",
            [](CoreWorker& w, py::function handler) {
              auto shared = std::make_shared<py::function>(std::move(handler));
-             w.SetCancelHandler([shared](const std::string& task_id) {
+             w.executor().SetCancelHandler([shared](const std::string& task_id) {
                py::gil_scoped_acquire acquire;
                try {
                  (*shared)(py::bytes(task_id));

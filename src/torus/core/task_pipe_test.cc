@@ -1,14 +1,16 @@
-// TaskPipe against a real CoreWorker's service: the executor side is this test, taking pushed tasks with NextTask and
-// answering them with FinishTask.
+// TaskPipe against a real CoreWorker's service: the executor side is this test, taking pushed tasks with Executor::Next
+// and answering them with Executor::Finish.
 #include "torus/core/task_pipe.h"
 
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <map>
-#include <mutex>
 #include <set>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "torus/core/core_worker.h"
 #include "torus/core/ids.h"
@@ -25,72 +27,83 @@ class Answers {
  public:
   TaskPipe::Callback For(const std::string& name) {
     return [this, name](const grpc::Status& status, PushTaskReply& reply) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       ++calls_[name];
       statuses_[name] = status;
       data_[name] = reply.returns_size() > 0 ? reply.returns(0).data() : "";
-      cv_.notify_all();
+      cv_.SignalAll();
     };
   }
   bool WaitFor(const std::string& name, std::chrono::milliseconds wait = 10s) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, wait, [&] { return calls_.contains(name); });
+    absl::MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    while (!calls_.contains(name)) {
+      if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+    }
+    return calls_.contains(name);
   }
   bool WaitForCount(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, 20s, [&] { return calls_.size() >= n; });
+    absl::MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (calls_.size() < n) {
+      if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+    }
+    return calls_.size() >= n;
   }
   bool Has(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return calls_.contains(name);
   }
   grpc::Status Status(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return statuses_.at(name);
   }
   std::string Data(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return data_.at(name);
   }
   int Calls(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return calls_.contains(name) ? calls_.at(name) : 0;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, int> calls_;
-  std::map<std::string, grpc::Status> statuses_;
-  std::map<std::string, std::string> data_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::map<std::string, int> calls_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, grpc::Status> statuses_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> data_ ABSL_GUARDED_BY(mu_);
 };
 
 // A gate the executor waits at for a task of that name.
 class Gates {
  public:
   void Close(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     closed_.insert(name);
   }
   void Open(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     closed_.erase(name);
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   void OpenAll() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     closed_.clear();
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   void PassThrough(const std::string& name) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, 20s, [&] { return !closed_.contains(name); });
+    absl::MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (closed_.contains(name)) {
+      if (cv_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+    }
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::set<std::string> closed_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::set<std::string> closed_ ABSL_GUARDED_BY(mu_);
 };
 
 class TaskPipeTest : public ::testing::Test {
@@ -105,11 +118,11 @@ class TaskPipeTest : public ::testing::Test {
   void AddExecutor() {
     executors_.emplace_back([this] {
       while (!stop_) {
-        std::optional<Execution> e = worker_->NextTask(50);
+        std::optional<Execution> e = worker_->executor().Next(50);
         if (!e) continue;
         ++executed_;
         gates_.PassThrough(e->spec.name());
-        worker_->FinishTask(e->spec.task_id(), {Value{.data = e->spec.name() + " done", .format = "raw"}});
+        worker_->executor().Finish(e->spec.task_id(), {Value{.data = e->spec.name() + " done", .format = "raw"}});
       }
     });
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "torus/core/args.h"
 #include "torus/core/ids.h"
 #include "torus/core/value_proto.h"
@@ -39,9 +40,9 @@ int64_t SteadyUs() {
 }  // namespace
 
 void TaskSubmitter::IdleLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stopping_) {
-    idle_cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(options_.lease_idle_ms / 2, 5)));
+    idle_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(std::max<int64_t>(options_.lease_idle_ms / 2, 5)));
     if (stopping_) break;
     const int64_t now = SteadyMs();
     std::vector<Lease> idle;
@@ -57,10 +58,11 @@ void TaskSubmitter::IdleLoop() {
       }
     }
     if (idle.empty()) continue;
-    lock.unlock();
+    mu_.Unlock();
     for (const Lease& l : idle) ReturnLease(l, false);
-    lock.lock();
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 int TaskSubmitter::DepthFor(const Shape& shape, const Task& task) const {
@@ -91,19 +93,19 @@ void TaskSubmitter::DispatchLocked(const std::string& key, Shape& shape, std::ve
 std::shared_ptr<grpc::ClientContext> TaskSubmitter::NewCall() {
   auto ctx = std::make_shared<grpc::ClientContext>();
   channels_->Authorize(*ctx);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   calls_.insert(ctx);
   return ctx;
 }
 
 void TaskSubmitter::Done(const std::shared_ptr<grpc::ClientContext>& ctx) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   calls_.erase(ctx);
-  if (calls_.empty()) calls_done_.notify_all();
+  if (calls_.empty()) calls_done_.SignalAll();
 }
 
 void TaskSubmitter::SetNodes(std::vector<LeaseNode> nodes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   nodes_ = std::move(nodes);
 }
 
@@ -113,7 +115,7 @@ void TaskSubmitter::Submit(TaskSpec spec, TaskOptions options) {
   for (const auto& [k, v] : options.shape.resources) (*spec.mutable_resources())[k] = v;
   for (int i = 1; i <= spec.num_returns(); ++i) table_->AddPending(ReturnObjectId(spec.task_id(), i));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++counts_.submitted;
     live_.insert(spec.task_id());
   }
@@ -129,12 +131,12 @@ void TaskSubmitter::Enqueue(std::shared_ptr<Task> task) {
 
 void TaskSubmitter::FetchBundles(const std::string& group) {
   auto bundles = fetch_bundles_(group, [this] {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return stopping_;
   });
   std::vector<std::shared_ptr<Task>> waiting;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     group_bundles_.insert_or_assign(group, bundles);
     waiting.swap(waiting_for_group_[group]);
   }
@@ -145,7 +147,7 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
   bool cancelled = false;
   {
     // Cancelled while it waited for its arguments (or before a retry).
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     cancelled = cancelled_.erase(task->spec.task_id()) > 0;
     if (cancelled) ++counts_.failed;
   }
@@ -155,7 +157,7 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
   }
   // A task in a placement group waits until the group is created and its bundles' places are known.
   if (const std::string& group = task->options.shape.placement_group; !group.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!stopping_ && !group_bundles_.contains(group)) {
       auto& waiting = waiting_for_group_[group];
       waiting.push_back(task);
@@ -175,7 +177,7 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
   // A shape with nowhere to go is looked at again with the head's current nodes first (they may have joined).
   bool refresh = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = shapes_.find(task->options.shape.Key());
     refresh = !stopping_ && refresh_nodes_ &&
               (it == shapes_.end() ? LeaseCandidates(task->options.shape, nodes_, options_.local_agent, "a task").agents.empty()
@@ -183,7 +185,7 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
   }
   if (refresh) {
     std::vector<LeaseNode> nodes = refresh_nodes_();
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     nodes_ = std::move(nodes);
   }
   std::vector<std::shared_ptr<Task>> failed;
@@ -191,7 +193,7 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
   std::string fail_format = "unschedulable";
   std::vector<Push> pushes;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) {
       fail_format = "stopping";
       failed.push_back(task);
@@ -234,17 +236,58 @@ void TaskSubmitter::Queue(std::shared_ptr<Task> task) {
 }
 
 void TaskSubmitter::RequestLeasesLocked(const std::string& key, Shape& shape) {
+  if (shape.candidates.empty()) return;
   // Tasks the held leases will take as they finish do not need new leases.
-  int spare = 0;
+  LeaseDemand demand{.queued = static_cast<int>(shape.queue.size()),
+                     .held = static_cast<int>(shape.leases.size()),
+                     .requested = shape.lease_requests,
+                     .max_requests = options_.max_lease_requests,
+                     .grant_ms = shape.grant_ms};
   const int depth = shape.queue.empty() ? 1 : DepthFor(shape, *shape.queue.front());
-  for (const auto& [id, lease] : shape.leases) spare += std::max(0, depth - lease.in_flight);
-  const int want =
-      std::min<int>(static_cast<int>(shape.queue.size()) - spare, options_.max_lease_requests);
-  while (shape.lease_requests < want && !shape.candidates.empty()) {
-    const size_t at = shape.next_candidate++ % shape.candidates.size();
+  for (const auto& [id, lease] : shape.leases) demand.spare += std::max(0, depth - lease.in_flight);
+  if (!shape.queue.empty()) {
+    if (auto it = shape.task_ms.find(shape.queue.front()->spec.function_id()); it != shape.task_ms.end()) {
+      demand.task_ms = it->second;
+    }
+  }
+  int requests = LeasesToRequest(demand);
+  if (requests == 0) return;
+
+  // Each candidate's room for the shape (its node's totals; 0 while it said it was busy) and what this shape takes
+  // there already.
+  std::map<std::string, const LeaseNode*> node_of;
+  for (const LeaseNode& n : nodes_) node_of[n.agent_address] = &n;
+  const int64_t now = SteadyMs();
+  std::vector<int64_t> capacity(shape.candidates.size(), -1);
+  std::vector<int> taken(shape.candidates.size(), 0);
+  std::map<std::string, int> held_at;
+  for (const auto& [id, lease] : shape.leases) ++held_at[lease.agent];
+  bool bundles = false;
+  for (size_t i = 0; i < shape.candidates.size(); ++i) {
+    const std::string& agent = shape.candidates[i];
+    bundles = bundles || shape.candidate_bundles[i] >= 0;
+    auto busy = shape.busy_until_ms.find(agent);
+    if (busy != shape.busy_until_ms.end() && busy->second > now) {
+      capacity[i] = 0;
+    } else if (auto n = node_of.find(agent); n != node_of.end() && shape.candidate_bundles[i] < 0) {
+      capacity[i] = WorkersFitting(shape.shape.resources, n->second->total);
+    }
+    taken[i] = held_at[agent] + shape.requests_at[agent];
+  }
+  const bool take_turns = bundles || shape.shape.strategy == "SPREAD";
+
+  while (requests-- > 0) {
+    const size_t at = NextCandidate(capacity, taken, take_turns, shape.next_candidate);
     const std::string agent = shape.candidates[at];
     const int bundle = shape.candidate_bundles[at];
+    ++taken[at];
+    // A request to an agent that may be full waits there only briefly while another candidate has room.
+    bool elsewhere = false;
+    for (size_t i = 0; i < capacity.size() && !take_turns; ++i) {
+      elsewhere = elsewhere || (i != at && capacity[i] != 0 && (capacity[i] < 0 || taken[i] < capacity[i]));
+    }
     ++shape.lease_requests;
+    ++shape.requests_at[agent];
     auto ctx = std::make_shared<grpc::ClientContext>();
     channels_->Authorize(*ctx);
     calls_.insert(ctx);
@@ -256,7 +299,8 @@ void TaskSubmitter::RequestLeasesLocked(const std::string& key, Shape& shape) {
     request->set_working_dir(shape.shape.working_dir);
     request->set_holder_pid(options_.holder_pid);
     request->set_holder_boot_id(options_.holder_boot_id);
-    request->set_wait_ms(options_.lease_wait_ms);
+    request->set_wait_ms(elsewhere ? std::min<int64_t>(kBusyAgentWaitMs, options_.lease_wait_ms)
+                                   : options_.lease_wait_ms);
     if (bundle >= 0) {
       const auto& known = group_bundles_.at(shape.shape.placement_group);
       const BundleLocation* where = known.ok() ? FindBundle(*known, bundle) : nullptr;
@@ -265,22 +309,26 @@ void TaskSubmitter::RequestLeasesLocked(const std::string& key, Shape& shape) {
     }
     auto reply = std::make_shared<LeaseReply>();
     channels_->Leases(agent)->async()->RequestWorkerLease(
-        ctx.get(), request.get(), reply.get(), [this, key, agent, bundle, ctx, request, reply](grpc::Status status) {
-          OnLease(key, agent, bundle, status, *reply);
+        ctx.get(), request.get(), reply.get(),
+        [this, key, agent, bundle, ctx, request, reply, sent_ms = now](grpc::Status status) {
+          OnLease(key, agent, bundle, sent_ms, status, *reply);
           Done(ctx);
         });
   }
 }
 
-void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, int bundle, const grpc::Status& status,
-                            const LeaseReply& reply) {
+void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, int bundle, int64_t sent_ms,
+                            const grpc::Status& status, const LeaseReply& reply) {
   std::vector<Push> pushes;
   std::vector<std::shared_ptr<Task>> failed;
   std::string format, message;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Shape& shape = shapes_[key];
     --shape.lease_requests;
+    if (auto at = shape.requests_at.find(agent); at != shape.requests_at.end() && --at->second <= 0) {
+      shape.requests_at.erase(at);
+    }
     if (stopping_) {
       if (status.ok()) {
         format = "stopping";
@@ -289,6 +337,9 @@ void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, in
       }
     } else if (status.ok()) {
       ++counts_.leases_granted;
+      const double waited = static_cast<double>(SteadyMs() - sent_ms);
+      shape.grant_ms = shape.grant_ms == 0 ? waited : 0.8 * shape.grant_ms + 0.2 * waited;
+      shape.busy_until_ms.erase(agent);
       shape.leases[reply.lease_id()] = Lease{.lease_id = reply.lease_id(),
                                              .agent = agent,
                                              .worker_address = reply.worker_address(),
@@ -296,9 +347,12 @@ void TaskSubmitter::OnLease(const std::string& key, const std::string& agent, in
                                              .worker_pid = reply.worker_pid(),
                                              .idle_since_ms = SteadyMs()};
       DispatchLocked(key, shape, pushes);
+      RequestLeasesLocked(key, shape);  // a grant opens the window for more while tasks wait
     } else if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
                status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      // Busy: ask again while tasks wait, and say why they wait (once per new reason).
+      // Busy: ask again while tasks wait (another agent first, for a while), and say why they wait (once per new
+      // reason).
+      shape.busy_until_ms[agent] = SteadyMs() + kBusyAgentMs;
       const std::string reason = absl::StrCat("waiting for a worker: ", agent, " said: ", status.error_message());
       if (options_.on_task && reason != shape.waiting_reason) {
         shape.waiting_reason = reason;
@@ -357,7 +411,7 @@ void TaskSubmitter::Send(std::vector<Push> pushes) {
     }
     TaskSpec spec = p.task->spec;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       pushed_[p.task->spec.task_id()] = Pushed{.key = p.key,
                                                .lease_id = p.lease.lease_id,
                                                .worker_address = p.lease.worker_address,
@@ -377,7 +431,7 @@ void TaskSubmitter::Send(std::vector<Push> pushes) {
       if (status.ok() && reply.function_unknown()) {
         // The worker lost the function (a new process at the address): send it again, with its code.
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          absl::MutexLock lock(&mu_);
           sent_functions_[worker].erase(task->spec.function_id());
         }
         Lease lease{.lease_id = lease_id, .worker_address = worker};
@@ -393,7 +447,7 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
                              const grpc::Status& status, const PushTaskReply& reply) {
   bool cancelled = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (auto p = pushed_.find(task->spec.task_id()); p != pushed_.end()) {
       if (status.ok()) {
         // Its share of the time since it was pushed (the tasks ahead of it took theirs): how long a task takes.
@@ -413,7 +467,7 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
     // Cancelled while it ran: no retry. Its worker, stopped by force, goes with its lease.
     Lease dead;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       ++counts_.failed;
       auto shape = shapes_.find(key);
       if (!status.ok() && shape != shapes_.end()) {
@@ -431,7 +485,7 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
     FailTask(*task, "cancelled", kCancelled);
     std::vector<Push> pushes;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (auto it = shapes_.find(key); it != shapes_.end()) {
         DispatchLocked(key, it->second, pushes);
         RequestLeasesLocked(key, it->second);
@@ -449,7 +503,7 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
   std::vector<Push> pushes;
   Lease dead;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Shape& shape = shapes_[key];
     auto it = shape.leases.find(lease_id);
     if (it != shape.leases.end()) {
@@ -472,13 +526,13 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
                                : "retried: it raised an exception");
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       ++counts_.retried;
     }
     Queue(task);
   } else if (crashed) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       ++counts_.failed;
     }
     FailTask(*task, "worker_crashed",
@@ -486,7 +540,7 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
                           task->attempts + 1, " attempt", task->attempts == 0 ? "" : "s"));
   } else {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       ++(app_error ? counts_.failed : counts_.finished);
     }
     if (options_.on_task) {
@@ -494,7 +548,7 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
                        app_error ? "it raised an exception" : "");
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       live_.erase(task->spec.task_id());
     }
     for (int i = 0; i < task->spec.num_returns(); ++i) {
@@ -503,7 +557,7 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = shapes_.find(key);
     if (it != shapes_.end()) {
       DispatchLocked(key, it->second, pushes);
@@ -516,7 +570,7 @@ void TaskSubmitter::OnPushed(const std::string& key, const std::string& lease_id
 void TaskSubmitter::CancelAll() {
   std::vector<std::string> live;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     live.assign(live_.begin(), live_.end());
   }
   for (const std::string& id : live) Cancel(id, /*force=*/false, /*recursive=*/true);
@@ -528,7 +582,7 @@ bool TaskSubmitter::Cancel(const std::string& task_id, bool force, bool recursiv
   bool running = false;
   Lease kill;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!live_.contains(task_id)) return false;
     auto take = [&](std::deque<std::shared_ptr<Task>>& q) {
       for (auto it = q.begin(); it != q.end(); ++it) {
@@ -590,7 +644,7 @@ bool TaskSubmitter::Cancel(const std::string& task_id, bool force, bool recursiv
 void TaskSubmitter::FailTask(const Task& task, const std::string& format, const std::string& message) {
   if (options_.on_task) options_.on_task(task.spec, task.attempts, "FAILED", "", 0, message);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     live_.erase(task.spec.task_id());
   }
   for (int i = 1; i <= task.spec.num_returns(); ++i) {
@@ -616,10 +670,10 @@ void TaskSubmitter::Shutdown() {
   std::vector<Lease> leases;
   std::vector<std::shared_ptr<Task>> failed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
-    idle_cv_.notify_all();
+    idle_cv_.SignalAll();
     for (auto& [key, shape] : shapes_) {
       for (auto& [id, lease] : shape.leases) leases.push_back(lease);
       shape.leases.clear();
@@ -639,12 +693,15 @@ void TaskSubmitter::Shutdown() {
     channels_->Leases(lease.agent)->ReturnWorkerLease(&ctx, request, &reply);
   }
   fetchers_.Join();  // they ask the head every 2 s at most and see the stop by then
-  std::unique_lock<std::mutex> lock(mu_);
-  calls_done_.wait_for(lock, std::chrono::seconds(3), [this] { return calls_.empty(); });
+  absl::MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (!calls_.empty()) {
+    if (calls_done_.WaitWithTimeout(&mu_, absl::FromChrono(deadline - std::chrono::steady_clock::now()))) break;
+  }
 }
 
 TaskSubmitter::Counts TaskSubmitter::counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return counts_;
 }
 

@@ -1,6 +1,6 @@
 // TaskSubmitter: runs tasks on leased workers. Tasks of one shape (resources, environment, working directory) share
-// a queue; the submitter asks agents for worker leases of that shape — the local agent first, then the other nodes
-// whose totals can hold it, in turn — and pushes the queued tasks to the leased workers: one at a time to each, or
+// a queue; the submitter asks agents for worker leases of that shape — as many as the queue needs and no more, the
+// local agent first, then the other nodes whose totals can hold it (lease_policy.h) — and pushes the queued tasks to the leased workers: one at a time to each, or
 // more for a function whose tasks are short (lately under `pipeline_below_ms` each on their worker): as many as the
 // worker gets through in that time, at most `pipeline_depth`, so that a queued task waits about as long as a new lease
 // would take, and the worker never idles between tasks. (A call of such a function that runs long for once still holds
@@ -17,23 +17,24 @@
 #pragma once
 
 #include <cstdint>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "torus/core.grpc.pb.h"
 #include "torus/common/thread_group.h"
 #include "torus/core/channels.h"
 #include "torus/core/lease_candidates.h"
+#include "torus/core/lease_policy.h"
 #include "torus/core/object_table.h"
 #include "torus/core/task_events.h"
 #include "torus/core/task_pipe.h"
@@ -125,7 +126,10 @@ class TaskSubmitter {
     int lease_requests = 0;
     std::vector<std::string> candidates;  // agent addresses
     std::vector<int> candidate_bundles;   // the bundle to lease inside at each (-1: none)
-    size_t next_candidate = 0;
+    size_t next_candidate = 0;            // the round robin's turn (SPREAD, bundles, every candidate full)
+    std::map<std::string, int> requests_at;       // lease requests in flight, by agent
+    std::map<std::string, int64_t> busy_until_ms;  // agents that said they had no room lately (steady ms)
+    double grant_ms = 0;                          // a lease request's recent time to its grant (moving average)
     std::map<std::string, Lease> leases;  // held, by lease id
     std::string waiting_reason;           // what the last busy agent said, reported with the queued tasks
     // By function id: the recent time of one of its tasks on its worker (moving average), once one finished.
@@ -139,13 +143,18 @@ class TaskSubmitter {
   void Enqueue(std::shared_ptr<Task> task);
   void Queue(std::shared_ptr<Task> task);
   // Asks for leases while the queue has more tasks than requests in flight. REQUIRES: mu_ held.
-  void RequestLeasesLocked(const std::string& key, Shape& shape);
-  void OnLease(const std::string& key, const std::string& agent, int bundle, const grpc::Status& status,
-               const LeaseReply& reply);
+  void RequestLeasesLocked(const std::string& key, Shape& shape) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnLease(const std::string& key, const std::string& agent, int bundle, int64_t sent_ms,
+               const grpc::Status& status, const LeaseReply& reply);
+  // A lease request waits this long at an agent that may be full while another candidate has room; an agent that
+  // said it was full is asked again only after kBusyAgentMs, unless every other one is full too.
+  static constexpr int64_t kBusyAgentWaitMs = 200;
+  static constexpr int64_t kBusyAgentMs = 1000;
   // Learns where a placement group's bundles are (on a thread of its own), then queues the tasks that wait for it.
   void FetchBundles(const std::string& group);
   // Gives queued tasks to held leases with room (REQUIRES: mu_ held); the caller sends them with Send, unlocked.
-  void DispatchLocked(const std::string& key, Shape& shape, std::vector<Push>& pushes);
+  void DispatchLocked(const std::string& key, Shape& shape, std::vector<Push>& pushes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(std::vector<Push> pushes);
   // Returns leases idle longer than lease_idle_ms; runs on the idle thread.
   void IdleLoop();
@@ -155,7 +164,7 @@ class TaskSubmitter {
   // Every return of `task` becomes a value of `format` carrying `message`.
   void FailTask(const Task& task, const std::string& format, const std::string& message);
   void FailQueueLocked(Shape& shape, const std::string& format, const std::string& message,
-                       std::vector<std::shared_ptr<Task>>& failed);
+                       std::vector<std::shared_ptr<Task>>& failed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A context for one call, tracked until Done so that Shutdown can cancel it.
   std::shared_ptr<grpc::ClientContext> NewCall();
   void Done(const std::shared_ptr<grpc::ClientContext>& ctx);
@@ -164,20 +173,21 @@ class TaskSubmitter {
   ObjectTable* table_;
   Channels* channels_;
   TaskPipe* pipe_;
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   std::function<std::vector<LeaseNode>()> refresh_nodes_;
   BundleFetcher fetch_bundles_;
   // Placement groups: where their bundles are, or why they cannot be used; tasks waiting for that answer.
-  std::map<std::string, absl::StatusOr<std::vector<BundleLocation>>> group_bundles_;  // guarded by mu_
-  std::map<std::string, std::vector<std::shared_ptr<Task>>> waiting_for_group_;      // guarded by mu_
+  std::map<std::string, absl::StatusOr<std::vector<BundleLocation>>> group_bundles_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<std::shared_ptr<Task>>> waiting_for_group_ ABSL_GUARDED_BY(mu_);
   ThreadGroup fetchers_;  // FetchBundles of placement groups
-  std::vector<LeaseNode> nodes_;          // guarded by mu_
-  std::map<std::string, Shape> shapes_;   // by TaskShape::Key(); guarded by mu_
-  Counts counts_;                         // guarded by mu_
-  std::set<std::shared_ptr<grpc::ClientContext>> calls_;  // in flight; guarded by mu_
-  bool stopping_ = false;                                 // guarded by mu_
-  std::condition_variable calls_done_;
-  std::map<std::string, std::set<std::string>> sent_functions_;  // worker address -> function ids; guarded by mu_
+  std::vector<LeaseNode> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Shape> shapes_ ABSL_GUARDED_BY(mu_);  // by TaskShape::Key()
+  Counts counts_ ABSL_GUARDED_BY(mu_);
+  std::set<std::shared_ptr<grpc::ClientContext>> calls_ ABSL_GUARDED_BY(mu_);  // in flight
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar calls_done_;
+  // Worker address -> function ids.
+  std::map<std::string, std::set<std::string>> sent_functions_ ABSL_GUARDED_BY(mu_);
   struct Pushed {
     std::string key;
     std::string lease_id;
@@ -185,10 +195,10 @@ class TaskSubmitter {
     int64_t pushed_us = 0;  // steady clock
     int position = 1;       // its place in the worker's line when pushed (1: nothing ahead of it)
   };
-  std::map<std::string, Pushed> pushed_;   // task id -> where it runs; guarded by mu_
-  std::set<std::string> cancelled_;        // task ids cancelled and not yet answered; guarded by mu_
-  std::set<std::string> live_;             // task ids submitted and not finished; guarded by mu_
-  std::condition_variable idle_cv_;
+  std::map<std::string, Pushed> pushed_ ABSL_GUARDED_BY(mu_);  // task id -> where it runs
+  std::set<std::string> cancelled_ ABSL_GUARDED_BY(mu_);       // task ids cancelled and not yet answered
+  std::set<std::string> live_ ABSL_GUARDED_BY(mu_);            // task ids submitted and not finished
+  absl::CondVar idle_cv_;
   std::thread idle_thread_;
 };
 
