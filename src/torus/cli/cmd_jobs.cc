@@ -14,16 +14,6 @@
 namespace torus::cli {
 namespace {
 
-// Single-quotes an argument for /bin/sh unless it is plainly safe.
-std::string ShellQuote(const std::string& arg) {
-  bool safe = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                                                    "_-.,/:=+@%") == std::string::npos;
-  if (safe) return arg;
-  std::string out = "'";
-  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // Parses `--resources '{"CPU": 1}'`: resource name -> amount (the head checks the names and amounts).
 absl::StatusOr<std::map<std::string, double>> ParseJobResources(const std::string& text) {
   const std::string flag = "--resources";

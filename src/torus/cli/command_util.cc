@@ -23,6 +23,15 @@ int FailCommand(const std::string& command, const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
+std::string ShellQuote(const std::string& arg) {
+  bool safe = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                                    "_-.,/:=+@%") == std::string::npos;
+  if (safe) return arg;
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 absl::StatusOr<std::map<std::string, std::string>> ParseEnvFlags(const std::vector<std::string>& items) {
   std::map<std::string, std::string> env;
   for (const std::string& kv : items) {

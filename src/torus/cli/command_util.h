@@ -43,6 +43,9 @@ absl::StatusOr<Locations> UploadLocations(client::HttpApiClient& http, const std
 // Repeated `--env KEY=VALUE` flags as a map (a later KEY wins); InvalidArgument names a malformed item.
 absl::StatusOr<std::map<std::string, std::string>> ParseEnvFlags(const std::vector<std::string>& items);
 
+// One argument for /bin/sh: as it is when plainly safe (letters, digits and _-.,/:=+@%), else single-quoted.
+std::string ShellQuote(const std::string& arg);
+
 using client::HeadWaiter;
 using client::IsTerminalStatus;
 

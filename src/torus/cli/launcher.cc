@@ -146,6 +146,9 @@ absl::StatusOr<SavedHead> LoadHeadLaunch(const std::string& session, const std::
     if (!a.is_string()) return absl::InvalidArgumentError(absl::StrCat(file, ": args are strings"));
     head.args.push_back(a.get<std::string>());
   }
+  if (saved.contains("standby") && !saved["standby"].is_boolean()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": standby is true or false"));
+  }
   head.standby = saved.value("standby", false);
   return head;
 }
@@ -327,8 +330,17 @@ absl::StatusOr<AgentLaunch> LoadAgentLaunch(const std::string& session, const st
   AgentLaunch launch;
   launch.session = session;
   launch.name = name;
-  launch.args = j["args"].get<std::vector<std::string>>();
-  launch.env = j["env"].get<std::map<std::string, std::string>>();
+  if (!j["args"].is_array() || !j["env"].is_object()) {
+    return absl::DataLossError(absl::StrCat(path, ": args is a list of strings and env an object of strings"));
+  }
+  for (const auto& a : j["args"]) {
+    if (!a.is_string()) return absl::DataLossError(absl::StrCat(path, ": args is a list of strings"));
+    launch.args.push_back(a.get<std::string>());
+  }
+  for (const auto& [k, v] : j["env"].items()) {
+    if (!v.is_string()) return absl::DataLossError(absl::StrCat(path, ": env.", k, " is not a string"));
+    launch.env[k] = v.get<std::string>();
+  }
   return launch;
 }
 

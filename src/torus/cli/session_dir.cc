@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -45,8 +46,13 @@ absl::Status RecordProcess(const std::string& session, const ProcessRecord& reco
 std::vector<ProcessRecord> ReadProcesses(const std::string& session) {
   std::vector<ProcessRecord> records;
   std::ifstream in(session + "/processes");
-  ProcessRecord r;
-  while (in >> r.role >> r.name >> r.pid) records.push_back(r);
+  // Line by line: a line that does not parse (one half written when its writer died) hides none after it.
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    ProcessRecord r;
+    if (fields >> r.role >> r.name >> r.pid) records.push_back(r);
+  }
   return records;
 }
 

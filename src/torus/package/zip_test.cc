@@ -15,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "torus/common/temp_dir.h"
 
 namespace torus::package {
 namespace zip_test {
@@ -23,20 +24,9 @@ using ::testing::HasSubstr;
 
 constexpr char kPython[] = "/usr/bin/python3";
 
-class TempDir {
+class TempDir : public torus::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "torus_zip_test_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : torus::TempDir("torus_zip_test_") {}
 };
 
 std::string ReadFile(const std::string& path) {

@@ -6,28 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "torus/common/temp_dir.h"
 #include "torus/head/state/journal.h"
 
 namespace torus::head::testutil {
 
-// A new directory under the system's temporary directory (for a state directory), removed with its contents when
-// this goes out of scope. path() is empty if it could not be made.
-class TempDir {
+// A state directory for a test (common/temp_dir.h), named torus_state_XXXXXX.
+class TempDir : public torus::TempDir {
  public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "torus_state_XXXXXX").string();
-    if (mkdtemp(pattern.data()) != nullptr) path_ = std::filesystem::canonical(pattern).string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : torus::TempDir("torus_state_") {}
 };
 
 // Hands a journal the test keeps to a store: several stores can open it in turn (a head, then the head that
