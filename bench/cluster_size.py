@@ -3,7 +3,7 @@
 (`torus up examples/clusters/local.yaml`), alternating, each on a fresh cluster; prints medians, spreads and the
 16-agent figure against the one-node one.
 
-    /usr/bin/python3 bench/cluster_size.py [--reps 3] [--scale 1.0] [--cases sync_task,async_tasks,chained,actor_calls]
+    /usr/bin/python3 bench/cluster_size.py [--reps 3] [--scale 1.0] [--cases sync_task,async_tasks,chained,actor_calls,actor_fanout]
 
 The ratio is how the 16-agent cluster does against one node: above 1 means it is faster, 0.8 means 20% slower
 (times: one-node / 16-agent; rates: 16-agent / one-node). `--scale 0.01 --reps 1` is the test run's tiny size.
@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TORUS = REPO / "build" / "bin" / "torus"
+BIN_DIR = Path(os.environ.get("TORUS_BIN_DIR", REPO / "build" / "bin"))  # the build's binaries; its module beside
+TORUS = BIN_DIR / "torus"
 CASES = REPO / "bench" / "vs_ray_cases.py"
 CLUSTERS = {
     "one node": ["start", "--head", "--port", "0", "--dashboard-port", "0"],
@@ -32,7 +33,8 @@ CLUSTERS = {
 def env_for(temp_dir):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "TORUS_")) and k != "PYTHONPATH"}
     env["TORUS_TEMP_DIR"] = temp_dir
-    env["PYTHONPATH"] = os.pathsep.join(str(REPO / p) for p in ("python/as_ray", "python", "build/python"))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python" / "as_ray"), str(REPO / "python"),
+                                         str(BIN_DIR.parent / "python")])
     return env
 
 
@@ -75,7 +77,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--cases", default="sync_task,async_tasks,chained,actor_calls")
+    parser.add_argument("--cases", default="sync_task,async_tasks,chained,actor_calls,actor_fanout")
     parser.add_argument("--timeout", type=float, default=900, help="seconds for one driver")
     args = parser.parse_args()
     if not TORUS.exists():

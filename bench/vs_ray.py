@@ -65,7 +65,7 @@ def main():
     parser.add_argument("--num-cpus", type=int, default=os.cpu_count())
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--cases", default="sync_task,async_tasks,task_args,task_tree,chained,actor_creation,"
-                                           "actor_calls,objects,placement_groups")
+                                           "actor_calls,actor_fanout,objects,placement_groups")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds for one driver")
     parser.add_argument("--markdown", action="store_true", help="also print the machine line for RESULTS.md")
     args = parser.parse_args()

@@ -129,6 +129,29 @@ def case_actor_calls(n):
                                                                                   for _ in range(n)]))}
 
 
+@ray.remote
+class Caller:
+    def __init__(self, targets):
+        self.targets = targets
+
+    def run(self, k):
+        ray.get([self.targets[i % len(self.targets)].inc.remote() for i in range(k)])
+        return k
+
+
+def case_actor_fanout(n):
+    """1:n: the driver calls 4 actors in turn; n:n: 4 actors each call the 4 actors, n calls in all."""
+    targets = [Counter.remote() for _ in range(4)]
+    callers = [Caller.remote(targets) for _ in range(4)]
+    ray.get([c.run.remote(4) for c in callers])
+    one_to_n = n / median_of(lambda: ray.get([targets[i % 4].inc.remote() for i in range(n)]))
+    n_to_n = n / median_of(lambda: ray.get([c.run.remote(max(1, n // 4)) for c in callers]))
+    for a in targets + callers:
+        ray.kill(a)
+    return {"actor calls, 1 caller to 4 actors (per s)": one_to_n,
+            "actor calls, 4 actors to 4 actors (per s)": n_to_n}
+
+
 def case_objects(n):
     array = np.zeros(256 << 20, dtype=np.uint8)
     ray.get(ray.put(b"warm"))
@@ -157,6 +180,7 @@ def case_placement_groups(n):
 CASES = {"sync_task": (case_sync_task, 1000), "async_tasks": (case_async_tasks, 10000),
          "task_args": (case_task_args, 200), "task_tree": (case_task_tree, 0), "chained": (case_chained, 1000),
          "actor_creation": (case_actor_creation, 100), "actor_calls": (case_actor_calls, 1000),
+         "actor_fanout": (case_actor_fanout, 2000),
          "objects": (case_objects, 10000), "placement_groups": (case_placement_groups, 20)}
 
 

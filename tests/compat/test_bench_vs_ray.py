@@ -19,7 +19,8 @@ def test_every_case_runs_under_both_systems():
                      "tasks with a 1 MiB argument (per s)", "task with a 100 MiB argument (ms)",
                      "task tree of depth 4 (ms)", "result consumed by another task (per s)",
                      "create 1 actors to all ready (s)", "sync actor call (ms)", "actor calls, 1 actor (per s)",
-                     "async actor, calls in flight (per s)", "put + get of a 256 MiB array (ms)",
+                     "async actor, calls in flight (per s)", "actor calls, 1 caller to 4 actors (per s)",
+                     "actor calls, 4 actors to 4 actors (per s)", "put + get of a 256 MiB array (ms)",
                      "small puts (per s)", "wait over 100 ready refs (ms)",
                      "placement group of 1 bundle: create, ready, remove (ms)",
                      "placement group of 16 bundles: create, ready, remove (ms)"], proc.stdout
