@@ -385,16 +385,18 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
                             f"got list containing {type(r)}")
     if not refs:
         return [], []
-    if len(set(refs)) != len(refs):
+    # By id, not by ObjectRef: a set of 10,000 refs would call their Python __hash__ and __eq__.
+    if len({r._id for r in refs}) != len(refs):
         raise ValueError("Wait requires a list of unique ray_waitables.")
     if num_returns <= 0:
         raise ValueError("Invalid number of objects to return %d." % num_returns)
     if num_returns > len(refs):
         raise ValueError("num_returns cannot be greater than the number of ray_waitables provided to ray.wait.")
-    ready_idx = set(state.core.wait([(r._id, r._owner) for r in refs], num_returns, _ms(timeout)))
-    ready = [r for i, r in enumerate(refs) if i in ready_idx][:num_returns]
-    taken = set(ready)
-    return ready, [r for r in refs if r not in taken]
+    ready_idx = sorted(state.core.wait([(r._id, r._owner) for r in refs], num_returns, _ms(timeout)))[:num_returns]
+    if len(ready_idx) == len(refs):
+        return list(refs), []
+    taken = set(ready_idx)
+    return [refs[i] for i in ready_idx], [r for i, r in enumerate(refs) if i not in taken]
 
 
 def cancel(ray_waitable, *, force=False, recursive=True):

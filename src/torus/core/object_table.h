@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 
@@ -132,7 +133,8 @@ class ObjectTable {
 
   mutable absl::Mutex mu_;
   mutable absl::CondVar ready_;
-  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  // By id; hashed (a wait or get over 10,000 refs looks each up), nodes stable under inserts.
+  absl::node_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   const size_t max_bytes_;
   std::function<void(const std::string&, const Value&)> on_free_stored_ ABSL_GUARDED_BY(mu_);
   std::function<void(const std::string&, const std::string&)> on_borrow_released_ ABSL_GUARDED_BY(mu_);
