@@ -170,7 +170,7 @@ int CmdAutoscalerCheck(const std::string& path) {
                                      c.provisioning_timeout_ms / 1000, " s)"));
     }
     std::cout << "  " << t.name << ": " << t.shape.pod_type.ToString() << " " << t.shape.topology.ToString() << ", "
-              << t.shape.hosts << " hosts of " << t.shape.chips_per_host << " chips, " << t.min_slices << "-"
+              << t.shape.hosts << (t.shape.hosts == 1 ? " host of " : " hosts of ") << t.shape.chips_per_host << " chips, " << t.min_slices << "-"
               << t.max_slices << " slices, classes " << absl::StrJoin(classes, " > ") << "\n";
   }
   return 0;

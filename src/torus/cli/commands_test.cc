@@ -400,7 +400,7 @@ TEST_F(CommandsTest, AutoscalerCheckPrintsTheNodeTypes) {
   EXPECT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(o.out, "provider local, 2 node types\n"
             "  v6e: v6e-16 4x4, 4 hosts of 4 chips, 0-2 slices, classes spot (10 s) > flex-start (120 s)\n"
-            "  v5e: v5litepod-8 2x4, 1 hosts of 8 chips, 1-1 slices, classes on-demand (600 s)\n");
+            "  v5e: v5litepod-8 2x4, 1 host of 8 chips, 1-1 slices, classes on-demand (600 s)\n");
 }
 
 TEST_F(CommandsTest, AutoscalerCheckErrors) {

@@ -313,7 +313,7 @@ absl::StatusOr<int> WaitForTpuSimPort(const std::string& session, const std::str
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("torus-tpu-sim of ", name, " did not serve within ",
-                                                      timeout.count() / 1000, " s; see ", log));
+                                                      static_cast<double>(timeout.count()) / 1000, " s; see ", log));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -383,7 +383,7 @@ absl::Status WaitForNodes(const std::string& address, const std::string& token, 
         detail = absl::StrCat("; end of ", log, ":\n", TailOfFile(log, 2));
       }
       return absl::DeadlineExceededError(absl::StrCat(alive, " of ", node_ids.size(), " nodes registered within ",
-                                                      timeout.count() / 1000, " s", detail));
+                                                      static_cast<double>(timeout.count()) / 1000, " s", detail));
     }
     if (!cursor || !http->WaitEvents(&*cursor, {.kinds = {"node"}}, 250).ok()) {
       cursor.reset();  // a head without events, or one that went away: look again shortly

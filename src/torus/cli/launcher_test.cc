@@ -236,6 +236,13 @@ TEST(LauncherTest, WaitForTpuSimPortTimesOut) {
             "torus-tpu-sim of h did not serve within 1 s; see " + session.path() + "/logs/sim-h.log");
 }
 
+TEST(LauncherTest, ATimeoutUnderASecondIsNamedInFractions) {
+  TempDir session;
+  auto port = WaitForTpuSimPort(session.path(), "h", getpid(), 250ms);
+  EXPECT_EQ(port.status().message(),
+            "torus-tpu-sim of h did not serve within 0.25 s; see " + session.path() + "/logs/sim-h.log");
+}
+
 TEST(LauncherTest, CleanAgentEnvironmentDropsWhatMisleadsDetection) {
   ScopedEnv a("TPU_WORKER_ID", "3"), b("MEGASCALE_SLICE_ID", "1"), c("TORUS_NODE_GROUP", "v6e"),
       d("TORUS_TOKEN", "secret"), e("TORUS_ADDRESS", "h:1"), f("CUDA_VISIBLE_DEVICES", "0"),

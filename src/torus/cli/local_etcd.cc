@@ -90,7 +90,7 @@ absl::StatusOr<std::string> StartLocalEtcd(const std::string& session, int membe
       }
       if (std::chrono::steady_clock::now() >= deadline) {
         return absl::DeadlineExceededError(
-            absl::StrCat(m.name, " was not healthy within ", timeout.count() / 1000, " s; see ", log));
+            absl::StrCat(m.name, " was not healthy within ", static_cast<double>(timeout.count()) / 1000, " s; see ", log));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
