@@ -421,39 +421,6 @@ def test_label_selectors_and_node_affinity_choose_where_tasks_and_actors_run(clu
                               "alive node of the cluster")
 
 
-def test_a_burst_of_short_tasks_leases_on_the_local_node_and_spills_only_when_it_is_full(cluster, tmp_path):
-    # The lease policy (core/lease_policy.h): a burst of no-op tasks needs a few workers, which the driver's own node
-    # (4 CPUs) has; with that node's CPUs all held by actors, tasks go to the other nodes at once instead of waiting
-    # there.
-    result = driver_json(cluster, tmp_path, """
-        import json, os, torus
-        from torus.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        torus.init()
-
-        @torus.remote
-        def where():
-            return torus.get_runtime_context().get_node_id(), os.getpid()
-
-        @torus.remote(num_cpus=1)
-        class Holder:
-            def ready(self):
-                return True
-
-        local = torus.get_runtime_context().get_node_id()
-        burst = torus.get([where.remote() for _ in range(1000)])
-        out = {"burst_nodes": sorted({n == local for n, _ in burst}), "burst_workers": len({p for _, p in burst})}
-        holders = [Holder.options(scheduling_strategy=NodeAffinitySchedulingStrategy(local, soft=False)).remote()
-                   for _ in range(4)]
-        torus.get([h.ready.remote() for h in holders], timeout=60)
-        spilled = torus.get([where.remote() for _ in range(20)], timeout=30)
-        out["spilled_local"] = sum(n == local for n, _ in spilled)
-        print(json.dumps(out))
-    """)
-    assert result["burst_nodes"] == [True], result  # every task on the driver's node
-    assert 1 <= result["burst_workers"] <= 4, result  # its CPUs, not a worker on every node
-    assert result["spilled_local"] == 0, result
-
-
 def test_tasks_run_inside_placement_group_bundles(cluster, tmp_path):
     result = driver_json(cluster, tmp_path, """
         import json, torus

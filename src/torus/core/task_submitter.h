@@ -148,6 +148,9 @@ class TaskSubmitter {
                const grpc::Status& status, const LeaseReply& reply);
   // A lease request waits this long at an agent that may be full while another candidate has room; an agent that
   // said it was full is asked again only after kBusyAgentMs, unless every other one is full too.
+  // The steady clock in milliseconds and microseconds.
+  static int64_t SteadyMs();
+  static int64_t SteadyUs();
   static constexpr int64_t kBusyAgentWaitMs = 200;
   static constexpr int64_t kBusyAgentMs = 1000;
   // Learns where a placement group's bundles are (on a thread of its own), then queues the tasks that wait for it.
