@@ -115,7 +115,7 @@ Timing RunPasses(int passes, bool reuse) {
     const Group g = SliceGroup(n);
     MustApply(state, GroupSubmitted{g});
     const Clock::time_point start = Clock::now();
-    auto all = [](const NodeId&) { return true; };
+    auto all = [](const sched::NodeSnapshot&) { return true; };
     PassInput input = reuse && last ? BuildPassInput(state, all, {}, &*last) : BuildPassInput(state, all);
     const Clock::time_point read = Clock::now();
     input.Index();
